@@ -1,0 +1,221 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Defaults applied by Config.Validate. They are tuned for a LAN or loopback
+// cluster: a dead leader is detected and replaced in about a second.
+const (
+	DefaultHeartbeatTimeout   = 500 * time.Millisecond
+	DefaultElectionTimeout    = 500 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
+	DefaultCommitTimeout      = 50 * time.Millisecond
+	DefaultMaxAppendEntries   = 512
+	DefaultSnapshotInterval   = 120 * time.Second
+	DefaultSnapshotThreshold  = 8192
+	DefaultTrailingLogs       = 10240
+	DefaultApplyTimeout       = 10 * time.Second
+	// DefaultSnapshotRetain is how many snapshots the file store keeps.
+	DefaultSnapshotRetain = 2
+)
+
+// maxMetaSize is memberlist's limit for node metadata.
+const maxMetaSize = 512
+
+// Config configures a Node. Zero durations and counts take the defaults
+// above; see Validate.
+type Config struct {
+	// NodeID is this node's stable raft server id and memberlist name.
+	// Required.
+	NodeID string
+	// DataDir holds raft/raft.db (raft-boltdb, fsync always on),
+	// raft/snapshots/ (file snapshot store, DefaultSnapshotRetain kept) and
+	// peers.json (known peers, for rejoining gossip after a restart).
+	// Required.
+	DataDir string
+	// RaftAddr is host:port for the raft TCP transport; it is both bound
+	// and advertised, so it must be reachable by the other nodes. Required
+	// unless Transport is set.
+	RaftAddr string
+	// GossipAddr is host:port memberlist binds to and advertises (TCP and
+	// UDP). Required unless DisableGossip is set.
+	GossipAddr string
+	// HTTPAddr is this node's advertised HTTP base URL, such as
+	// "http://127.0.0.1:36725". It travels in gossip metadata so every node
+	// can name the leader's URL. Required.
+	HTTPAddr string
+	// Bootstrap makes this node bootstrap a new single-voter cluster with
+	// itself, but only if DataDir has no existing raft state.
+	Bootstrap bool
+	// Join lists HTTP base URLs of existing members. A node with no raft
+	// state POSTs to <url>/cluster/join until it is added; a node with
+	// existing state uses them only to find gossip peers.
+	Join []string
+	// JoinToken is sent as "Authorization: Bearer <JoinToken>" on join
+	// requests.
+	JoinToken string
+	// FSM receives committed commands. If it implements raft.BatchingFSM
+	// (or raft.ConfigurationStore) that is preserved. Required.
+	FSM raft.FSM
+	// Logger receives all logs, including raft's and memberlist's, under
+	// named sub-loggers. Defaults to hclog.Default().
+	Logger hclog.Logger
+
+	// HeartbeatTimeout is how long a follower waits without leader contact
+	// before starting an election.
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout is how long a candidate waits before a new election.
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout is how long a leader stays leader without
+	// contacting a quorum. Must not exceed HeartbeatTimeout.
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout is how long raft waits without an Apply before sending
+	// an AppendEntries carrying the commit index.
+	CommitTimeout time.Duration
+	// MaxAppendEntries caps entries per AppendEntries RPC and per fsync'ed
+	// StoreLogs batch (group commit). At most 1024.
+	MaxAppendEntries int
+	// SnapshotInterval is how often raft checks whether to snapshot.
+	SnapshotInterval time.Duration
+	// SnapshotThreshold is how many new log entries trigger a snapshot.
+	SnapshotThreshold uint64
+	// TrailingLogs is how many log entries are kept after a snapshot so
+	// slow followers can catch up without a snapshot install.
+	TrailingLogs uint64
+	// ApplyTimeout bounds Apply, barriers and membership changes when the
+	// caller's context has no earlier deadline.
+	ApplyTimeout time.Duration
+
+	// Test hooks. Transport replaces the TCP transport (RaftAddr then
+	// defaults to its LocalAddr). LogStore, StableStore and SnapshotStore
+	// replace the on-disk stores. DisableGossip runs without memberlist.
+	Transport     raft.Transport
+	LogStore      raft.LogStore
+	StableStore   raft.StableStore
+	SnapshotStore raft.SnapshotStore
+	DisableGossip bool
+}
+
+// Validate fills in defaults and rejects an incomplete configuration. The
+// error wraps ErrInvalidConfig.
+func (c *Config) Validate() error {
+	bad := func(format string, args ...interface{}) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	if c.NodeID == "" {
+		return bad("NodeID is required")
+	}
+	if c.DataDir == "" {
+		return bad("DataDir is required")
+	}
+	if c.FSM == nil {
+		return bad("FSM is required")
+	}
+	if c.RaftAddr == "" && c.Transport != nil {
+		c.RaftAddr = string(c.Transport.LocalAddr())
+	}
+	if c.RaftAddr == "" {
+		return bad("RaftAddr is required")
+	}
+	if c.Transport == nil {
+		if err := checkHostPort(c.RaftAddr); err != nil {
+			return bad("RaftAddr: %v", err)
+		}
+	}
+	if !c.DisableGossip {
+		if c.GossipAddr == "" {
+			return bad("GossipAddr is required")
+		}
+		if err := checkHostPort(c.GossipAddr); err != nil {
+			return bad("GossipAddr: %v", err)
+		}
+	}
+	if c.HTTPAddr == "" {
+		return bad("HTTPAddr is required")
+	}
+	if u, err := url.Parse(c.HTTPAddr); err != nil || u.Scheme == "" || u.Host == "" {
+		return bad("HTTPAddr %q is not an absolute URL", c.HTTPAddr)
+	}
+	for _, j := range c.Join {
+		if u, err := url.Parse(j); err != nil || u.Scheme == "" || u.Host == "" {
+			return bad("Join URL %q is not an absolute URL", j)
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.Default()
+	}
+	setDur := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	setDur(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	setDur(&c.ElectionTimeout, DefaultElectionTimeout)
+	setDur(&c.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
+	setDur(&c.CommitTimeout, DefaultCommitTimeout)
+	setDur(&c.SnapshotInterval, DefaultSnapshotInterval)
+	setDur(&c.ApplyTimeout, DefaultApplyTimeout)
+	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		c.LeaderLeaseTimeout = c.HeartbeatTimeout
+	}
+	if c.ElectionTimeout < c.HeartbeatTimeout {
+		return bad("ElectionTimeout (%s) must be >= HeartbeatTimeout (%s)", c.ElectionTimeout, c.HeartbeatTimeout)
+	}
+	if c.MaxAppendEntries <= 0 {
+		c.MaxAppendEntries = DefaultMaxAppendEntries
+	}
+	if c.MaxAppendEntries > 1024 {
+		return bad("MaxAppendEntries must be <= 1024")
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = DefaultTrailingLogs
+	}
+	if b, _ := json.Marshal(c.meta()); len(b) >= maxMetaSize {
+		return bad("gossip metadata is %d bytes, limit %d", len(b), maxMetaSize)
+	}
+	return nil
+}
+
+func (c *Config) meta() nodeMeta {
+	return nodeMeta{ID: c.NodeID, RaftAddr: c.RaftAddr, HTTPAddr: c.HTTPAddr}
+}
+
+func (c *Config) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.NodeID)
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.CommitTimeout = c.CommitTimeout
+	rc.MaxAppendEntries = c.MaxAppendEntries
+	rc.SnapshotInterval = c.SnapshotInterval
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.TrailingLogs = c.TrailingLogs
+	rc.Logger = c.Logger.Named("raft")
+	return rc
+}
+
+func checkHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return fmt.Errorf("%q has no host (it is advertised, so it must be reachable)", addr)
+	}
+	if port == "" {
+		return fmt.Errorf("%q has no port", addr)
+	}
+	return nil
+}

@@ -1,0 +1,318 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
+)
+
+// nodeMeta is the memberlist metadata each node gossips (kept well under
+// memberlist's 512-byte limit).
+type nodeMeta struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+// peerInfo is what this node knows about another node, from gossip, from a
+// join answer, from AddVoter or from peers.json.
+type peerInfo struct {
+	Member
+	alive bool // alive in memberlist right now
+}
+
+// peersFile is the JSON layout of DataDir/peers.json.
+type peersFile struct {
+	Nodes []Member `json:"nodes"`
+}
+
+// gossipDelegate implements memberlist.Delegate and memberlist.EventDelegate.
+// Callbacks only update the peer map under a mutex and do non-blocking sends:
+// they must never block memberlist.
+type gossipDelegate struct {
+	n    *Node
+	meta []byte
+}
+
+func (d *gossipDelegate) NodeMeta(limit int) []byte {
+	if len(d.meta) > limit {
+		return nil
+	}
+	return d.meta
+}
+func (d *gossipDelegate) NotifyMsg([]byte)                           {}
+func (d *gossipDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *gossipDelegate) LocalState(join bool) []byte                { return nil }
+func (d *gossipDelegate) MergeRemoteState(buf []byte, join bool)     {}
+
+func (d *gossipDelegate) NotifyJoin(node *memberlist.Node)   { d.n.gossipEvent(node, true) }
+func (d *gossipDelegate) NotifyUpdate(node *memberlist.Node) { d.n.gossipEvent(node, true) }
+func (d *gossipDelegate) NotifyLeave(node *memberlist.Node)  { d.n.gossipEvent(node, false) }
+
+// gossipEvent records a membership change and pokes the persister and the
+// gossip reconciler.
+func (n *Node) gossipEvent(node *memberlist.Node, alive bool) {
+	var meta nodeMeta
+	if len(node.Meta) > 0 {
+		if err := json.Unmarshal(node.Meta, &meta); err != nil {
+			n.logger.Warn("bad gossip metadata", "node", node.Name, "error", err)
+		}
+	}
+	if meta.ID == "" {
+		meta.ID = node.Name
+	}
+	gaddr := net.JoinHostPort(node.Addr.String(), strconv.Itoa(int(node.Port)))
+	n.peersMu.Lock()
+	p := n.peers[meta.ID]
+	p.ID = meta.ID
+	p.GossipAddr = gaddr
+	if meta.RaftAddr != "" {
+		p.RaftAddr = meta.RaftAddr
+	}
+	if meta.HTTPAddr != "" {
+		p.HTTPAddr = meta.HTTPAddr
+	}
+	p.alive = alive
+	n.peers[meta.ID] = p
+	n.peersMu.Unlock()
+	poke(n.peersDirty)
+	poke(n.gossipKick)
+	n.notifyLeaderChange()
+}
+
+// poke does a non-blocking send on a 1-buffered channel.
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Node) startMemberlist() error {
+	host, portStr, err := net.SplitHostPort(n.cfg.GossipAddr)
+	if err != nil {
+		return err
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("gossip port %q: %w", portStr, err)
+	}
+	meta, err := json.Marshal(n.cfg.meta())
+	if err != nil {
+		return err
+	}
+	d := &gossipDelegate{n: n, meta: meta}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = n.cfg.NodeID
+	mc.BindAddr = host
+	mc.BindPort = port
+	mc.AdvertiseAddr = host
+	mc.AdvertisePort = port
+	mc.Delegate = d
+	mc.Events = d
+	mc.LogOutput = nil
+	mc.Logger = n.logger.Named("memberlist").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	// A restarted node may come back on a new address under the same name;
+	// let it reclaim its name soon after the old incarnation is declared dead.
+	mc.DeadNodeReclaimTime = 10 * time.Second
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("start memberlist on %s: %w", n.cfg.GossipAddr, err)
+	}
+	n.ml = ml
+	return nil
+}
+
+// gossipLoop keeps memberlist connected to every raft member (and, before
+// this node is in a configuration, to every peer it has heard of). memberlist
+// does not re-probe nodes it declared dead, so this is what heals gossip after
+// a partition or a restart. Backoff 200ms..2s while someone is missing.
+func (n *Node) gossipLoop(joinURLs []string) {
+	defer n.wg.Done()
+	backoff := 200 * time.Millisecond
+	urlTurn := 0
+	for {
+		missing := n.missingGossipAddrs()
+		if len(missing) > 0 {
+			if _, err := n.ml.Join(missing); err != nil {
+				n.logger.Debug("gossip join failed", "addrs", missing, "error", err)
+			}
+		} else if n.ml.NumMembers() <= 1 && len(joinURLs) > 0 {
+			// No known peer to gossip with: ask a seed URL for the members.
+			u := joinURLs[urlTurn%len(joinURLs)]
+			urlTurn++
+			if members, err := n.fetchMembers(u); err != nil {
+				n.logger.Debug("fetch members from seed failed", "url", u, "error", err)
+			} else {
+				n.learnPeers(members)
+				continue
+			}
+		}
+		wait := 2 * time.Second
+		if len(missing) > 0 || n.ml.NumMembers() <= 1 {
+			wait = backoff
+			backoff = min(backoff*2, 2*time.Second)
+		} else {
+			backoff = 200 * time.Millisecond
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-n.shutdownCh:
+			t.Stop()
+			return
+		case <-n.gossipKick:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// missingGossipAddrs returns the gossip addresses of peers that should be in
+// memberlist but are not alive there.
+func (n *Node) missingGossipAddrs() []string {
+	want := map[string]bool{}
+	if cfg, err := n.configuration(); err == nil && len(cfg.Servers) > 0 {
+		for _, s := range cfg.Servers {
+			want[string(s.ID)] = true
+		}
+	}
+	n.peersMu.Lock()
+	defer n.peersMu.Unlock()
+	var out []string
+	for id, p := range n.peers {
+		if id == n.cfg.NodeID || p.alive || p.GossipAddr == "" {
+			continue
+		}
+		if len(want) > 0 && !want[id] {
+			continue
+		}
+		out = append(out, p.GossipAddr)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// learnPeers records members learned from a join answer or a seed.
+func (n *Node) learnPeers(ms []Member) {
+	n.peersMu.Lock()
+	for _, m := range ms {
+		if m.ID == "" || m.ID == n.cfg.NodeID {
+			continue
+		}
+		p := n.peers[m.ID]
+		p.ID = m.ID
+		if m.RaftAddr != "" {
+			p.RaftAddr = m.RaftAddr
+		}
+		if m.HTTPAddr != "" {
+			p.HTTPAddr = m.HTTPAddr
+		}
+		if m.GossipAddr != "" {
+			p.GossipAddr = m.GossipAddr
+		}
+		n.peers[m.ID] = p
+	}
+	n.peersMu.Unlock()
+	poke(n.peersDirty)
+	poke(n.gossipKick)
+}
+
+func (n *Node) peer(id string) (peerInfo, bool) {
+	n.peersMu.Lock()
+	defer n.peersMu.Unlock()
+	p, ok := n.peers[id]
+	return p, ok
+}
+
+func (n *Node) peersPath() string { return filepath.Join(n.cfg.DataDir, peersFileName) }
+
+// loadPeers reads DataDir/peers.json, if any, into the peer map (not alive).
+func (n *Node) loadPeers() error {
+	b, err := os.ReadFile(n.peersPath())
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var pf peersFile
+	if err := json.Unmarshal(b, &pf); err != nil {
+		n.logger.Warn("ignoring unreadable peers file", "path", n.peersPath(), "error", err)
+		return nil
+	}
+	n.peersMu.Lock()
+	for _, m := range pf.Nodes {
+		if m.ID != "" && m.ID != n.cfg.NodeID {
+			n.peers[m.ID] = peerInfo{Member: m}
+		}
+	}
+	n.peersMu.Unlock()
+	return nil
+}
+
+// peersLoop rewrites peers.json whenever the peer map changes.
+func (n *Node) peersLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.shutdownCh:
+			return
+		case <-n.peersDirty:
+			if err := n.writePeers(); err != nil {
+				n.logger.Warn("write peers file", "error", err)
+			}
+		}
+	}
+}
+
+// writePeers atomically (temp file, fsync, rename) writes every known node,
+// this one included.
+func (n *Node) writePeers() error {
+	n.peersMu.Lock()
+	pf := peersFile{Nodes: []Member{n.self()}}
+	for _, p := range n.peers {
+		pf.Nodes = append(pf.Nodes, p.Member)
+	}
+	n.peersMu.Unlock()
+	sort.Slice(pf.Nodes, func(i, j int) bool { return pf.Nodes[i].ID < pf.Nodes[j].ID })
+	b, err := json.MarshalIndent(pf, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(n.peersPath(), b)
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}

@@ -1,0 +1,465 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/hashicorp/go-memdb"
+)
+
+// maxDeadSkips bounds how many out-of-attempts jobs one claim-next entry
+// may mark dead before giving up, so no entry does unbounded work.
+const maxDeadSkips = 64
+
+// applier applies one command inside the batch's write transaction. Every
+// method validates fully before it writes, so a refused command leaves the
+// transaction as it found it.
+type applier struct {
+	txn         *memdb.Txn
+	index       uint64
+	maxAttempts int
+}
+
+func (a *applier) get(id string) (*Job, error) {
+	raw, err := a.txn.First(tableJobs, indexID, id)
+	if err != nil {
+		return nil, err
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	return raw.(*Job), nil
+}
+
+func (a *applier) put(j *Job, now int64) {
+	j.ModifyIndex = a.index
+	j.UpdatedAt = now
+	if err := a.txn.Insert(tableJobs, j); err != nil {
+		panic(fmt.Sprintf("fsm: insert job %s: %v", j.ID, err))
+	}
+}
+
+func (j *Job) addEvent(e Event) {
+	e.Seq = len(j.History) + 1
+	j.History = append(j.History, e)
+}
+
+func fail(err error) *Result { return &Result{Err: err} }
+
+func notFound(id string) *Result {
+	return fail(fmt.Errorf("job %s: %w", id, ErrNotFound))
+}
+
+func (a *applier) create(c *CreateCommand) *Result {
+	if c.ID == "" || len(c.Payload) == 0 {
+		return fail(fmt.Errorf("create: %w: id and payload are required", ErrInvalid))
+	}
+	if c.IdempotencyKey != "" {
+		raw, err := a.txn.First(tableJobs, indexIdem, c.IdempotencyKey)
+		if err != nil {
+			panic(err)
+		}
+		if raw != nil {
+			return &Result{Job: raw.(*Job), Duplicate: true}
+		}
+	}
+	if existing, err := a.get(c.ID); err != nil {
+		panic(err)
+	} else if existing != nil {
+		return fail(fmt.Errorf("create: %w: job %s already exists", ErrInvalid, c.ID))
+	}
+	j := &Job{
+		ID:             c.ID,
+		Stream:         c.Stream,
+		Target:         c.Target,
+		Payload:        c.Payload,
+		State:          StateQueued,
+		MaxAttempts:    c.MaxAttempts,
+		LeaseSeconds:   c.LeaseSeconds,
+		TaskClass:      c.TaskClass,
+		IdempotencyKey: c.IdempotencyKey,
+		CreatedAt:      c.Now,
+		CreateIndex:    a.index,
+		QueueIndex:     a.index,
+	}
+	if j.Stream == "" {
+		j.Stream = DefaultStream
+	}
+	if j.MaxAttempts <= 0 {
+		j.MaxAttempts = a.maxAttempts
+	}
+	j.addEvent(Event{At: c.Now, Type: EventCreated, Actor: c.Actor.String(), To: StateQueued})
+	a.put(j, c.Now)
+	return &Result{Job: j}
+}
+
+// eligible reports whether a claimant with the given identities may take j.
+func eligible(j *Job, targets []string) bool {
+	return j.Target == "" || slices.Contains(targets, j.Target)
+}
+
+func (a *applier) claim(c *ClaimCommand) *Result {
+	if c.AttemptID == "" || c.LeaseToken == "" || c.LeaseNanos <= 0 {
+		return fail(fmt.Errorf("claim: %w: attempt id, lease token and lease are required", ErrInvalid))
+	}
+	if c.JobID != "" {
+		j, err := a.get(c.JobID)
+		if err != nil {
+			panic(err)
+		}
+		if j == nil {
+			return notFound(c.JobID)
+		}
+		if j.State != StateQueued {
+			return fail(refuse(ErrIllegalTransition, "claim", j, "only a queued job can be claimed"))
+		}
+		if !eligible(j, c.Targets) {
+			return fail(refuse(ErrTargetMismatch, "claim", j, "job is targeted at "+j.Target))
+		}
+		if j.Attempts >= j.MaxAttempts {
+			d := a.kill(j, c.Now, c.Actor.String(), "claim with no attempts left")
+			return &Result{Job: d, Err: refuse(ErrMaxAttempts, "claim", d, fmt.Sprintf("attempts %d of %d used; job is dead", d.Attempts, d.MaxAttempts))}
+		}
+		return &Result{Job: a.start(j, c), Claimed: true}
+	}
+	for skips := 0; skips <= maxDeadSkips; {
+		j := a.nextQueued(c.Streams, c.Targets)
+		if j == nil {
+			return &Result{}
+		}
+		if j.Attempts >= j.MaxAttempts {
+			a.kill(j, c.Now, c.Actor.String(), "claim with no attempts left")
+			skips++
+			continue
+		}
+		return &Result{Job: a.start(j, c), Claimed: true}
+	}
+	return &Result{}
+}
+
+// nextQueued returns the longest-waiting queued job of the first stream (in
+// order) that has one the claimant may take.
+func (a *applier) nextQueued(streams, targets []string) *Job {
+	return nextQueued(a.txn, streams, targets, nil)
+}
+
+func nextQueued(txn *memdb.Txn, streams, targets []string, ws memdb.WatchSet) *Job {
+	for _, s := range streams {
+		var best *Job
+		consider := func(target string) {
+			watch, raw, err := txn.FirstWatch(tableJobs, indexQueue, s, target)
+			if err != nil {
+				panic(err)
+			}
+			ws.Add(watch)
+			if raw != nil {
+				if j := raw.(*Job); best == nil || j.QueueIndex < best.QueueIndex {
+					best = j
+				}
+			}
+		}
+		consider("")
+		for _, t := range targets {
+			if t != "" {
+				consider(t)
+			}
+		}
+		if best != nil {
+			return best
+		}
+	}
+	return nil
+}
+
+func (a *applier) start(old *Job, c *ClaimCommand) *Job {
+	j := copyJob(old)
+	j.State = StateRunning
+	j.Attempts++
+	j.StartedAt = c.Now
+	j.Lease = &Lease{
+		Owner:     c.Actor.Role,
+		WorkerID:  c.Actor.WorkerID,
+		AttemptID: c.AttemptID,
+		Token:     c.LeaseToken,
+		ExpiresAt: c.Now + j.leaseNanos(c.LeaseNanos),
+	}
+	j.AttemptLog = append(j.AttemptLog, Attempt{
+		ID: c.AttemptID, Owner: c.Actor.Role, WorkerID: c.Actor.WorkerID, Token: c.LeaseToken,
+		StartedAt: c.Now, Outcome: OutcomeRunning,
+	})
+	j.addEvent(Event{At: c.Now, Type: EventClaimed, Actor: c.Actor.String(), From: StateQueued, To: StateRunning,
+		AttemptID: c.AttemptID, WorkerID: c.Actor.WorkerID, Text: fmt.Sprintf("attempt %d of %d", j.Attempts, j.MaxAttempts)})
+	a.put(j, c.Now)
+	return j
+}
+
+// kill marks a queued job dead because it has no attempts left.
+func (a *applier) kill(old *Job, now int64, actor, why string) *Job {
+	j := copyJob(old)
+	j.State = StateDead
+	j.FinishedAt = now
+	j.addEvent(Event{At: now, Type: EventDead, Actor: actor, From: old.State, To: StateDead, Text: why})
+	a.put(j, now)
+	return j
+}
+
+// authorize checks that actor may act on running job j under ref: head
+// always may; a worker-contract call must carry the current lease token
+// (and attempt id, when given); a v0 call must come from the owning role.
+func authorize(op string, j *Job, ref LeaseRef, actor Actor) error {
+	if j.State != StateRunning || j.Lease == nil {
+		return refuse(ErrIllegalTransition, op, j, "job is not running")
+	}
+	if ref.Token != "" || ref.AttemptID != "" {
+		if ref.Token != j.Lease.Token || (ref.AttemptID != "" && ref.AttemptID != j.Lease.AttemptID) {
+			return refuse(ErrStaleLease, op, j, "lease token or attempt id is not the current one")
+		}
+		return nil
+	}
+	if actor.isHead() {
+		return nil
+	}
+	if actor.Role != j.Lease.Owner {
+		return refuse(ErrNotOwner, op, j, "only the claimant ("+j.Lease.Owner+") or head may "+op)
+	}
+	return nil
+}
+
+// repeated recognises a complete or fail that repeats one already applied
+// for a finished attempt of j, and returns the first answer.
+func repeated(j *Job, ref LeaseRef, want Outcome) *Result {
+	if ref.AttemptID == "" || ref.Token == "" {
+		return nil
+	}
+	at := j.FindAttempt(ref.AttemptID)
+	if at == nil || at.Token != ref.Token || at.Outcome != want {
+		return nil
+	}
+	return &Result{Job: j, Duplicate: true, Requeued: at.Requeued, DLQ: at.DLQ}
+}
+
+func (a *applier) lookupRunning(op string, ref LeaseRef, actor Actor, want Outcome) (*Job, *Result) {
+	old, err := a.get(ref.JobID)
+	if err != nil {
+		panic(err)
+	}
+	if old == nil {
+		return nil, notFound(ref.JobID)
+	}
+	if want != "" {
+		if r := repeated(old, ref, want); r != nil {
+			return nil, r
+		}
+	}
+	if err := authorize(op, old, ref, actor); err != nil {
+		return nil, &Result{Job: old, Err: err}
+	}
+	return old, nil
+}
+
+// endAttempt closes the current attempt of j (a copy) and drops its lease.
+func endAttempt(j *Job, now int64, outcome Outcome, jerr *JobError) *Attempt {
+	at := j.CurrentAttempt()
+	if at != nil {
+		at.EndedAt = now
+		at.Outcome = outcome
+		at.Error = jerr
+	}
+	j.Lease = nil
+	return at
+}
+
+func (a *applier) heartbeat(c *HeartbeatCommand) *Result {
+	old, r := a.lookupRunning("heartbeat", c.Ref, c.Actor, "")
+	if r != nil {
+		return r
+	}
+	j := copyJob(old)
+	j.Lease.ExpiresAt = c.Now + j.leaseNanos(c.LeaseNanos)
+	j.addEvent(Event{At: c.Now, Type: EventHeartbeat, Actor: c.Actor.String(), AttemptID: j.Lease.AttemptID, WorkerID: c.Actor.WorkerID})
+	a.put(j, c.Now)
+	return &Result{Job: j}
+}
+
+func (a *applier) complete(c *CompleteCommand) *Result {
+	old, r := a.lookupRunning("complete", c.Ref, c.Actor, OutcomeCompleted)
+	if r != nil {
+		return r
+	}
+	j := copyJob(old)
+	at := endAttempt(j, c.Now, OutcomeCompleted, nil)
+	j.State = StateDone
+	j.Result = c.Result
+	j.Error = nil
+	j.Stdout, j.Stderr = c.Stdout, c.Stderr
+	j.FinishedAt = c.Now
+	j.addEvent(Event{At: c.Now, Type: EventCompleted, Actor: c.Actor.String(), From: StateRunning, To: StateDone,
+		AttemptID: at.ID, WorkerID: c.Actor.WorkerID})
+	a.put(j, c.Now)
+	return &Result{Job: j}
+}
+
+func (a *applier) fail(c *FailCommand) *Result {
+	old, r := a.lookupRunning("fail", c.Ref, c.Actor, OutcomeFailed)
+	if r != nil {
+		return r
+	}
+	j := copyJob(old)
+	jerr := c.Error
+	at := endAttempt(j, c.Now, OutcomeFailed, &jerr)
+	j.Error = &jerr
+	if c.Stdout != "" || c.Stderr != "" {
+		j.Stdout, j.Stderr = c.Stdout, c.Stderr
+	}
+	res := &Result{Job: j}
+	switch {
+	case c.Requeue && j.Attempts < j.MaxAttempts:
+		j.State = StateQueued
+		j.QueueIndex = a.index
+		res.Requeued = true
+	case c.Requeue:
+		j.State = StateDead
+		j.FinishedAt = c.Now
+		res.DLQ = true
+	default:
+		j.State = StateFailed
+		j.FinishedAt = c.Now
+		res.DLQ = true
+	}
+	at.Requeued, at.DLQ = res.Requeued, res.DLQ
+	j.addEvent(Event{At: c.Now, Type: EventFailed, Actor: c.Actor.String(), From: StateRunning, To: j.State,
+		AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: jerr.Message})
+	a.put(j, c.Now)
+	return res
+}
+
+func (a *applier) release(c *ReleaseCommand) *Result {
+	old, r := a.lookupRunning("release", c.Ref, c.Actor, "")
+	if r != nil {
+		return r
+	}
+	j := copyJob(old)
+	at := endAttempt(j, c.Now, OutcomeReleased, nil)
+	// A release gives the attempt back: it does not count against the limit.
+	j.Attempts--
+	j.State = StateQueued
+	j.QueueIndex = a.index
+	j.addEvent(Event{At: c.Now, Type: EventReleased, Actor: c.Actor.String(), From: StateRunning, To: StateQueued,
+		AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: c.Reason})
+	a.put(j, c.Now)
+	return &Result{Job: j, Requeued: true}
+}
+
+func (a *applier) reap(c *ReapCommand) *Result {
+	if c.Max <= 0 {
+		return fail(fmt.Errorf("reap: %w: max must be positive", ErrInvalid))
+	}
+	// Collect first: the lease index changes under us as we write.
+	var expired []*Job
+	it, err := a.txn.LowerBound(tableJobs, indexLease, uint64(0))
+	if err != nil {
+		panic(err)
+	}
+	for raw := it.Next(); raw != nil && len(expired) < c.Max; raw = it.Next() {
+		j := raw.(*Job)
+		if j.Lease.ExpiresAt > c.Now {
+			break
+		}
+		expired = append(expired, j)
+	}
+	res := &Result{}
+	for _, old := range expired {
+		j := copyJob(old)
+		at := endAttempt(j, c.Now, OutcomeExpired, nil)
+		if j.Attempts >= j.MaxAttempts {
+			j.State = StateDead
+			j.FinishedAt = c.Now
+		} else {
+			j.State = StateQueued
+			j.QueueIndex = a.index
+		}
+		j.addEvent(Event{At: c.Now, Type: EventReaped, Actor: "reaper", From: StateRunning, To: j.State,
+			AttemptID: at.ID, WorkerID: at.WorkerID, Text: "lease expired"})
+		a.put(j, c.Now)
+		res.Jobs = append(res.Jobs, j)
+	}
+	return res
+}
+
+func (a *applier) comment(c *CommentCommand) *Result {
+	old, err := a.get(c.JobID)
+	if err != nil {
+		panic(err)
+	}
+	if old == nil {
+		return notFound(c.JobID)
+	}
+	if c.Text == "" {
+		return fail(fmt.Errorf("comment: %w: text is required", ErrInvalid))
+	}
+	j := copyJob(old)
+	j.Comments = append(j.Comments, Comment{At: c.Now, Actor: c.Actor.String(), Text: c.Text})
+	j.addEvent(Event{At: c.Now, Type: EventComment, Actor: c.Actor.String(), Text: c.Text})
+	a.put(j, c.Now)
+	return &Result{Job: j}
+}
+
+func (a *applier) redrive(c *RedriveCommand) *Result {
+	old, err := a.get(c.JobID)
+	if err != nil {
+		panic(err)
+	}
+	if old == nil {
+		return notFound(c.JobID)
+	}
+	if old.State != StateFailed && old.State != StateDead {
+		return &Result{Job: old, Err: refuse(ErrIllegalTransition, "redrive", old, "only a failed or dead job can be re-driven")}
+	}
+	j := copyJob(old)
+	j.State = StateQueued
+	j.Attempts = 0
+	j.QueueIndex = a.index
+	j.FinishedAt = 0
+	j.addEvent(Event{At: c.Now, Type: EventRedriven, Actor: c.Actor.String(), From: old.State, To: StateQueued})
+	a.put(j, c.Now)
+	return &Result{Job: j}
+}
+
+func (a *applier) blobChunk(c *BlobChunkCommand) *Result {
+	if c.BlobID == "" || c.Seq < 0 {
+		return fail(fmt.Errorf("blob chunk: %w", ErrInvalid))
+	}
+	if err := a.txn.Insert(tableChunks, &BlobChunk{BlobID: c.BlobID, Seq: c.Seq, Data: c.Data}); err != nil {
+		panic(err)
+	}
+	return &Result{}
+}
+
+func (a *applier) blobCommit(c *BlobCommitCommand) *Result {
+	raw, err := a.txn.First(tableBlobs, indexID, c.BlobID)
+	if err != nil {
+		panic(err)
+	}
+	if raw != nil {
+		return &Result{Blob: raw.(*Blob), Duplicate: true}
+	}
+	var size int64
+	for i := 0; i < c.Chunks; i++ {
+		ch, err := a.txn.First(tableChunks, indexID, c.BlobID, uint64(i))
+		if err != nil {
+			panic(err)
+		}
+		if ch == nil {
+			return fail(fmt.Errorf("blob %s chunk %d: %w", c.BlobID, i, ErrBlobIncomplete))
+		}
+		size += int64(len(ch.(*BlobChunk).Data))
+	}
+	if size != c.Size {
+		return fail(fmt.Errorf("blob %s: %w: have %d bytes, want %d", c.BlobID, ErrBlobIncomplete, size, c.Size))
+	}
+	b := &Blob{ID: c.BlobID, Size: c.Size, ContentType: c.ContentType, Chunks: c.Chunks, CreatedAt: c.Now}
+	if err := a.txn.Insert(tableBlobs, b); err != nil {
+		panic(err)
+	}
+	return &Result{Blob: b}
+}

@@ -1,0 +1,234 @@
+package fsm
+
+// State is the canonical state of a job. Every API surface shows a mapping
+// of these five.
+type State string
+
+const (
+	// StateQueued: waiting to be claimed. The only state a claim accepts.
+	StateQueued State = "queued"
+	// StateRunning: claimed under a lease that heartbeats extend. Complete,
+	// fail, release and the reaper move it on.
+	StateRunning State = "running"
+	// StateDone: completed with a result. Terminal.
+	StateDone State = "done"
+	// StateFailed: failed without requeue (or non-retryable). Terminal until
+	// re-driven.
+	StateFailed State = "failed"
+	// StateDead: out of attempts. Terminal until re-driven.
+	StateDead State = "dead"
+)
+
+// Valid reports whether s is one of the five canonical states.
+func (s State) Valid() bool {
+	switch s {
+	case StateQueued, StateRunning, StateDone, StateFailed, StateDead:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether no worker action can move a job out of s.
+func (s State) Terminal() bool { return s == StateDone || s == StateFailed || s == StateDead }
+
+// DefaultStream is the stream of a job created without one.
+const DefaultStream = "default"
+
+// Job is one unit of work. Objects read from the store are shared and must
+// never be modified; apply code copies before changing.
+type Job struct {
+	ID     string
+	Stream string
+	// Target, when set, is the role or worker id the job is meant for; only
+	// a claimant matching it may claim the job.
+	Target      string
+	Payload     []byte // raw JSON
+	State       State
+	Attempts    int
+	MaxAttempts int
+	// LeaseSeconds overrides the cluster's lease length for this job (0 = default).
+	LeaseSeconds int64
+	// TaskClass is an optional label (e.g. LLM_HEAVY) chosen at create.
+	TaskClass      string
+	IdempotencyKey string
+
+	// Lease is set while the job is running.
+	Lease *Lease
+
+	Result []byte // raw JSON, set by complete
+	Error  *JobError
+	Stdout string
+	Stderr string
+
+	Comments []Comment
+	// AttemptLog holds one record per claim, oldest first.
+	AttemptLog []Attempt
+	// History is the append-only event history.
+	History []Event
+
+	CreatedAt  int64 // unix nanoseconds, stamped by the leader
+	UpdatedAt  int64
+	StartedAt  int64 // last claim
+	FinishedAt int64 // last terminal transition
+
+	// CreateIndex is the Raft index of the create entry: the job's place in
+	// creation order and the cursor for listing.
+	CreateIndex uint64
+	// QueueIndex is the Raft index at which the job last entered the queue:
+	// claims take the lowest QueueIndex first (FIFO per stream).
+	QueueIndex uint64
+	// ModifyIndex is the Raft index of the last change.
+	ModifyIndex uint64
+}
+
+// Lease is the exclusive right of one claimant to work on a running job.
+type Lease struct {
+	// Owner is the role of the claimant (e.g. "left_claw").
+	Owner string
+	// WorkerID is the worker-contract identity of the claimant, if any.
+	WorkerID  string
+	AttemptID string
+	// Token fences every later call of this attempt.
+	Token     string
+	ExpiresAt int64 // unix nanoseconds
+}
+
+// JobError is a structured failure reported by a worker.
+type JobError struct {
+	Code      string `json:"code,omitempty"`
+	Message   string `json:"message"`
+	Stack     string `json:"stack,omitempty"`
+	Retryable bool   `json:"retryable"`
+}
+
+// Comment is a note attached to a job by head or a claw.
+type Comment struct {
+	At    int64
+	Actor string
+	Text  string
+}
+
+// Outcome is how an attempt ended.
+type Outcome string
+
+const (
+	// OutcomeRunning: the attempt still holds the lease.
+	OutcomeRunning Outcome = "running"
+	// OutcomeCompleted: the attempt completed the job.
+	OutcomeCompleted Outcome = "completed"
+	// OutcomeFailed: the attempt reported a failure.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeReleased: the attempt gave the job back.
+	OutcomeReleased Outcome = "released"
+	// OutcomeExpired: the lease ran out and the reaper took the job back.
+	OutcomeExpired Outcome = "expired"
+	// OutcomeCancelled: head overrode the attempt (e.g. redrive).
+	OutcomeCancelled Outcome = "cancelled"
+)
+
+// Attempt records one claim of a job and how it ended. Its token is kept so
+// a repeated complete or fail of a finished attempt can be recognised and
+// answered the same way.
+type Attempt struct {
+	ID        string
+	Owner     string
+	WorkerID  string
+	Token     string
+	StartedAt int64
+	EndedAt   int64
+	Outcome   Outcome
+	Error     *JobError
+	// Requeued and DLQ record the answer given to the fail that ended it.
+	Requeued bool
+	DLQ      bool
+}
+
+// Event is one entry of a job's replicated history.
+type Event struct {
+	Seq       int
+	At        int64
+	Type      string
+	Actor     string
+	From      State
+	To        State
+	AttemptID string
+	WorkerID  string
+	Text      string
+}
+
+// Event types.
+const (
+	EventCreated   = "created"
+	EventClaimed   = "claimed"
+	EventHeartbeat = "heartbeat"
+	EventCompleted = "completed"
+	EventFailed    = "failed"
+	EventReleased  = "released"
+	EventReaped    = "reaped"
+	EventDead      = "dead"
+	EventComment   = "comment"
+	EventRedriven  = "redriven"
+)
+
+// Blob is a replicated, content-addressed byte string. Its id is the hex
+// SHA-256 of its content; its bytes are stored in chunks.
+type Blob struct {
+	ID          string
+	Size        int64
+	ContentType string
+	Chunks      int
+	CreatedAt   int64
+}
+
+// BlobChunk is one piece of a blob's content, replicated in its own entry
+// so no log entry is large.
+type BlobChunk struct {
+	BlobID string
+	Seq    int
+	Data   []byte
+}
+
+// lease returns the lease length of j in nanoseconds given the cluster default.
+func (j *Job) leaseNanos(def int64) int64 {
+	if j.LeaseSeconds > 0 {
+		return j.LeaseSeconds * 1e9
+	}
+	return def
+}
+
+// copyJob returns a shallow copy of j whose slices may be appended to
+// without touching j's.
+func copyJob(j *Job) *Job {
+	c := *j
+	if j.Lease != nil {
+		l := *j.Lease
+		c.Lease = &l
+	}
+	c.Comments = j.Comments[:len(j.Comments):len(j.Comments)]
+	c.AttemptLog = append([]Attempt(nil), j.AttemptLog...)
+	c.History = j.History[:len(j.History):len(j.History)]
+	return &c
+}
+
+// CurrentAttempt returns the attempt holding the lease, or nil.
+func (j *Job) CurrentAttempt() *Attempt {
+	if j.Lease == nil {
+		return nil
+	}
+	for i := len(j.AttemptLog) - 1; i >= 0; i-- {
+		if j.AttemptLog[i].ID == j.Lease.AttemptID {
+			return &j.AttemptLog[i]
+		}
+	}
+	return nil
+}
+
+// FindAttempt returns the attempt with the given id, or nil.
+func (j *Job) FindAttempt(id string) *Attempt {
+	for i := len(j.AttemptLog) - 1; i >= 0; i-- {
+		if j.AttemptLog[i].ID == id {
+			return &j.AttemptLog[i]
+		}
+	}
+	return nil
+}
