@@ -69,6 +69,9 @@ func (n *Node) gossipEvent(node *memberlist.Node, alive bool) {
 	if meta.ID == "" {
 		meta.ID = node.Name
 	}
+	if meta.ID == n.cfg.NodeID {
+		return
+	}
 	gaddr := net.JoinHostPort(node.Addr.String(), strconv.Itoa(int(node.Port)))
 	n.peersMu.Lock()
 	p := n.peers[meta.ID]
@@ -152,8 +155,9 @@ func (n *Node) gossipLoop(joinURLs []string) {
 			if members, err := n.fetchMembers(u); err != nil {
 				n.logger.Debug("fetch members from seed failed", "url", u, "error", err)
 			} else {
-				n.learnPeers(members)
-				continue
+				// No kick: the next round (after backoff) joins them, so a
+				// seed that names no usable peer cannot make us spin.
+				n.recordPeers(members)
 			}
 		}
 		wait := 2 * time.Second
@@ -200,8 +204,16 @@ func (n *Node) missingGossipAddrs() []string {
 	return out
 }
 
-// learnPeers records members learned from a join answer or a seed.
+// learnPeers records members learned from a join answer or AddVoter and
+// wakes the gossip loop to connect to them.
 func (n *Node) learnPeers(ms []Member) {
+	n.recordPeers(ms)
+	poke(n.gossipKick)
+}
+
+// recordPeers records members in the peer map and schedules a peers.json
+// rewrite.
+func (n *Node) recordPeers(ms []Member) {
 	n.peersMu.Lock()
 	for _, m := range ms {
 		if m.ID == "" || m.ID == n.cfg.NodeID {
@@ -222,7 +234,6 @@ func (n *Node) learnPeers(ms []Member) {
 	}
 	n.peersMu.Unlock()
 	poke(n.peersDirty)
-	poke(n.gossipKick)
 }
 
 func (n *Node) peer(id string) (peerInfo, bool) {
@@ -274,11 +285,21 @@ func (n *Node) peersLoop() {
 }
 
 // writePeers atomically (temp file, fsync, rename) writes every known node,
-// this one included.
+// this one included. Once this node has a raft configuration, nodes neither
+// in it nor alive in gossip (removed servers) are left out.
 func (n *Node) writePeers() error {
+	inCfg := map[string]bool{}
+	if cfg, err := n.configuration(); err == nil {
+		for _, s := range cfg.Servers {
+			inCfg[string(s.ID)] = true
+		}
+	}
 	n.peersMu.Lock()
 	pf := peersFile{Nodes: []Member{n.self()}}
-	for _, p := range n.peers {
+	for id, p := range n.peers {
+		if len(inCfg) > 0 && !inCfg[id] && !p.alive {
+			continue
+		}
 		pf.Nodes = append(pf.Nodes, p.Member)
 	}
 	n.peersMu.Unlock()

@@ -175,10 +175,11 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // Restore replaces the whole state with the snapshot's.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	db, err := readSnapshot(rc)
+	db, index, err := readSnapshot(rc)
 	if err != nil {
 		return err
 	}
+	f.applied.Store(index)
 	f.mu.Lock()
 	old := f.abandonCh
 	f.db = db

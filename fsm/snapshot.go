@@ -87,11 +87,12 @@ func (s *snapshot) write(w io.Writer) error {
 func (s *snapshot) Release() {}
 
 // readSnapshot builds a fresh store from a snapshot stream.
-func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
+func readSnapshot(r io.Reader) (*memdb.MemDB, uint64, error) {
 	db, err := memdb.NewMemDB(schema())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	var index uint64
 	br := bufio.NewReaderSize(r, 1<<20)
 	dec := codec.NewDecoder(br, msgpackHandle)
 	txn := db.Txn(true)
@@ -101,63 +102,64 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, error) {
 	for {
 		t, err := br.ReadByte()
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("restore: snapshot truncated (no trailer)")
+			return nil, 0, fmt.Errorf("restore: snapshot truncated (no trailer)")
 		}
 		if err != nil {
-			return nil, fmt.Errorf("restore: %w", err)
+			return nil, 0, fmt.Errorf("restore: %w", err)
 		}
 		if !sawHeader && t != snapHeader {
-			return nil, fmt.Errorf("restore: snapshot does not start with a header")
+			return nil, 0, fmt.Errorf("restore: snapshot does not start with a header")
 		}
 		switch t {
 		case snapHeader:
 			var h snapHeaderRecord
 			if err := dec.Decode(&h); err != nil {
-				return nil, fmt.Errorf("restore header: %w", err)
+				return nil, 0, fmt.Errorf("restore header: %w", err)
 			}
 			if h.Version != snapshotVersion {
-				return nil, fmt.Errorf("restore: snapshot version %d, this build reads %d", h.Version, snapshotVersion)
+				return nil, 0, fmt.Errorf("restore: snapshot version %d, this build reads %d", h.Version, snapshotVersion)
 			}
 			sawHeader = true
+			index = h.Index
 		case snapJob:
 			j := new(Job)
 			if err := dec.Decode(j); err != nil {
-				return nil, fmt.Errorf("restore job: %w", err)
+				return nil, 0, fmt.Errorf("restore job: %w", err)
 			}
 			if err := txn.Insert(tableJobs, j); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			got.Jobs++
 		case snapBlob:
 			b := new(Blob)
 			if err := dec.Decode(b); err != nil {
-				return nil, fmt.Errorf("restore blob: %w", err)
+				return nil, 0, fmt.Errorf("restore blob: %w", err)
 			}
 			if err := txn.Insert(tableBlobs, b); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			got.Blobs++
 		case snapChunk:
 			c := new(BlobChunk)
 			if err := dec.Decode(c); err != nil {
-				return nil, fmt.Errorf("restore chunk: %w", err)
+				return nil, 0, fmt.Errorf("restore chunk: %w", err)
 			}
 			if err := txn.Insert(tableChunks, c); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			got.Chunks++
 		case snapEnd:
 			var want snapEndRecord
 			if err := dec.Decode(&want); err != nil {
-				return nil, fmt.Errorf("restore trailer: %w", err)
+				return nil, 0, fmt.Errorf("restore trailer: %w", err)
 			}
 			if want != got {
-				return nil, fmt.Errorf("restore: snapshot counts %+v, read %+v", want, got)
+				return nil, 0, fmt.Errorf("restore: snapshot counts %+v, read %+v", want, got)
 			}
 			txn.Commit()
-			return db, nil
+			return db, index, nil
 		default:
-			return nil, fmt.Errorf("restore: unknown record type %d", t)
+			return nil, 0, fmt.Errorf("restore: unknown record type %d", t)
 		}
 	}
 }

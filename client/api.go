@@ -1,0 +1,237 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"path/filepath"
+	"strings"
+)
+
+// BlobPut stores the bytes of r as a blob named name (the multipart file
+// name; its extension, or the content itself, decides the content type).
+// The content is read into memory first so that a retry can resend it; the
+// same bytes always get the same id, so retries are safe.
+func (c *Client) BlobPut(ctx context.Context, name string, r io.Reader) (*Blob, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("client: BlobPut: read: %w", err)
+	}
+	ctype := mime.TypeByExtension(filepath.Ext(name))
+	if ctype == "" {
+		ctype = http.DetectContentType(data)
+	}
+	if name == "" {
+		name = "blob"
+	}
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="file"; filename=%q`, filepath.Base(name)))
+	h.Set("Content-Type", ctype)
+	part, err := mw.CreatePart(h)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := part.Write(data); err != nil {
+		return nil, err
+	}
+	if err := mw.Close(); err != nil {
+		return nil, err
+	}
+	req := &request{method: http.MethodPost, path: "/blobs", body: buf.Bytes(),
+		contentType: mw.FormDataContentType(), write: true}
+	var b Blob
+	status, _, err := c.call(ctx, req, &b)
+	if err != nil {
+		return nil, err
+	}
+	b.Duplicate = status == http.StatusOK
+	return &b, nil
+}
+
+// BlobGet returns a blob's bytes and content type. The caller must close
+// the reader.
+func (c *Client) BlobGet(ctx context.Context, id string) (io.ReadCloser, string, error) {
+	resp, _, err := c.do(ctx, &request{method: http.MethodGet, path: "/blobs/" + url.PathEscape(id)})
+	if err != nil {
+		return nil, "", err
+	}
+	return resp.Body, resp.Header.Get("Content-Type"), nil
+}
+
+// WorkerClaim long-polls for the next job of the worker contract v1. It
+// answers Claimed false when nothing became ready within MaxWait. Like
+// [Client.JobClaim] it is not retried once the request may have reached the
+// leader.
+func (c *Client) WorkerClaim(ctx context.Context, params *WorkerClaimParams) (*WorkerClaim, error) {
+	if params == nil {
+		params = &WorkerClaimParams{}
+	}
+	body := struct {
+		WorkerID  string   `json:"worker_id"`
+		Streams   []string `json:"streams,omitempty"`
+		MaxWaitMS int64    `json:"max_wait_ms"`
+	}{params.WorkerID, params.Streams, params.MaxWait.Milliseconds()}
+	req, err := jsonRequest(http.MethodPost, "/internal/worker/claim", &body)
+	if err != nil {
+		return nil, err
+	}
+	req.write, req.mode, req.minTimeout = true, retryUnsent, params.MaxWait
+	var wc WorkerClaim
+	if _, _, err := c.call(ctx, req, &wc); err != nil {
+		return nil, err
+	}
+	return &wc, nil
+}
+
+// WorkerHeartbeat extends a worker-contract lease. Idempotent; retried.
+func (c *Client) WorkerHeartbeat(ctx context.Context, params *WorkerHeartbeatParams) (*WorkerHeartbeatResult, error) {
+	req, err := jsonRequest(http.MethodPost, "/internal/worker/heartbeat", params)
+	if err != nil {
+		return nil, err
+	}
+	req.write = true
+	var res WorkerHeartbeatResult
+	if _, _, err := c.call(ctx, req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// WorkerComplete completes a worker-contract attempt. The server answers a
+// repeat of the same attempt with the first answer, so it is retried; a 409
+// after an unknown outcome is checked against the attempt's recorded outcome.
+func (c *Client) WorkerComplete(ctx context.Context, params *WorkerCompleteParams) (*WorkerAck, error) {
+	return c.workerEnd(ctx, "complete", params, params.JobID, params.AttemptID, OutcomeCompleted)
+}
+
+// WorkerFail fails a worker-contract attempt; retried like WorkerComplete.
+func (c *Client) WorkerFail(ctx context.Context, params *WorkerFailParams) (*WorkerAck, error) {
+	return c.workerEnd(ctx, "fail", params, params.JobID, params.AttemptID, OutcomeFailed)
+}
+
+func (c *Client) workerEnd(ctx context.Context, verb string, body any, jobID, attemptID, outcome string) (*WorkerAck, error) {
+	req, err := jsonRequest(http.MethodPost, "/internal/worker/"+verb, body)
+	if err != nil {
+		return nil, err
+	}
+	req.write = true
+	var ack WorkerAck
+	_, uncertain, err := c.call(ctx, req, &ack)
+	if err == nil {
+		return &ack, nil
+	}
+	if uncertain && errors.Is(err, ErrConflict) {
+		if ok, verr := c.attemptEndedAs(ctx, jobID, attemptID, outcome); verr == nil && ok {
+			ack = WorkerAck{OK: true, Ack: true}
+			if outcome == OutcomeFailed {
+				if j, gerr := c.JobGet(ctx, jobID); gerr == nil {
+					ack.Requeued = j.Status == JobStatusQueued || j.Status == JobStatusRunning
+					ack.DLQ = j.Status == JobStatusFailed || j.Status == JobStatusDead
+				}
+			}
+			return &ack, nil
+		}
+	}
+	return nil, err
+}
+
+// ClusterStatus returns the cluster's membership and Raft state (head).
+func (c *Client) ClusterStatus(ctx context.Context) (*ClusterStatus, error) {
+	var st ClusterStatus
+	if _, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/cluster/status"}, &st); err != nil {
+		return nil, err
+	}
+	c.learnFromStatus(&st)
+	return &st, nil
+}
+
+// ClusterJoin adds a node as a voter (head). Idempotent; retried.
+func (c *Client) ClusterJoin(ctx context.Context, m Member) (*ClusterStatus, error) {
+	return c.clusterWrite(ctx, "/cluster/join", m, retrySafe)
+}
+
+// ClusterRemove removes a node (head). Idempotent; retried.
+func (c *Client) ClusterRemove(ctx context.Context, nodeID string) (*ClusterStatus, error) {
+	return c.clusterWrite(ctx, "/cluster/remove", map[string]string{"node_id": nodeID}, retrySafe)
+}
+
+// ClusterTransferLeader hands leadership to the node to, or to any voter
+// when to is empty (head). Retried only when unsent.
+func (c *Client) ClusterTransferLeader(ctx context.Context, to string) (*ClusterStatus, error) {
+	body := struct {
+		To string `json:"to,omitempty"`
+	}{to}
+	st, err := c.clusterWrite(ctx, "/cluster/transfer-leader", body, retryUnsent)
+	c.forgetLeader()
+	return st, err
+}
+
+func (c *Client) clusterWrite(ctx context.Context, path string, body any, mode retryMode) (*ClusterStatus, error) {
+	req, err := jsonRequest(http.MethodPost, path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.write, req.mode = true, mode
+	var st ClusterStatus
+	if _, _, err := c.call(ctx, req, &st); err != nil {
+		return nil, err
+	}
+	c.learnFromStatus(&st)
+	return &st, nil
+}
+
+func (c *Client) learnFromStatus(st *ClusterStatus) {
+	if st.Leader.HTTPAddr == "" {
+		return
+	}
+	addr, err := normalizeAddr(st.Leader.HTTPAddr)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	c.leaderID, c.leaderAddr, c.leaderStale = st.Leader.ID, addr, false
+	c.mu.Unlock()
+}
+
+// Health asks one node for its health. addr is a base URL; empty means the
+// seed address in use. Health is not retried: it describes one node.
+func (c *Client) Health(ctx context.Context, addr string) (*Health, error) {
+	if addr == "" {
+		c.mu.Lock()
+		addr = c.addrs[c.cur]
+		c.mu.Unlock()
+	} else {
+		n, err := normalizeAddr(addr)
+		if err != nil {
+			return nil, err
+		}
+		addr = n
+	}
+	h, err := c.health(ctx, addr)
+	if err == nil && h.LeaderAddr != "" && h.LeaderID != "" {
+		if la, nerr := normalizeAddr(h.LeaderAddr); nerr == nil {
+			c.mu.Lock()
+			c.leaderID, c.leaderAddr, c.leaderStale = h.LeaderID, la, false
+			c.mu.Unlock()
+		}
+	}
+	return h, err
+}
+
+func (c *Client) health(ctx context.Context, addr string) (*Health, error) {
+	var h Health
+	req := &request{method: http.MethodGet, path: "/health", mode: retryNever, addr: strings.TrimRight(addr, "/")}
+	if _, _, err := c.call(ctx, req, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}

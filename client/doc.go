@@ -1,0 +1,49 @@
+// Package client is the Go client of Spine, a Raft-replicated job queue for
+// AI-agent workers. It speaks the HTTP API described in docs/api.md and
+// imports nothing else from the Spine module, so it can be copied into a
+// worker as is.
+//
+// # Talking to a cluster
+//
+// [New] takes the base URLs of one or more nodes ("seed" addresses). Any node
+// accepts any request — a follower forwards writes to the leader — so
+// correctness never depends on which node answers. The client still learns
+// the leader's address (from the X-Spine-Leader / X-Spine-Node headers and
+// GET /health) and sends writes there to save the forwarding hop. On a
+// network error it rotates to the next seed address.
+//
+// # Retries
+//
+// Requests are retried with exponential backoff and full jitter, bounded by
+// [RetryPolicy] and the caller's context, on network errors and on 503
+// answers (no_leader, outcome_unknown), honouring Retry-After. A request is
+// only retried when a repeat cannot do harm:
+//
+//   - Reads, heartbeats and cluster join/remove are always retried.
+//   - [Client.JobCreate] always sends an Idempotency-Key (a fresh UUID when
+//     the caller gives none), so a repeated create answers the first job.
+//   - [Client.JobComplete], [Client.JobFail] and [Client.JobRelease] are
+//     retried only when they carry both a lease token and an attempt id,
+//     which makes a repeat of the same attempt idempotent on the server.
+//     If a retry after an unknown outcome is refused with 409 (the first
+//     try did land), the client re-reads the job's attempts and reports
+//     success when the attempt ended the way this call would have ended it.
+//     The worker-contract calls ([Client.WorkerComplete], [Client.WorkerFail])
+//     behave the same way.
+//   - [Client.JobClaim] and [Client.WorkerClaim] are retried only when the
+//     request certainly never reached a leader (connection refused,
+//     no_leader). After outcome_unknown or a lost answer they return the
+//     error: a retry could claim a second job.
+//
+// # Errors
+//
+// Every non-2xx answer becomes an [*APIError]. Match it with errors.Is
+// against the sentinels ([ErrNotFound], [ErrConflict], [ErrStaleLease], …)
+// or inspect it with errors.As.
+//
+// # Workers
+//
+// [Worker] runs the worker contract v1 loop: long-poll claim, run a handler
+// under a context that is cancelled if the lease is lost, heartbeat while it
+// runs, then complete or fail the attempt.
+package client

@@ -1,0 +1,253 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// Handler runs one claimed job. Its context is cancelled when the lease is
+// lost (the attempt is fenced off, or heartbeats failed for a whole lease)
+// or the worker shuts down. Returning a *JobError chooses the failure's code
+// and retryability; any other error fails the attempt as retryable with
+// code "handler_error".
+type Handler func(ctx context.Context, claim *WorkerClaim) (result json.RawMessage, err error)
+
+// Failure codes the Worker reports on its own.
+const (
+	CodeHandlerError   = "handler_error"
+	CodeHandlerPanic   = "handler_panic"
+	CodeWorkerShutdown = "worker_shutdown"
+)
+
+// ErrLeaseLost is the cause of a handler context cancelled because the
+// lease is gone.
+var ErrLeaseLost = errors.New("lease lost")
+
+// WorkerConfig configures a [Worker].
+type WorkerConfig struct {
+	// WorkerID identifies this worker to the server (required).
+	WorkerID string
+	// Streams are claimed from in order; empty means ["default"].
+	Streams []string
+	// MaxWait is the long-poll wait of each claim (default 20s; the server
+	// caps it at 30s).
+	MaxWait time.Duration
+	// Handler runs each job (required).
+	Handler Handler
+	// Concurrency is how many jobs run at once (default 1).
+	Concurrency int
+	// Logger receives the worker's events (default: the client's logger).
+	Logger *slog.Logger
+}
+
+// Worker runs the worker contract v1 loop on a [Client]:
+//
+//  1. claim (long poll) from the configured streams;
+//  2. run the handler under a context cancelled if the lease is lost;
+//  3. heartbeat every heartbeat_interval_seconds while the handler runs;
+//  4. complete with the result, or fail with the handler's error.
+//
+// Shutdown: when Run's context is cancelled the handlers' contexts are
+// cancelled too. A handler that still returns a result completes its job;
+// one that returns an error fails it as retryable with code
+// "worker_shutdown". The attempt was counted at claim time either way, so
+// failing it (rather than letting the lease lapse) costs nothing and puts the
+// job back in the queue at once instead of after the lease. The contract has
+// no release.
+type Worker struct {
+	c   *Client
+	cfg WorkerConfig
+	log *slog.Logger
+}
+
+// NewWorker returns a worker using c.
+func NewWorker(c *Client, cfg WorkerConfig) *Worker {
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 20 * time.Second
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 1
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = c.log
+	}
+	return &Worker{c: c, cfg: cfg, log: log.With("worker_id", cfg.WorkerID)}
+}
+
+// Run claims and runs jobs until ctx is cancelled, then waits for the jobs
+// in flight to be reported and returns nil. It returns an error at once for
+// a bad configuration or when the server refuses the worker's credentials.
+func (w *Worker) Run(ctx context.Context) error {
+	if w.cfg.Handler == nil {
+		return errors.New("client: Worker: no handler")
+	}
+	if w.cfg.WorkerID == "" {
+		return errors.New("client: Worker: no worker id")
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for range w.cfg.Concurrency {
+		wg.Go(func() {
+			if err := w.loop(ctx); err != nil {
+				cancel(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// loop is one claim-run-report slot. It returns a fatal error or nil on
+// cancellation.
+func (w *Worker) loop(ctx context.Context) error {
+	failures := 0
+	for ctx.Err() == nil {
+		claim, err := w.c.WorkerClaim(ctx, &WorkerClaimParams{
+			WorkerID: w.cfg.WorkerID, Streams: w.cfg.Streams, MaxWait: w.cfg.MaxWait,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden) {
+				return fmt.Errorf("client: Worker: claim: %w", err)
+			}
+			failures++
+			w.log.Warn("spine worker: claim failed", "err", err)
+			if !sleepCtx(ctx, w.c.backoff(failures)) {
+				return nil
+			}
+			continue
+		}
+		failures = 0
+		if !claim.Claimed {
+			continue
+		}
+		w.run(ctx, claim)
+	}
+	return nil
+}
+
+// run executes one claimed job and reports its outcome.
+func (w *Worker) run(ctx context.Context, claim *WorkerClaim) {
+	log := w.log.With("job_id", claim.JobID, "attempt_id", claim.AttemptID)
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	done := make(chan struct{})
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		w.heartbeat(hctx, claim, done, cancel, log)
+	}()
+	result, herr := w.callHandler(hctx, claim)
+	close(done)
+	<-hbDone
+
+	if errors.Is(context.Cause(hctx), ErrLeaseLost) {
+		log.Warn("spine worker: lease lost; result dropped")
+		return
+	}
+	// Report even when shutting down: the job is ours until we say so.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), w.c.timeout)
+	defer rcancel()
+	if herr == nil {
+		_, err := w.c.WorkerComplete(rctx, &WorkerCompleteParams{
+			WorkerID: w.cfg.WorkerID, JobID: claim.JobID, AttemptID: claim.AttemptID,
+			LeaseToken: claim.LeaseToken, Stream: claim.Stream, MessageID: claim.MessageID, Result: result,
+		})
+		if err != nil {
+			log.Error("spine worker: complete failed", "err", err)
+		}
+		return
+	}
+	var je *JobError
+	switch {
+	case errors.As(herr, &je):
+	case ctx.Err() != nil:
+		je = &JobError{Code: CodeWorkerShutdown, Message: "worker shut down: " + herr.Error(), Retryable: true}
+	default:
+		je = &JobError{Code: CodeHandlerError, Message: herr.Error(), Retryable: true}
+	}
+	ack, err := w.c.WorkerFail(rctx, &WorkerFailParams{
+		WorkerID: w.cfg.WorkerID, JobID: claim.JobID, AttemptID: claim.AttemptID,
+		LeaseToken: claim.LeaseToken, Stream: claim.Stream, MessageID: claim.MessageID, Error: je,
+	})
+	if err != nil {
+		log.Error("spine worker: fail failed", "err", err)
+		return
+	}
+	log.Info("spine worker: job failed", "code", je.Code, "requeued", ack.Requeued, "dlq", ack.DLQ)
+}
+
+func (w *Worker) callHandler(ctx context.Context, claim *WorkerClaim) (res json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &JobError{Code: CodeHandlerPanic, Message: fmt.Sprint(p), Stack: string(debug.Stack()), Retryable: true}
+		}
+	}()
+	return w.cfg.Handler(ctx, claim)
+}
+
+// heartbeat extends the lease until done closes. A fencing refusal, or no
+// successful heartbeat for a whole lease, cancels the handler with
+// ErrLeaseLost.
+func (w *Worker) heartbeat(ctx context.Context, claim *WorkerClaim, done <-chan struct{},
+	cancel context.CancelCauseFunc, log *slog.Logger) {
+	interval := claim.HeartbeatInterval()
+	ttl := claim.LeaseTTL()
+	lastOK := time.Now()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hctx, hcancel := context.WithTimeout(ctx, max(interval, time.Second))
+		_, err := w.c.WorkerHeartbeat(hctx, &WorkerHeartbeatParams{
+			WorkerID: w.cfg.WorkerID, JobID: claim.JobID, LeaseToken: claim.LeaseToken,
+		})
+		hcancel()
+		switch {
+		case err == nil:
+			lastOK = time.Now()
+		case errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrForbidden):
+			log.Warn("spine worker: heartbeat refused", "err", err)
+			cancel(fmt.Errorf("%w: %v", ErrLeaseLost, err))
+			return
+		default:
+			log.Warn("spine worker: heartbeat failed", "err", err)
+			if ttl > 0 && time.Since(lastOK) >= ttl {
+				cancel(fmt.Errorf("%w: no heartbeat for %v", ErrLeaseLost, ttl))
+				return
+			}
+		}
+	}
+}
+
+// sleepCtx waits d or until ctx is done; it reports whether d elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// AddVoter adds m as a voter. It runs on the leader only (ErrNotLeader
+// otherwise) and is idempotent: a voter with the same id and address is left
+// alone; the same id at a different address (or a server with another id at
+// m's address) is removed first; a non-voter is promoted. m's HTTP and gossip
+// addresses are remembered so Leader and Status can name them before gossip
+// catches up.
+func (n *Node) AddVoter(ctx context.Context, m Member) error {
+	if m.ID == "" || m.RaftAddr == "" {
+		return fmt.Errorf("%w: member needs node_id and raft_addr", ErrInvalidConfig)
+	}
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	n.learnPeers([]Member{m})
+	cfg, err := n.configuration()
+	if err != nil {
+		return err
+	}
+	for _, s := range cfg.Servers {
+		sameID := s.ID == raft.ServerID(m.ID)
+		sameAddr := s.Address == raft.ServerAddress(m.RaftAddr)
+		switch {
+		case sameID && sameAddr && s.Suffrage == raft.Voter:
+			return nil
+		case sameID && sameAddr:
+			// Non-voter: AddVoter below promotes it.
+		case sameID || sameAddr:
+			n.logger.Info("replacing server", "old_id", s.ID, "old_addr", s.Address, "id", m.ID, "addr", m.RaftAddr)
+			if err := n.futureErr(ctx, n.raft.RemoveServer(s.ID, 0, n.timeout(ctx))); err != nil {
+				return err
+			}
+		}
+	}
+	n.logger.Info("adding voter", "id", m.ID, "addr", m.RaftAddr)
+	return n.futureErr(ctx, n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, n.timeout(ctx)))
+}
+
+// RemoveServer removes the server with id from the raft configuration. It
+// runs on the leader only (ErrNotLeader otherwise); removing a server that is
+// not a member returns nil.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	cfg, err := n.configuration()
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, s := range cfg.Servers {
+		if s.ID == raft.ServerID(id) {
+			found = true
+		}
+	}
+	if !found {
+		return nil
+	}
+	n.logger.Info("removing server", "id", id)
+	return n.futureErr(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, n.timeout(ctx)))
+}
+
+// TransferLeadership hands leadership to the voter with id to, or to the most
+// up-to-date voter if to is "". It runs on the leader only (ErrNotLeader
+// otherwise); ErrUnknownServer if to is not in the configuration.
+func (n *Node) TransferLeadership(ctx context.Context, to string) error {
+	if n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	if to == "" {
+		return n.futureErr(ctx, n.raft.LeadershipTransfer())
+	}
+	if to == n.cfg.NodeID {
+		return nil
+	}
+	cfg, err := n.configuration()
+	if err != nil {
+		return err
+	}
+	for _, s := range cfg.Servers {
+		if s.ID == raft.ServerID(to) {
+			return n.futureErr(ctx, n.raft.LeadershipTransferToServer(s.ID, s.Address))
+		}
+	}
+	return fmt.Errorf("%w: %q", ErrUnknownServer, to)
+}
+
+// futureErr waits for a membership/transfer future under ctx and translates
+// its error. If ctx ends first the change may still happen.
+func (n *Node) futureErr(ctx context.Context, f raft.Future) error {
+	err, ctxDone := n.waitFuture(ctx, f)
+	if ctxDone {
+		return fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+	}
+	return translateOpErr(err)
+}
+
+// LeaderInfo names the current leader in Status.
+type LeaderInfo struct {
+	// ID is the leader's node id, "" if unknown.
+	ID string `json:"id"`
+	// HTTPAddr is the leader's advertised HTTP URL, "" if unknown.
+	HTTPAddr string `json:"http_addr"`
+}
+
+// NodeStatus is one server of the raft configuration in Status.
+type NodeStatus struct {
+	// ID is the node id.
+	ID string `json:"id"`
+	// RaftAddr is the raft address from the configuration.
+	RaftAddr string `json:"raft_addr"`
+	// HTTPAddr is the advertised HTTP URL ("" if not known yet).
+	HTTPAddr string `json:"http_addr"`
+	// GossipAddr is the memberlist address ("" if not known yet).
+	GossipAddr string `json:"gossip_addr"`
+	// Suffrage is "voter", "nonvoter" or "staging".
+	Suffrage string `json:"suffrage"`
+	// Alive is true if memberlist sees the node alive (always for self).
+	Alive bool `json:"alive"`
+}
+
+// Status is this node's view of the cluster, served by GET /cluster/status.
+type Status struct {
+	// Leader is the current leader, as this node knows it.
+	Leader LeaderInfo `json:"leader"`
+	// Nodes is the raft configuration joined with gossip metadata.
+	Nodes []NodeStatus `json:"nodes"`
+	// Term is the current raft term.
+	Term uint64 `json:"term"`
+	// CommitIndex is the highest log index known committed.
+	CommitIndex uint64 `json:"commit_index"`
+	// AppliedIndex is the highest index applied to the local FSM.
+	AppliedIndex uint64 `json:"applied_index"`
+	// NodeID is this node's id.
+	NodeID string `json:"node_id"`
+	// State is "Leader", "Follower", "Candidate" or "Shutdown".
+	State string `json:"state"`
+	// LastContact is the time since the leader was last heard from, as a
+	// Go duration ("0s" on the leader, "never" if never).
+	LastContact string `json:"last_contact"`
+}
+
+// Status reports this node's view of the cluster. It works on any node.
+func (n *Node) Status(ctx context.Context) (Status, error) {
+	if n.isShutdown() {
+		return Status{}, ErrShutdown
+	}
+	f := n.raft.GetConfiguration()
+	err, ctxDone := n.waitFuture(ctx, f)
+	if ctxDone {
+		return Status{}, err
+	}
+	if err != nil {
+		return Status{}, translateOpErr(err)
+	}
+	st := Status{
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.AppliedIndex(),
+		NodeID:       n.cfg.NodeID,
+		State:        n.raft.State().String(),
+		Nodes:        []NodeStatus{},
+	}
+	st.Leader.ID, st.Leader.HTTPAddr = n.Leader()
+	switch lc := n.raft.LastContact(); {
+	case n.raft.State() == raft.Leader:
+		st.LastContact = "0s"
+	case lc.IsZero():
+		st.LastContact = "never"
+	default:
+		st.LastContact = time.Since(lc).Round(time.Millisecond).String()
+	}
+	for _, s := range f.Configuration().Servers {
+		ns := NodeStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage(s.Suffrage)}
+		if ns.ID == n.cfg.NodeID {
+			ns.HTTPAddr, ns.GossipAddr, ns.Alive = n.cfg.HTTPAddr, n.cfg.GossipAddr, true
+		} else if p, ok := n.peer(ns.ID); ok {
+			ns.HTTPAddr, ns.GossipAddr, ns.Alive = p.HTTPAddr, p.GossipAddr, p.alive
+		}
+		st.Nodes = append(st.Nodes, ns)
+	}
+	return st, nil
+}
+
+func suffrage(s raft.ServerSuffrage) string {
+	switch s {
+	case raft.Voter:
+		return "voter"
+	case raft.Nonvoter:
+		return "nonvoter"
+	case raft.Staging:
+		return "staging"
+	default:
+		return s.String()
+	}
+}

@@ -1,0 +1,444 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+)
+
+// Member identifies a node for membership changes and join requests. Its JSON
+// form is the body of POST /cluster/join.
+type Member struct {
+	// ID is the node's raft server id and memberlist name.
+	ID string `json:"node_id"`
+	// RaftAddr is the node's raft transport address (host:port).
+	RaftAddr string `json:"raft_addr"`
+	// HTTPAddr is the node's advertised HTTP base URL.
+	HTTPAddr string `json:"http_addr"`
+	// GossipAddr is the node's memberlist address (host:port).
+	GossipAddr string `json:"gossip_addr"`
+}
+
+// Node is one member of a Spine cluster: it owns the raft instance, its
+// stores, the transport and memberlist. All methods are safe for concurrent
+// use.
+type Node struct {
+	cfg     Config
+	logger  hclog.Logger
+	raft    *raft.Raft
+	stores  *stores
+	trans   raft.Transport
+	ml      *memberlist.Memberlist // nil if DisableGossip
+	tracker *applyTracker
+
+	peersMu sync.Mutex
+	peers   map[string]peerInfo // other nodes, by id
+
+	peersDirty chan struct{} // poke: rewrite peers.json
+	gossipKick chan struct{} // poke: reconcile gossip now
+
+	leaderMu     sync.Mutex
+	leaderNotify chan struct{} // closed and replaced on every leader change
+
+	hooksMu sync.Mutex
+	hooks   []leaderHook
+	session *leaderSession // non-nil while leader and ready
+	ready   atomic.Bool
+
+	observerCh chan raft.Observation
+	observer   *raft.Observer
+
+	shutdownCh   chan struct{}
+	shutdownOnce sync.Once
+	shutdownErr  error
+	wg           sync.WaitGroup // background loops
+	hookWG       sync.WaitGroup // leader hook goroutines
+}
+
+// New opens (or creates) the node's stores under cfg.DataDir, starts raft and
+// memberlist, bootstraps if asked and there is no existing state, and starts
+// the join, gossip and leader loops. It refuses to start if raft.db fails its
+// consistency check (ErrCorruptStore).
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:          cfg,
+		logger:       cfg.Logger.Named("cluster"),
+		tracker:      newApplyTracker(),
+		peers:        map[string]peerInfo{},
+		peersDirty:   make(chan struct{}, 1),
+		gossipKick:   make(chan struct{}, 1),
+		leaderNotify: make(chan struct{}),
+		shutdownCh:   make(chan struct{}),
+	}
+	st, err := openStores(&n.cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.stores = st
+	fail := func(err error) (*Node, error) {
+		if n.ml != nil {
+			n.ml.Shutdown()
+		}
+		if n.raft != nil {
+			n.raft.Shutdown().Error()
+		} else if n.trans != nil {
+			if c, ok := n.trans.(raft.WithClose); ok {
+				c.Close()
+			}
+		}
+		st.close()
+		return nil, err
+	}
+
+	hasState, err := raft.HasExistingState(st.logs, st.stable, st.snaps)
+	if err != nil {
+		return fail(fmt.Errorf("check raft state: %w", err))
+	}
+
+	n.trans = cfg.Transport
+	if n.trans == nil {
+		advertise, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+		if err != nil {
+			return fail(fmt.Errorf("resolve RaftAddr: %w", err))
+		}
+		tt, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, 10*time.Second, cfg.Logger.Named("raft-net"))
+		if err != nil {
+			return fail(fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err))
+		}
+		n.trans = tt
+		n.cfg.RaftAddr = string(tt.LocalAddr())
+	}
+
+	if err := n.loadPeers(); err != nil {
+		return fail(err)
+	}
+
+	rc := n.cfg.raftConfig()
+	r, err := raft.NewRaft(rc, wrapFSM(cfg.FSM, n.tracker), st.logs, st.stable,
+		&trackedSnapshots{SnapshotStore: st.snaps, t: n.tracker}, n.trans)
+	if err != nil {
+		return fail(fmt.Errorf("start raft: %w", err))
+	}
+	n.raft = r
+
+	if cfg.Bootstrap && !hasState {
+		bc := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter,
+			ID:       raft.ServerID(cfg.NodeID),
+			Address:  n.trans.LocalAddr(),
+		}}}
+		if err := r.BootstrapCluster(bc).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return fail(fmt.Errorf("bootstrap: %w", err))
+		}
+		n.logger.Info("bootstrapped new cluster", "id", cfg.NodeID)
+	} else if cfg.Bootstrap {
+		n.logger.Info("existing raft state found; not bootstrapping")
+	}
+
+	n.observerCh = make(chan raft.Observation, 16)
+	n.observer = raft.NewObserver(n.observerCh, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	r.RegisterObserver(n.observer)
+
+	if !cfg.DisableGossip {
+		if err := n.startMemberlist(); err != nil {
+			return fail(err)
+		}
+	}
+
+	n.wg.Add(3)
+	go n.leaderLoop()
+	go n.observeLoop()
+	go n.peersLoop()
+	poke(n.peersDirty)
+	if n.ml != nil {
+		var seeds []string
+		if hasState || cfg.Bootstrap {
+			seeds = cfg.Join // only for finding gossip peers
+		}
+		n.wg.Add(1)
+		go n.gossipLoop(seeds)
+	}
+	if len(cfg.Join) > 0 && !hasState && !cfg.Bootstrap {
+		n.wg.Add(1)
+		go n.joinLoop(cfg.Join)
+	}
+	n.logger.Info("node started", "id", cfg.NodeID, "raft", n.cfg.RaftAddr,
+		"gossip", cfg.GossipAddr, "http", cfg.HTTPAddr, "existing_state", hasState)
+	return n, nil
+}
+
+// ID returns this node's id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// self describes this node as a Member.
+func (n *Node) self() Member {
+	return Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr, GossipAddr: n.cfg.GossipAddr}
+}
+
+// Shutdown stops the node: it cancels leader hooks, leaves memberlist, shuts
+// raft down and closes the stores. It is idempotent; later calls return the
+// first call's error.
+func (n *Node) Shutdown() error {
+	n.shutdownOnce.Do(func() {
+		n.logger.Info("shutting down")
+		close(n.shutdownCh)
+		var errs []error
+		if n.ml != nil {
+			if err := n.ml.Leave(time.Second); err != nil {
+				n.logger.Debug("memberlist leave", "error", err)
+			}
+			if err := n.ml.Shutdown(); err != nil {
+				errs = append(errs, fmt.Errorf("memberlist shutdown: %w", err))
+			}
+		}
+		n.raft.DeregisterObserver(n.observer)
+		if err := n.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		}
+		n.wg.Wait()
+		n.endSession()
+		n.hookWG.Wait()
+		if err := n.stores.close(); err != nil {
+			errs = append(errs, fmt.Errorf("close raft store: %w", err))
+		}
+		n.notifyLeaderChange()
+		n.shutdownErr = errors.Join(errs...)
+	})
+	return n.shutdownErr
+}
+
+func (n *Node) isShutdown() bool {
+	select {
+	case <-n.shutdownCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// timeout returns the raft timeout for an operation under ctx: the time to
+// ctx's deadline, capped at ApplyTimeout.
+func (n *Node) timeout(ctx context.Context) time.Duration {
+	t := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl); d < t {
+			t = max(d, time.Millisecond)
+		}
+	}
+	return t
+}
+
+// waitFuture waits for f or ctx, whichever comes first. errCtx reports that
+// ctx ended first (the future is still pending).
+func (n *Node) waitFuture(ctx context.Context, f raft.Future) (err error, ctxDone bool) {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }() // raft always resolves futures, on shutdown too
+	select {
+	case err := <-done:
+		return err, false
+	case <-ctx.Done():
+		return ctx.Err(), true
+	}
+}
+
+// Apply proposes cmd on this node, which must be the leader, and waits for it
+// to be applied to the FSM. It returns the FSM's response and the entry's log
+// index. Errors: ErrNotLeader if nothing was proposed; ErrOutcomeUnknown if
+// the command was handed to raft but its fate is unknown (leadership lost,
+// timeout, ctx done); ErrShutdown if the node is shut down.
+func (n *Node) Apply(ctx context.Context, cmd []byte) (interface{}, uint64, error) {
+	if n.isShutdown() {
+		return nil, 0, ErrShutdown
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	if n.raft.State() != raft.Leader {
+		return nil, 0, ErrNotLeader
+	}
+	f := n.raft.Apply(cmd, n.timeout(ctx))
+	err, ctxDone := n.waitFuture(ctx, f)
+	if ctxDone {
+		return nil, 0, fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+	}
+	if err != nil {
+		return nil, 0, translateProposeErr(err)
+	}
+	return f.Response(), f.Index(), nil
+}
+
+// IsLeader reports whether this node is the raft leader and has completed its
+// post-election Barrier, so its FSM holds every committed entry.
+func (n *Node) IsLeader() bool {
+	return n.ready.Load() && n.raft.State() == raft.Leader
+}
+
+// Leader returns the current leader's id and advertised HTTP URL, "" if
+// unknown. The URL comes from gossip metadata, falling back to peers.json and
+// to what AddVoter or a join answer told this node.
+func (n *Node) Leader() (id, httpAddr string) {
+	_, lid := n.raft.LeaderWithID()
+	id = string(lid)
+	if id == "" {
+		return "", ""
+	}
+	return id, n.httpAddrOf(id)
+}
+
+func (n *Node) httpAddrOf(id string) string {
+	if id == n.cfg.NodeID {
+		return n.cfg.HTTPAddr
+	}
+	if p, ok := n.peer(id); ok {
+		return p.HTTPAddr
+	}
+	return ""
+}
+
+// VerifyLeader confirms with a quorum that this node is still the leader. It
+// returns ErrNotLeader if not (or if the node is not yet ready).
+func (n *Node) VerifyLeader(ctx context.Context) error {
+	if n.isShutdown() {
+		return ErrShutdown
+	}
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	err, ctxDone := n.waitFuture(ctx, n.raft.VerifyLeader())
+	if ctxDone {
+		return err
+	}
+	if err != nil {
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return ErrShutdown
+		}
+		return fmt.Errorf("%w: %v", ErrNotLeader, err)
+	}
+	return nil
+}
+
+// ConsistentIndex implements a linearizable read index: on the ready leader it
+// records the commit index, confirms leadership with a quorum and returns that
+// index. The caller then WaitForApplied(index) and reads local state.
+func (n *Node) ConsistentIndex(ctx context.Context) (uint64, error) {
+	if !n.IsLeader() {
+		return 0, ErrNotLeader
+	}
+	idx := n.raft.CommitIndex()
+	if err := n.VerifyLeader(ctx); err != nil {
+		return 0, err
+	}
+	return idx, nil
+}
+
+// AppliedIndex returns the highest log index up to which every entry has been
+// applied to the local FSM. Entries the FSM never sees (no-ops, barriers)
+// count as applied once raft has dispatched them.
+func (n *Node) AppliedIndex() uint64 {
+	fsmIdx := n.tracker.applied.Load()
+	raftIdx := n.raft.AppliedIndex()
+	if raftIdx <= fsmIdx {
+		return fsmIdx
+	}
+	// Entries in (fsmIdx, raftIdx] were handed to the FSM goroutine. Skip
+	// over the ones it will not pass to the FSM; stop at the first that it
+	// will (it is still in flight). Bounded: the gap is normally 1-2.
+	limit := min(raftIdx, fsmIdx+128)
+	var l raft.Log
+	for i := fsmIdx + 1; i <= limit; i++ {
+		if err := n.stores.logs.GetLog(i, &l); err != nil {
+			return i - 1
+		}
+		switch l.Type {
+		case raft.LogNoop, raft.LogBarrier, raft.LogAddPeerDeprecated, raft.LogRemovePeerDeprecated:
+		default:
+			return i - 1
+		}
+	}
+	return limit
+}
+
+// pollInterval bounds how long WaitForApplied sleeps between checks when no
+// FSM apply wakes it (entries the FSM never sees do not notify).
+const pollInterval = 5 * time.Millisecond
+
+// WaitForApplied blocks until the local FSM has applied every entry up to
+// index, ctx is done, or ApplyTimeout passes if ctx has no deadline.
+func (n *Node) WaitForApplied(ctx context.Context, index uint64) error {
+	if n.AppliedIndex() >= index {
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.ApplyTimeout)
+		defer cancel()
+	}
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		wake := n.tracker.wait()
+		if n.AppliedIndex() >= index {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for applied index %d (at %d): %w", index, n.AppliedIndex(), ctx.Err())
+		case <-n.shutdownCh:
+			return ErrShutdown
+		}
+	}
+}
+
+// LeaderCh returns a channel that is closed at the next change of leader,
+// leadership readiness, or gossip membership (which can change the leader's
+// known HTTP URL). Call it again after it fires to wait for the next change.
+func (n *Node) LeaderCh() <-chan struct{} {
+	n.leaderMu.Lock()
+	defer n.leaderMu.Unlock()
+	return n.leaderNotify
+}
+
+func (n *Node) notifyLeaderChange() {
+	n.leaderMu.Lock()
+	close(n.leaderNotify)
+	n.leaderNotify = make(chan struct{})
+	n.leaderMu.Unlock()
+}
+
+// observeLoop turns raft leader observations into LeaderCh notifications.
+func (n *Node) observeLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.shutdownCh:
+			return
+		case <-n.observerCh:
+			n.notifyLeaderChange()
+		}
+	}
+}
+
+// configuration returns the current raft configuration.
+func (n *Node) configuration() (raft.Configuration, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return raft.Configuration{}, translateOpErr(err)
+	}
+	return f.Configuration(), nil
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spine-queue/spine/client"
+)
+
+var clusterVerbs = []verb{
+	{"status", "", "Show the cluster's members and Raft state (head).", clusterStatus},
+	{"join", "", "Add a node as a voter (head). Idempotent.", clusterJoin},
+	{"remove", "", "Remove a node (head). Idempotent.", clusterRemove},
+	{"transfer-leader", "", "Hand leadership to another voter (head).", clusterTransferLeader},
+}
+
+var blobVerbs = []verb{
+	{"put", "PATH|-", "Store a file (or stdin) as a blob; prints its id.", blobsPut},
+	{"get", "ID", "Write a blob's bytes to stdout or --out.", blobsGet},
+}
+
+func clusterStatus(env *cliEnv, c *command, args []string) int {
+	if _, code, ok := c.parse(args, 0, 0); !ok {
+		return code
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.ClusterStatus(ctx)
+	}, clusterTable)
+}
+
+func clusterJoin(env *cliEnv, c *command, args []string) int {
+	var m client.Member
+	c.fs.StringVar(&m.NodeID, "node-id", "", "id of the joining node (required)")
+	c.fs.StringVar(&m.RaftAddr, "raft-addr", "", "its Raft address host:port (required)")
+	c.fs.StringVar(&m.HTTPAddr, "http-addr", "", "its HTTP base URL")
+	c.fs.StringVar(&m.GossipAddr, "gossip-addr", "", "its gossip address host:port")
+	if _, code, ok := c.parse(args, 0, 0); !ok {
+		return code
+	}
+	if m.NodeID == "" || m.RaftAddr == "" {
+		return c.usageError("--node-id and --raft-addr are required")
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.ClusterJoin(ctx, m)
+	}, clusterTable)
+}
+
+func clusterRemove(env *cliEnv, c *command, args []string) int {
+	id := c.fs.String("node-id", "", "id of the node to remove (required)")
+	if _, code, ok := c.parse(args, 0, 0); !ok {
+		return code
+	}
+	if *id == "" {
+		return c.usageError("--node-id is required")
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.ClusterRemove(ctx, *id)
+	}, clusterTable)
+}
+
+func clusterTransferLeader(env *cliEnv, c *command, args []string) int {
+	to := c.fs.String("to", "", "node id to hand leadership to (default: any voter)")
+	if _, code, ok := c.parse(args, 0, 0); !ok {
+		return code
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.ClusterTransferLeader(ctx, *to)
+	}, clusterTable)
+}
+
+// clusterTable prints the Raft state and one row per member.
+func clusterTable(w io.Writer, v any) {
+	st := v.(*client.ClusterStatus)
+	fmt.Fprintf(w, "LEADER\t%s\t%s\n", dash(st.Leader.ID), dash(st.Leader.HTTPAddr))
+	fmt.Fprintf(w, "NODE\t%s\t%s\n", dash(st.NodeID), dash(st.State))
+	fmt.Fprintf(w, "TERM\t%d\n", st.Term)
+	fmt.Fprintf(w, "INDEX\tcommit %d\tapplied %d\n", st.CommitIndex, st.AppliedIndex)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "ID\tSUFFRAGE\tALIVE\tLEADER\tRAFT\tHTTP\tGOSSIP")
+	for _, n := range st.Nodes {
+		leader := ""
+		if n.ID == st.Leader.ID {
+			leader = "*"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%s\t%s\n", n.ID, dash(n.Suffrage), n.Alive, leader,
+			dash(n.RaftAddr), dash(n.HTTPAddr), dash(n.GossipAddr))
+	}
+}
+
+func blobsPut(env *cliEnv, c *command, args []string) int {
+	name := c.fs.String("name", "", "file name sent with the blob (decides the content type; default: the path's base name)")
+	pos, code, ok := c.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	var r io.Reader = env.stdin
+	if pos[0] != "-" {
+		f, err := os.Open(pos[0])
+		if err != nil {
+			return c.fail(err)
+		}
+		defer f.Close()
+		r = f
+		if *name == "" {
+			*name = filepath.Base(pos[0])
+		}
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.BlobPut(ctx, *name, r)
+	}, func(w io.Writer, v any) {
+		b := v.(*client.Blob)
+		fmt.Fprintln(w, "ID\tSIZE\tCONTENT TYPE")
+		fmt.Fprintf(w, "%s\t%d\t%s\n", b.ID, b.Size, b.ContentType)
+	})
+}
+
+func blobsGet(env *cliEnv, c *command, args []string) int {
+	out := c.fs.String("out", "", "write to this file instead of stdout")
+	pos, code, ok := c.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	cl, err := c.client()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	rc, _, err := cl.BlobGet(env.ctx, pos[0])
+	if err != nil {
+		return c.fail(err)
+	}
+	defer rc.Close()
+	w := env.stdout
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer f.Close()
+		w = f
+	}
+	if _, err := io.Copy(w, rc); err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spine-queue/spine/client"
+)
+
+var jobVerbs = []verb{
+	{"create", "[-]", "Create a job (head). The payload is JSON from --payload, --payload-file, or stdin with '-'.", jobsCreate},
+	{"list", "", "List jobs one page at a time; --dlq lists failed and dead jobs.", jobsList},
+	{"get", "ID", "Show one job.", jobsGet},
+	{"events", "ID", "Show a job's event history.", jobsEvents},
+	{"attempts", "ID", "Show a job's attempts.", jobsAttempts},
+	{"claim", "ID", "Claim a queued job (claws). Prints the job with its leaseToken and attemptId.", jobsClaim},
+	{"heartbeat", "ID", "Extend the lease of a running job.", jobsHeartbeat},
+	{"complete", "ID", "Complete a running job with an optional JSON result.", jobsComplete},
+	{"fail", "ID", "Fail a running job; it is requeued while it has attempts left unless --requeue=false.", jobsFail},
+	{"release", "ID", "Give a running job back to the queue without counting the attempt.", jobsRelease},
+	{"comment", "ID [TEXT]", "Attach a note to a job.", jobsComment},
+}
+
+func jobsCreate(env *cliEnv, c *command, args []string) int {
+	var p client.JobCreateParams
+	payload := c.fs.String("payload", "", "job payload as JSON ('-': read stdin)")
+	payloadFile := c.fs.String("payload-file", "", "read the payload from this file ('-': stdin)")
+	c.fs.StringVar(&p.Stream, "stream", "", "stream (server default: default)")
+	c.fs.StringVar(&p.Target, "target", "", "role or worker id the job is meant for")
+	c.fs.IntVar(&p.MaxAttempts, "max-attempts", 0, "attempts before the job is dead (server default when 0)")
+	c.fs.IntVar(&p.LeaseSeconds, "lease-seconds", 0, "lease length override in seconds")
+	c.fs.StringVar(&p.TaskClass, "task-class", "", "optional label, e.g. LLM_HEAVY")
+	c.fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating a create with the same key answers the first job (default: a fresh UUID)")
+	pos, code, ok := c.parse(args, 0, 1)
+	if !ok {
+		return code
+	}
+	if len(pos) == 1 {
+		if pos[0] != "-" {
+			return c.usageError("unexpected argument " + pos[0])
+		}
+		*payload = "-"
+	}
+	raw, err := readJSONArg(env, "payload", *payload, *payloadFile)
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	if raw == nil {
+		return c.usageError("a payload is required: --payload JSON, --payload-file PATH or -")
+	}
+	p.Payload = raw
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		job, err := cl.JobCreate(ctx, &p)
+		if err == nil && job.Duplicate {
+			fmt.Fprintln(env.stderr, "spine: note: idempotency key already used; this is the first job")
+		}
+		return job, err
+	}, jobTable)
+}
+
+func jobsList(env *cliEnv, c *command, args []string) int {
+	var p client.JobListParams
+	status := c.fs.String("status", "", "only jobs in this state: queued, running, done, failed, dead")
+	c.fs.StringVar(&p.Stream, "stream", "", "only jobs of this stream")
+	c.fs.StringVar(&p.Target, "target", "", "only jobs targeted at this role or worker")
+	c.fs.IntVar(&p.Limit, "limit", 0, "page size, 1-1000 (server default 100)")
+	c.fs.StringVar(&p.Cursor, "cursor", "", "nextCursor of the previous page")
+	c.fs.BoolVar(&p.Stale, "stale", false, "read the answering node's state without asking the leader")
+	dlq := c.fs.Bool("dlq", false, "list the dead-letter queue (failed and dead jobs, head) instead")
+	if _, code, ok := c.parse(args, 0, 0); !ok {
+		return code
+	}
+	p.Status = client.JobStatus(*status)
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		if *dlq {
+			return cl.DLQList(ctx, &client.DLQListParams{Stream: p.Stream, Limit: p.Limit, Cursor: p.Cursor})
+		}
+		return cl.JobList(ctx, &p)
+	}, jobListTable)
+}
+
+func jobsGet(env *cliEnv, c *command, args []string) int {
+	pos, code, ok := c.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.JobGet(ctx, pos[0])
+	}, jobTable)
+}
+
+type jobEventsOut struct {
+	JobID  string             `json:"jobId"`
+	Events []*client.JobEvent `json:"events"`
+}
+
+type jobAttemptsOut struct {
+	JobID    string               `json:"jobId"`
+	Attempts []*client.JobAttempt `json:"attempts"`
+}
+
+func jobsEvents(env *cliEnv, c *command, args []string) int {
+	pos, code, ok := c.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		ev, err := cl.JobEvents(ctx, pos[0])
+		return &jobEventsOut{JobID: pos[0], Events: ev}, err
+	}, func(w io.Writer, v any) {
+		fmt.Fprintln(w, "SEQ\tAT\tTYPE\tACTOR\tFROM\tTO\tATTEMPT\tWORKER\tTEXT")
+		for _, e := range v.(*jobEventsOut).Events {
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, fmtTime(e.At), e.Type, dash(e.Actor),
+				dash(string(e.From)), dash(string(e.To)), dash(e.AttemptID), dash(e.WorkerID), dash(e.Text))
+		}
+	})
+}
+
+func jobsAttempts(env *cliEnv, c *command, args []string) int {
+	pos, code, ok := c.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		at, err := cl.JobAttempts(ctx, pos[0])
+		return &jobAttemptsOut{JobID: pos[0], Attempts: at}, err
+	}, func(w io.Writer, v any) {
+		fmt.Fprintln(w, "ID\tOWNER\tWORKER\tOUTCOME\tSTARTED\tENDED\tERROR")
+		for _, a := range v.(*jobAttemptsOut).Attempts {
+			errText := "-"
+			if a.Error != nil {
+				errText = a.Error.Error()
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, dash(a.Owner), dash(a.WorkerID), a.Outcome,
+				fmtTime(a.StartedAt), fmtTime(a.EndedAt), errText)
+		}
+	})
+}
+
+func jobsClaim(env *cliEnv, c *command, args []string) int {
+	var p client.JobClaimParams
+	c.fs.StringVar(&p.WorkerID, "worker-id", "", "worker identity recorded with the attempt")
+	pos, code, ok := c.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.JobClaim(ctx, pos[0], &p)
+	}, jobTable)
+}
+
+// leaseFlags registers --lease-token and --attempt-id.
+func leaseFlags(c *command, token, attempt *string) {
+	c.fs.StringVar(token, "lease-token", "", "lease token from the claim (with --attempt-id, makes retries safe)")
+	c.fs.StringVar(attempt, "attempt-id", "", "attempt id from the claim")
+}
+
+func jobsHeartbeat(env *cliEnv, c *command, args []string) int {
+	var p client.JobLeaseParams
+	leaseFlags(c, &p.LeaseToken, &p.AttemptID)
+	pos, code, ok := c.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.JobHeartbeat(ctx, pos[0], &p)
+	}, jobTable)
+}
+
+func jobsComplete(env *cliEnv, c *command, args []string) int {
+	var p client.JobCompleteParams
+	result := c.fs.String("result", "", "result as JSON ('-': read stdin)")
+	resultFile := c.fs.String("result-file", "", "read the result from this file ('-': stdin)")
+	c.fs.StringVar(&p.Stdout, "stdout", "", "captured standard output to record")
+	c.fs.StringVar(&p.Stderr, "stderr", "", "captured standard error to record")
+	leaseFlags(c, &p.LeaseToken, &p.AttemptID)
+	pos, code, ok := c.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	raw, err := readJSONArg(env, "result", *result, *resultFile)
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	p.Result = raw
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.JobComplete(ctx, pos[0], &p)
+	}, jobTable)
+}
+
+func jobsFail(env *cliEnv, c *command, args []string) int {
+	var p client.JobFailParams
+	var je client.JobError
+	c.fs.StringVar(&je.Message, "message", "", "what went wrong")
+	c.fs.StringVar(&je.Code, "code", "", "machine-readable error code")
+	c.fs.StringVar(&je.Stack, "stack", "", "stack trace or log excerpt")
+	c.fs.BoolVar(&je.Retryable, "retryable", true, "whether the failure is worth retrying")
+	requeue := c.fs.Bool("requeue", true, "requeue while attempts remain (false: the job becomes failed)")
+	leaseFlags(c, &p.LeaseToken, &p.AttemptID)
+	pos, code, ok := c.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	if je.Message != "" || je.Code != "" || je.Stack != "" || flagSet(c.fs, "retryable") {
+		p.Error = &je
+	}
+	if flagSet(c.fs, "requeue") {
+		p.Requeue = requeue
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.JobFail(ctx, pos[0], &p)
+	}, jobTable)
+}
+
+func jobsRelease(env *cliEnv, c *command, args []string) int {
+	var p client.JobReleaseParams
+	c.fs.StringVar(&p.Reason, "reason", "", "why the job is given back")
+	leaseFlags(c, &p.LeaseToken, &p.AttemptID)
+	pos, code, ok := c.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.JobRelease(ctx, pos[0], &p)
+	}, jobTable)
+}
+
+func jobsComment(env *cliEnv, c *command, args []string) int {
+	text := c.fs.String("text", "", "the note (or give it as the second argument)")
+	pos, code, ok := c.parse(args, 1, 2)
+	if !ok {
+		return code
+	}
+	if len(pos) == 2 {
+		if *text != "" {
+			return c.usageError("give the text as an argument or with --text, not both")
+		}
+		*text = pos[1]
+	}
+	if *text == "" {
+		return c.usageError("comment text is required")
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.JobComment(ctx, pos[0], *text)
+	}, jobTable)
+}
+
+// jobTable prints one job as FIELD/VALUE rows.
+func jobTable(w io.Writer, v any) {
+	j := v.(*client.Job)
+	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+	row("ID", j.ID)
+	row("STATUS", string(j.Status))
+	row("STREAM", dash(j.Stream))
+	row("TARGET", dash(j.Target))
+	row("ATTEMPTS", fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts))
+	if j.TaskClass != "" {
+		row("TASK CLASS", j.TaskClass)
+	}
+	if j.Status == client.JobStatusRunning || j.ClaimedBy != "" {
+		row("CLAIMED BY", dash(j.ClaimedBy))
+		row("WORKER", dash(j.WorkerID))
+		row("ATTEMPT ID", dash(j.AttemptID))
+		row("LEASE EXPIRES", fmtTime(j.LeaseExpiresAt))
+	}
+	if j.LeaseToken != "" {
+		row("LEASE TOKEN", j.LeaseToken)
+	}
+	row("PAYLOAD", compact(j.Payload, 120))
+	if len(j.Result) > 0 {
+		row("RESULT", compact(j.Result, 120))
+	}
+	if j.Error != nil {
+		row("ERROR", fmt.Sprintf("%s (retryable=%v)", j.Error.Error(), j.Error.Retryable))
+	}
+	for _, cm := range j.Comments {
+		row("COMMENT", fmt.Sprintf("%s %s: %s", fmtTime(cm.At), cm.Actor, cm.Text))
+	}
+	row("CREATED", fmtTime(j.CreatedAt))
+	row("UPDATED", fmtTime(j.UpdatedAt))
+	if !j.FinishedAt.IsZero() {
+		row("FINISHED", fmtTime(j.FinishedAt))
+	}
+}
+
+// jobListTable prints a page of jobs, one per row.
+func jobListTable(w io.Writer, v any) {
+	res := v.(*client.JobListResult)
+	fmt.Fprintln(w, "ID\tSTATUS\tSTREAM\tTARGET\tATTEMPTS\tCLAIMED BY\tCREATED")
+	for _, j := range res.Jobs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Status, dash(j.Stream), dash(j.Target),
+			j.Attempts, j.MaxAttempts, dash(j.ClaimedBy), fmtTime(j.CreatedAt))
+	}
+	if res.NextCursor != "" {
+		fmt.Fprintf(w, "\nnext page: --cursor %s\n", res.NextCursor)
+	}
+}
