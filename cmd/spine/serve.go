@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/spine-queue/spine"
+	"github.com/spine-queue/spine/cluster"
+	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/httpapi"
+)
+
+// serveConfig is everything `spine serve` reads from flags and env.
+type serveConfig struct {
+	NodeID, DataDir, HTTPAddr, AdvertiseHTTP, RaftAddr, GossipAddr string
+	Bootstrap                                                      bool
+	Join                                                           []string
+	Lease, ReaperInterval, LeaseGrace                              time.Duration
+	DefaultMaxAttempts                                             int
+	SkillPath                                                      string
+	MaxBlobBytes                                                   int64
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout          time.Duration
+	LogLevel                                                       string
+	Tokens                                                         *httpapi.Tokens
+}
+
+func envOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int64) (int64, error) {
+	v := os.Getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q is not an integer", key, v)
+	}
+	return n, nil
+}
+
+func envBool(key string) bool {
+	b, _ := strconv.ParseBool(os.Getenv(key))
+	return b
+}
+
+func parseServe(args []string) (*serveConfig, error) {
+	fs := flag.NewFlagSet("spine serve", flag.ContinueOnError)
+	host, _ := os.Hostname()
+	hostPort := net.JoinHostPort(envOr("SPINE_HOST", "127.0.0.1"), envOr("SPINE_PORT", "36725"))
+	c := &serveConfig{}
+	fs.StringVar(&c.NodeID, "node-id", envOr("SPINE_NODE_ID", host), "unique id of this node (env SPINE_NODE_ID; default the hostname)")
+	fs.StringVar(&c.DataDir, "data-dir", envOr("SPINE_DATA_DIR", "./data"), "where this node keeps its Raft log and snapshots (env SPINE_DATA_DIR)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", hostPort, "HTTP listen address (env SPINE_HOST:SPINE_PORT)")
+	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", envOr("SPINE_ADVERTISE_HTTP", ""), "HTTP base URL other nodes use to reach this one (default http://<http-addr>)")
+	fs.StringVar(&c.RaftAddr, "raft-addr", envOr("SPINE_RAFT_ADDR", "127.0.0.1:36726"), "Raft TCP address, bound and advertised (env SPINE_RAFT_ADDR)")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", envOr("SPINE_GOSSIP_ADDR", "127.0.0.1:36727"), "memberlist gossip address (env SPINE_GOSSIP_ADDR)")
+	fs.BoolVar(&c.Bootstrap, "bootstrap", envBool("SPINE_BOOTSTRAP"), "start a new cluster with this node as its first member (env SPINE_BOOTSTRAP)")
+	join := fs.String("join", envOr("SPINE_JOIN", ""), "HTTP URL(s) of any existing member, CSV: ask the cluster to add this node (env SPINE_JOIN)")
+	fs.StringVar(&c.SkillPath, "skill-md", envOr("SPINE_SKILL_MD_PATH", ""), "file served at /skill.md (env SPINE_SKILL_MD_PATH; default the built-in SKILL.md)")
+	fs.StringVar(&c.LogLevel, "log-level", envOr("SPINE_LOG_LEVEL", "info"), "trace, debug, info, warn or error (env SPINE_LOG_LEVEL)")
+	fs.DurationVar(&c.HeartbeatTimeout, "raft-heartbeat-timeout", 0, "Raft heartbeat timeout (env SPINE_RAFT_HEARTBEAT_TIMEOUT_MS; default 500ms)")
+	fs.DurationVar(&c.ElectionTimeout, "raft-election-timeout", 0, "Raft election timeout (env SPINE_RAFT_ELECTION_TIMEOUT_MS; default 500ms)")
+	fs.DurationVar(&c.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, "Raft leader lease timeout (env SPINE_RAFT_LEADER_LEASE_TIMEOUT_MS; default 250ms)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: spine serve [flags]
+
+Starts one Spine node. Flags win over env. Tokens come from env only:
+HEAD_TOKEN(S), LEFT_CLAW_TOKEN(S), RIGHT_CLAW_TOKEN(S) (CSV for rotation); at least one is required.
+Other env: LEASE_SECONDS (300), REAPER_INTERVAL_MS (30000), DEFAULT_MAX_ATTEMPTS (5),
+SPINE_LEASE_GRACE_MS (5000; after a leader change, no lease is reaped before this),
+SPINE_MAX_BLOB_BYTES (8388608).
+
+First node:   spine serve --node-id n1 --bootstrap
+More nodes:   spine serve --node-id n2 --http-addr 127.0.0.1:36735 --raft-addr 127.0.0.1:36736 \
+                --gossip-addr 127.0.0.1:36737 --data-dir ./data/n2 --join http://127.0.0.1:36725
+A restarted node rejoins with its data; no flag is needed.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, u := range strings.Split(*join, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			if !strings.Contains(u, "://") {
+				u = "http://" + u
+			}
+			c.Join = append(c.Join, strings.TrimRight(u, "/"))
+		}
+	}
+	if c.AdvertiseHTTP == "" {
+		c.AdvertiseHTTP = "http://" + c.HTTPAddr
+	}
+	ms := func(flagVal *time.Duration, env string) error {
+		if *flagVal != 0 {
+			return nil
+		}
+		n, err := envInt(env, 0)
+		*flagVal = time.Duration(n) * time.Millisecond
+		return err
+	}
+	for _, e := range []struct {
+		v   *time.Duration
+		env string
+	}{{&c.HeartbeatTimeout, "SPINE_RAFT_HEARTBEAT_TIMEOUT_MS"}, {&c.ElectionTimeout, "SPINE_RAFT_ELECTION_TIMEOUT_MS"}, {&c.LeaderLeaseTimeout, "SPINE_RAFT_LEADER_LEASE_TIMEOUT_MS"}} {
+		if err := ms(e.v, e.env); err != nil {
+			return nil, err
+		}
+	}
+	lease, err := envInt("LEASE_SECONDS", 300)
+	if err != nil {
+		return nil, err
+	}
+	reap, err := envInt("REAPER_INTERVAL_MS", 30000)
+	if err != nil {
+		return nil, err
+	}
+	grace, err := envInt("SPINE_LEASE_GRACE_MS", 5000)
+	if err != nil {
+		return nil, err
+	}
+	maxAtt, err := envInt("DEFAULT_MAX_ATTEMPTS", 5)
+	if err != nil {
+		return nil, err
+	}
+	blob, err := envInt("SPINE_MAX_BLOB_BYTES", 8<<20)
+	if err != nil {
+		return nil, err
+	}
+	if lease < 1 || reap < 10 || maxAtt < 1 || blob < 1 || grace < 0 {
+		return nil, errors.New("LEASE_SECONDS, REAPER_INTERVAL_MS (>=10), DEFAULT_MAX_ATTEMPTS and SPINE_MAX_BLOB_BYTES must be positive")
+	}
+	c.Lease, c.ReaperInterval, c.LeaseGrace = time.Duration(lease)*time.Second, time.Duration(reap)*time.Millisecond, time.Duration(grace)*time.Millisecond
+	c.DefaultMaxAttempts, c.MaxBlobBytes = int(maxAtt), blob
+	c.Tokens = tokensFromEnv()
+	if c.Tokens.Len() == 0 {
+		return nil, errors.New("no token configured: set at least one of HEAD_TOKEN(S), LEFT_CLAW_TOKEN(S), RIGHT_CLAW_TOKEN(S)")
+	}
+	if c.NodeID == "" {
+		return nil, errors.New("--node-id is required")
+	}
+	return c, nil
+}
+
+func tokensFromEnv() *httpapi.Tokens {
+	t := &httpapi.Tokens{}
+	for role, prefix := range map[string]string{httpapi.RoleHead: "HEAD_TOKEN", httpapi.RoleLeftClaw: "LEFT_CLAW_TOKEN", httpapi.RoleRightClaw: "RIGHT_CLAW_TOKEN"} {
+		t.Add(role, os.Getenv(prefix))
+		t.AddCSV(role, os.Getenv(prefix+"S"))
+	}
+	return t
+}
+
+func runServe(args []string) int {
+	cfg, err := parseServe(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "spine serve: %v\n", err)
+		return exitUsage
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "spine", Level: hclog.LevelFromString(cfg.LogLevel), Output: os.Stderr,
+		TimeFormat: "2006-01-02T15:04:05.000Z07:00"}).With("node", cfg.NodeID)
+	if err := serve(cfg, logger); err != nil {
+		logger.Error("stopped", "error", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func serve(cfg *serveConfig, logger hclog.Logger) error {
+	skill := spine.SkillMD
+	if cfg.SkillPath != "" {
+		b, err := os.ReadFile(cfg.SkillPath)
+		if err != nil {
+			return fmt.Errorf("SPINE_SKILL_MD_PATH: %w", err)
+		}
+		skill = b
+	}
+	machine, err := fsm.New(fsm.Config{DefaultMaxAttempts: cfg.DefaultMaxAttempts, Logger: logger})
+	if err != nil {
+		return err
+	}
+	// Listen before starting Raft so a bad address fails fast.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("http listen: %w", err)
+	}
+	headTok := firstHeadToken()
+	node, err := cluster.New(cluster.Config{
+		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, GossipAddr: cfg.GossipAddr, HTTPAddr: cfg.AdvertiseHTTP,
+		Bootstrap: cfg.Bootstrap, Join: cfg.Join, JoinToken: headTok, FSM: machine, Logger: logger,
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	api, err := httpapi.New(httpapi.Config{
+		Tokens: cfg.Tokens, Lease: cfg.Lease, MaxBlobBytes: cfg.MaxBlobBytes, SkillMD: skill,
+		CPUSeconds: cpuSeconds, Logger: logger,
+	}, node, machine)
+	if err != nil {
+		node.Shutdown()
+		ln.Close()
+		return err
+	}
+	node.RunWhileLeader("reaper", (&reaper{node: node, state: machine, interval: cfg.ReaperInterval, grace: cfg.LeaseGrace,
+		logger: logger.Named("reaper")}).run)
+
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      90 * time.Second, // long-poll claims wait up to 30 s
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	switch {
+	case cfg.Bootstrap:
+		logger.Info("serving; bootstrapping a new cluster if this data dir is empty", "http", cfg.AdvertiseHTTP, "raft", cfg.RaftAddr, "gossip", cfg.GossipAddr)
+	case len(cfg.Join) > 0:
+		logger.Info("serving; joining the cluster", "http", cfg.AdvertiseHTTP, "join", cfg.Join)
+	default:
+		logger.Info("serving; a new node waits to be added (spine cluster join), a restarted one rejoins", "http", cfg.AdvertiseHTTP)
+	}
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	var serveErr error
+	select {
+	case s := <-sig:
+		logger.Info("shutting down", "signal", s.String())
+	case serveErr = <-errc:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+	api.Close()
+	if err := node.Shutdown(); err != nil {
+		logger.Warn("raft shutdown", "error", err)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}
+
+func firstHeadToken() string {
+	if t := strings.TrimSpace(os.Getenv("HEAD_TOKEN")); t != "" {
+		return t
+	}
+	for _, t := range strings.Split(os.Getenv("HEAD_TOKENS"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			return t
+		}
+	}
+	return ""
+}
+
+// cpuSeconds is this process's user + system CPU time.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}

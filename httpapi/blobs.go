@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+
+	"github.com/gorilla/mux"
+
+	"github.com/spine-queue/spine/fsm"
+)
+
+// blobChunkBytes keeps every blob log entry far below the size that would
+// delay Raft heartbeats.
+const blobChunkBytes = 256 << 10
+
+type blobView struct {
+	ID          string `json:"id"`
+	Size        int64  `json:"size"`
+	ContentType string `json:"contentType"`
+}
+
+func (s *Server) handleBlobPut(w http.ResponseWriter, r *http.Request, c *call) error {
+	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || ct != "multipart/form-data" || params["boundary"] == "" {
+		return badRequest("body must be multipart/form-data with a file field named \"file\"")
+	}
+	mr := multipart.NewReader(bytes.NewReader(c.body), params["boundary"])
+	var data []byte
+	contentType := ""
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return badRequest("malformed multipart body: %v", err)
+		}
+		if part.FormName() != "file" {
+			continue
+		}
+		data, err = io.ReadAll(io.LimitReader(part, s.cfg.MaxBlobBytes+1))
+		if err != nil {
+			return badRequest("malformed multipart body: %v", err)
+		}
+		contentType = part.Header.Get("Content-Type")
+		break
+	}
+	if data == nil {
+		return badRequest("multipart body has no field named \"file\"")
+	}
+	if int64(len(data)) > s.cfg.MaxBlobBytes {
+		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "blob is larger than the limit of %d bytes", s.cfg.MaxBlobBytes)
+	}
+	if contentType == "" || contentType == "application/octet-stream" {
+		contentType = http.DetectContentType(data)
+	}
+	sum := sha256.Sum256(data)
+	id := hex.EncodeToString(sum[:])
+	if b, err := s.state.Read().Blob(id); err == nil {
+		writeJSON(w, http.StatusOK, blobView{ID: b.ID, Size: b.Size, ContentType: b.ContentType})
+		return nil
+	}
+	chunks := 0
+	for off := 0; off < len(data) || (off == 0 && len(data) == 0); off += blobChunkBytes {
+		end := min(off+blobChunkBytes, len(data))
+		if _, err := s.apply(r.Context(), nil, fsm.CmdBlobChunk, &fsm.BlobChunkCommand{BlobID: id, Seq: chunks, Data: data[off:end]}); err != nil {
+			return err
+		}
+		chunks++
+		if len(data) == 0 {
+			break
+		}
+	}
+	res, err := s.apply(r.Context(), w, fsm.CmdBlobCommit, &fsm.BlobCommitCommand{Now: s.now(), BlobID: id,
+		Size: int64(len(data)), ContentType: contentType, Chunks: chunks})
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if res.Duplicate {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, blobView{ID: res.Blob.ID, Size: res.Blob.Size, ContentType: res.Blob.ContentType})
+	return nil
+}
+
+// handleBlobGet serves a blob from this node's copy. Blobs are immutable
+// and content-addressed, so any copy is the copy; a node that has not yet
+// applied the blob forwards the read to the leader.
+func (s *Server) handleBlobGet(w http.ResponseWriter, r *http.Request, c *call) error {
+	id := mux.Vars(r)["id"]
+	rd := s.state.Read()
+	b, err := rd.Blob(id)
+	if errors.Is(err, fsm.ErrNotFound) && !s.cluster.IsLeader() && r.Header.Get(forwardedHeader) == "" {
+		return s.forward(w, r, c, s.handleBlobGet)
+	}
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", b.ContentType)
+	w.Header().Set("Content-Length", strconv.FormatInt(b.Size, 10))
+	w.Header().Set("ETag", `"`+b.ID+`"`)
+	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	w.WriteHeader(http.StatusOK)
+	return rd.BlobChunks(id, func(p []byte) error {
+		_, err := w.Write(p)
+		return err
+	})
+}

@@ -1,0 +1,117 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/spine-queue/spine/cluster"
+	"github.com/spine-queue/spine/fsm"
+)
+
+// Error codes of the JSON error body. docs/api.md lists each with its status.
+const (
+	codeInvalidJSON      = "invalid_json"
+	codeInvalidRequest   = "invalid_request"
+	codeUnauthorized     = "unauthorized"
+	codeForbidden        = "forbidden"
+	codeNotOwner         = "not_owner"
+	codeTargetMismatch   = "target_mismatch"
+	codeNotFound         = "not_found"
+	codeMethodNotAllowed = "method_not_allowed"
+	codeIllegal          = "illegal_transition"
+	codeStaleLease       = "stale_lease"
+	codeMaxAttempts      = "max_attempts"
+	codeTooLarge         = "too_large"
+	codeNoLeader         = "no_leader"
+	codeOutcomeUnknown   = "outcome_unknown"
+	codeInternal         = "internal"
+)
+
+// apiError is an error with the status and code it is answered with.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+	Leader  string   // leader's HTTP address, on 503
+	Job     *jobView // the job the refusal concerns, when useful
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func errorf(status int, code, format string, args ...interface{}) *apiError {
+	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...interface{}) *apiError {
+	return errorf(http.StatusBadRequest, codeInvalidRequest, format, args...)
+}
+
+// classify maps any error to the status and code it is answered with. This
+// table is the only place that knows both fsm/cluster errors and statuses.
+func classify(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "request body over the limit of %d bytes", mbe.Limit)
+	case errors.Is(err, fsm.ErrNotFound):
+		return errorf(http.StatusNotFound, codeNotFound, "%v", err)
+	case errors.Is(err, fsm.ErrIllegalTransition):
+		return errorf(http.StatusConflict, codeIllegal, "%v", err)
+	case errors.Is(err, fsm.ErrStaleLease):
+		return errorf(http.StatusConflict, codeStaleLease, "%v", err)
+	case errors.Is(err, fsm.ErrMaxAttempts):
+		return errorf(http.StatusConflict, codeMaxAttempts, "%v", err)
+	case errors.Is(err, fsm.ErrNotOwner):
+		return errorf(http.StatusForbidden, codeNotOwner, "%v", err)
+	case errors.Is(err, fsm.ErrTargetMismatch):
+		return errorf(http.StatusForbidden, codeTargetMismatch, "%v", err)
+	case errors.Is(err, fsm.ErrInvalid):
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "%v", err)
+	case errors.Is(err, cluster.ErrUnknownServer):
+		return errorf(http.StatusNotFound, codeNotFound, "%v", err)
+	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrShutdown):
+		return errorf(http.StatusServiceUnavailable, codeNoLeader, "no leader is available to take the write: %v; retry shortly", err)
+	case errors.Is(err, cluster.ErrOutcomeUnknown):
+		return errorf(http.StatusServiceUnavailable, codeOutcomeUnknown,
+			"the write was proposed but its outcome is unknown (%v); retry with the same idempotency key or lease token", err)
+	}
+	return errorf(http.StatusInternalServerError, codeInternal, "%v", err)
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Leader  string   `json:"leader,omitempty"`
+	Job     *jobView `json:"job,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v interface{}) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	ae := classify(err)
+	if ae.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+		if ae.Leader == "" {
+			_, ae.Leader = s.cluster.Leader()
+		}
+	}
+	if ae.Status >= 500 && ae.Status != http.StatusServiceUnavailable {
+		s.logger.Error("request failed", "error", err)
+	}
+	writeJSON(w, ae.Status, errorBody{Error: errorDetail{Code: ae.Code, Message: ae.Message, Leader: ae.Leader, Job: ae.Job}})
+}

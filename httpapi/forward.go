@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+func newForwardClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 512,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   false,
+		},
+		// Never follow redirects: the leader's answer goes back as it is.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// hopHeaders are not copied between the caller and the leader.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true,
+}
+
+// forward sends the request to the leader with the caller's credentials and
+// copies the answer back. While there is no reachable leader it waits, up to
+// LeaderHold, for one (handling the request itself if this node is elected).
+// A request that may have reached the leader is never sent twice: if its
+// answer is lost the caller gets outcome_unknown.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h handlerFunc) error {
+	ctx := r.Context()
+	hold, cancel := context.WithTimeout(ctx, s.cfg.LeaderHold)
+	defer cancel()
+	for {
+		if s.cluster.IsLeader() {
+			s.setLeaderHeaders(w)
+			return h(w, r, c)
+		}
+		id, addr := s.cluster.Leader()
+		if id != "" && addr != "" && id != s.cluster.ID() {
+			resp, err := s.sendToLeader(ctx, r, c, addr)
+			if err == nil {
+				defer resp.Body.Close()
+				copyAnswer(w, resp, s.cluster.ID())
+				return nil
+			}
+			if !notSent(err) {
+				if r.Method == http.MethodGet {
+					return errorf(http.StatusServiceUnavailable, codeNoLeader, "leader %s did not answer: %v", id, err)
+				}
+				return errorf(http.StatusServiceUnavailable, codeOutcomeUnknown,
+					"forwarded to leader %s, but its answer was lost (%v); the write may or may not have happened", id, err)
+			}
+			s.logger.Debug("leader unreachable, waiting for a new one", "leader", id, "error", err)
+		}
+		select {
+		case <-s.cluster.LeaderCh():
+		case <-time.After(100 * time.Millisecond):
+		case <-hold.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &apiError{Status: http.StatusServiceUnavailable, Code: codeNoLeader,
+				Message: "no leader is available (election in progress or quorum lost); retry shortly", Leader: addr}
+		}
+	}
+}
+
+func (s *Server) sendToLeader(ctx context.Context, r *http.Request, c *call, addr string) (*http.Response, error) {
+	u := addr + r.URL.RequestURI()
+	out, err := http.NewRequestWithContext(ctx, r.Method, u, bytes.NewReader(c.body))
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range r.Header {
+		if !hopHeaders[k] {
+			out.Header[k] = vs
+		}
+	}
+	out.Header.Set(forwardedHeader, s.cluster.ID())
+	out.ContentLength = int64(len(c.body))
+	return s.fwd.Do(out)
+}
+
+// notSent reports whether err proves the request never reached the leader,
+// so sending it again cannot apply it twice.
+func notSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return false
+}
+
+func copyAnswer(w http.ResponseWriter, resp *http.Response, self string) {
+	h := w.Header()
+	for k, vs := range resp.Header {
+		if !hopHeaders[k] {
+			h[k] = vs
+		}
+	}
+	// The caller talked to this node, not the leader.
+	h.Set(headerNode, self)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}

@@ -1,0 +1,358 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/mux"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/spine-queue/spine/cluster"
+	"github.com/spine-queue/spine/fsm"
+)
+
+// Cluster is what the API needs of the replication layer (*cluster.Node).
+type Cluster interface {
+	ID() string
+	Apply(ctx context.Context, cmd []byte) (interface{}, uint64, error)
+	IsLeader() bool
+	Leader() (id, httpAddr string)
+	LeaderCh() <-chan struct{}
+	ConsistentIndex(ctx context.Context) (uint64, error)
+	WaitForApplied(ctx context.Context, index uint64) error
+	AppliedIndex() uint64
+	Status(ctx context.Context) (cluster.Status, error)
+	AddVoter(ctx context.Context, m cluster.Member) error
+	RemoveServer(ctx context.Context, id string) error
+	TransferLeadership(ctx context.Context, to string) error
+}
+
+// State is what the API needs of the job state machine (*fsm.FSM).
+type State interface {
+	Read() *fsm.Reader
+}
+
+// Config configures the API server. Zero values take the documented defaults.
+type Config struct {
+	// Tokens are the accepted bearer tokens; at least one is required.
+	Tokens *Tokens
+	// Lease is the default lease of a claim (LEASE_SECONDS; default 300s).
+	Lease time.Duration
+	// MaxBodyBytes caps JSON request bodies (default 1 MiB).
+	MaxBodyBytes int64
+	// MaxBlobBytes caps an uploaded blob (SPINE_MAX_BLOB_BYTES; default 8 MiB).
+	MaxBlobBytes int64
+	// MaxClaimWait caps a worker claim's max_wait_ms (default 30s).
+	MaxClaimWait time.Duration
+	// LeaderHold is how long a request waits for a leader during an
+	// election before answering 503 (default 5s).
+	LeaderHold time.Duration
+	// SkillMD is served at GET /skill.md.
+	SkillMD []byte
+	// CPUSeconds, when set, reports this process's CPU time in /health.
+	CPUSeconds func() float64
+	Logger     hclog.Logger
+	// Now and NewID are the leader's clock and id source (tests replace them).
+	Now   func() time.Time
+	NewID func() string
+}
+
+// Server is the HTTP API of one node.
+type Server struct {
+	cfg     Config
+	cluster Cluster
+	state   State
+	logger  hclog.Logger
+	router  *mux.Router
+	fwd     *http.Client
+}
+
+const (
+	// forwardedHeader marks a request a follower forwarded to the leader,
+	// so it is never forwarded twice.
+	forwardedHeader = "X-Spine-Forwarded-By"
+	headerNode      = "X-Spine-Node"
+	headerLeader    = "X-Spine-Leader"
+	headerLeaderURL = "X-Spine-Leader-Addr"
+	headerIndex     = "X-Spine-Index"
+)
+
+// New builds the API server.
+func New(cfg Config, c Cluster, st State) (*Server, error) {
+	if cfg.Tokens == nil || cfg.Tokens.Len() == 0 {
+		return nil, errors.New("httpapi: no token configured: set HEAD_TOKEN(S), LEFT_CLAW_TOKEN(S) or RIGHT_CLAW_TOKEN(S)")
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 300 * time.Second
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MaxBlobBytes <= 0 {
+		cfg.MaxBlobBytes = 8 << 20
+	}
+	if cfg.MaxClaimWait <= 0 {
+		cfg.MaxClaimWait = 30 * time.Second
+	}
+	if cfg.LeaderHold <= 0 {
+		cfg.LeaderHold = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = func() string { return uuid.NewString() }
+	}
+	s := &Server{cfg: cfg, cluster: c, state: st, logger: cfg.Logger.Named("http"), fwd: newForwardClient()}
+	s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the API.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// Close releases idle forwarding connections.
+func (s *Server) Close() { s.fwd.CloseIdleConnections() }
+
+// kind says how a route meets consistency.
+type kind int
+
+const (
+	kindPublic kind = iota // served locally, no auth
+	kindRead               // read: local when allowed, else forwarded
+	kindWrite              // write: on the leader, else forwarded
+)
+
+// call carries what the wrapper learned about a request.
+type call struct {
+	role string
+	// body is the raw request body, already read (writes are buffered so a
+	// forward can be retried).
+	body []byte
+}
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
+
+func (s *Server) route(method, path string, k kind, who allow, h handlerFunc) {
+	s.router.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		s.serve(w, r, k, who, h)
+	}).Methods(method)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow, h handlerFunc) {
+	s.setLeaderHeaders(w)
+	c := &call{}
+	if k != kindPublic {
+		role, err := s.authenticate(r)
+		if err != nil {
+			s.writeError(w, err)
+			return
+		}
+		if !who.permits(role) {
+			s.writeError(w, forbidden(role, r.Method+" "+routeTemplate(r)))
+			return
+		}
+		c.role = role
+	}
+	var err error
+	switch k {
+	case kindPublic:
+		err = h(w, r, c)
+	case kindRead:
+		err = s.serveRead(w, r, c, h)
+	case kindWrite:
+		err = s.serveWrite(w, r, c, h)
+	}
+	if err != nil {
+		s.writeError(w, err)
+	}
+}
+
+func routeTemplate(r *http.Request) string {
+	if rt := mux.CurrentRoute(r); rt != nil {
+		if t, err := rt.GetPathTemplate(); err == nil {
+			return t
+		}
+	}
+	return r.URL.Path
+}
+
+func (s *Server) setLeaderHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set(headerNode, s.cluster.ID())
+	id, addr := s.cluster.Leader()
+	if id != "" {
+		h.Set(headerLeader, id)
+	}
+	if addr != "" {
+		h.Set(headerLeaderURL, addr)
+	}
+}
+
+func (s *Server) setIndex(w http.ResponseWriter, index uint64) {
+	w.Header().Set(headerIndex, strconv.FormatUint(index, 10))
+}
+
+// serveRead serves a read at the consistency the caller asked for.
+func (s *Server) serveRead(w http.ResponseWriter, r *http.Request, c *call, h handlerFunc) error {
+	q := r.URL.Query()
+	if _, stale := q["stale"]; stale && q.Get("stale") != "false" {
+		s.setIndex(w, s.cluster.AppliedIndex())
+		return h(w, r, c)
+	}
+	_, consistent := q["consistent"]
+	if !s.cluster.IsLeader() {
+		if r.Header.Get(forwardedHeader) != "" {
+			return errorf(http.StatusServiceUnavailable, codeNoLeader, "forwarded read reached a node that is not the leader")
+		}
+		return s.forward(w, r, c, h)
+	}
+	if consistent {
+		idx, err := s.cluster.ConsistentIndex(r.Context())
+		if err != nil {
+			return err
+		}
+		if err := s.cluster.WaitForApplied(r.Context(), idx); err != nil {
+			return err
+		}
+	}
+	s.setIndex(w, s.cluster.AppliedIndex())
+	return h(w, r, c)
+}
+
+// serveWrite runs a write on the leader, forwarding it there if this node is
+// not the leader.
+func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, c *call, h handlerFunc) error {
+	limit := s.cfg.MaxBodyBytes
+	if r.URL.Path == "/blobs" {
+		limit = s.cfg.MaxBlobBytes + 1<<20 // multipart framing
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return err
+	}
+	c.body = body
+	if s.cluster.IsLeader() {
+		return h(w, r, c)
+	}
+	if r.Header.Get(forwardedHeader) != "" {
+		// Never forward twice: the forwarding node retries with the new leader.
+		return errorf(http.StatusServiceUnavailable, codeNoLeader, "forwarded write reached a node that is not the leader")
+	}
+	return s.forward(w, r, c, h)
+}
+
+// decode parses a JSON request body into v. An empty body is an empty object.
+func decode(c *call, v interface{}) error {
+	if len(c.body) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(c.body, v); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return badRequest("field %q must be %s", ute.Field, ute.Type)
+		}
+		return errorf(http.StatusBadRequest, codeInvalidJSON, "malformed JSON body: %v", err)
+	}
+	return nil
+}
+
+// apply proposes a command on the leader and returns the state machine's
+// result. A refused command comes back as an error carrying the job.
+func (s *Server) apply(ctx context.Context, w http.ResponseWriter, t fsm.CommandType, cmd interface{}) (*fsm.Result, error) {
+	data, err := fsm.Encode(t, cmd)
+	if err != nil {
+		return nil, err
+	}
+	resp, index, err := s.cluster.Apply(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	if w != nil {
+		s.setIndex(w, index)
+	}
+	res, ok := resp.(*fsm.Result)
+	if !ok {
+		return nil, fmt.Errorf("apply %s: unexpected response %T", t, resp)
+	}
+	if res.Err != nil {
+		ae := classify(res.Err)
+		if res.Job != nil {
+			ae.Job = viewJob(res.Job)
+		}
+		return res, ae
+	}
+	return res, nil
+}
+
+func (s *Server) now() int64 { return s.cfg.Now().UnixNano() }
+
+func (s *Server) routes() {
+	r := mux.NewRouter()
+	s.router = r
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.setLeaderHeaders(w)
+		s.writeError(w, errorf(http.StatusNotFound, codeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.setLeaderHeaders(w)
+		s.writeError(w, errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+	})
+
+	s.route("GET", "/health", kindPublic, allowPublic, s.handleHealth)
+	s.route("GET", "/skill.md", kindPublic, allowPublic, s.handleSkill)
+
+	s.route("POST", "/jobs", kindWrite, allowHead, s.handleCreate)
+	s.route("GET", "/jobs", kindRead, allowAll, s.handleList)
+	s.route("GET", "/jobs/{id}", kindRead, allowAll, s.handleGet)
+	s.route("GET", "/jobs/{id}/events", kindRead, allowAll, s.handleEvents)
+	s.route("GET", "/jobs/{id}/attempts", kindRead, allowAll, s.handleAttempts)
+	s.route("POST", "/jobs/{id}/claim", kindWrite, allowClaws, s.handleClaim)
+	s.route("POST", "/jobs/{id}/heartbeat", kindWrite, allowAll, s.handleHeartbeat)
+	s.route("POST", "/jobs/{id}/complete", kindWrite, allowAll, s.handleComplete)
+	s.route("POST", "/jobs/{id}/fail", kindWrite, allowAll, s.handleFail)
+	s.route("POST", "/jobs/{id}/release", kindWrite, allowAll, s.handleRelease)
+	s.route("POST", "/jobs/{id}/comment", kindWrite, allowAll, s.handleComment)
+
+	s.route("POST", "/blobs", kindWrite, allowAll, s.handleBlobPut)
+	s.route("GET", "/blobs/{id}", kindPublic, allowPublic, s.authorized(allowAll, s.handleBlobGet))
+
+	s.route("POST", "/internal/worker/claim", kindWrite, allowClaws, s.handleWorkerClaim)
+	s.route("POST", "/internal/worker/heartbeat", kindWrite, allowClaws, s.handleWorkerHeartbeat)
+	s.route("POST", "/internal/worker/complete", kindWrite, allowClaws, s.handleWorkerComplete)
+	s.route("POST", "/internal/worker/fail", kindWrite, allowClaws, s.handleWorkerFail)
+
+	s.route("GET", "/dlq", kindRead, allowHead, s.handleDLQList)
+	s.route("POST", "/dlq/{id}/redrive", kindWrite, allowHead, s.handleRedrive)
+
+	s.route("GET", "/cluster/status", kindPublic, allowPublic, s.authorized(allowHead, s.handleClusterStatus))
+	s.route("POST", "/cluster/join", kindWrite, allowHead, s.handleJoin)
+	s.route("POST", "/cluster/remove", kindWrite, allowHead, s.handleRemove)
+	s.route("POST", "/cluster/transfer-leader", kindWrite, allowHead, s.handleTransfer)
+}
+
+// authorized wraps a locally served handler with authentication, for routes
+// that neither forward nor need leader consistency.
+func (s *Server) authorized(who allow, h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c *call) error {
+		role, err := s.authenticate(r)
+		if err != nil {
+			return err
+		}
+		if !who.permits(role) {
+			return forbidden(role, r.Method+" "+routeTemplate(r))
+		}
+		c.role = role
+		return h(w, r, c)
+	}
+}
