@@ -1,0 +1,422 @@
+// Package testcluster starts real `spine serve` processes on loopback for
+// system tests, the failover drill and benchmarks: it builds the binary,
+// picks free ports, bootstraps and joins nodes, kills them by pid (SIGKILL
+// or SIGTERM) and restarts them from their data directories.
+package testcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Build compiles ./cmd/spine of the module containing the working directory
+// into dir and returns the binary's path. Set SPINE_TEST_RACE=1 to build it
+// with the race detector.
+func Build(dir string) (string, error) {
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("find module root: %w", err)
+	}
+	bin := filepath.Join(dir, "spine")
+	args := []string{"build", "-o", bin}
+	if os.Getenv("SPINE_TEST_RACE") == "1" {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/spine")...)
+	cmd.Dir = strings.TrimSpace(string(root))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Options configure a cluster. Zero values take defaults.
+type Options struct {
+	// Binary is the spine executable (see Build). Required.
+	Binary string
+	// Dir holds each node's data dir and log. Required.
+	Dir string
+	// Nodes is the number of nodes (default 3).
+	Nodes int
+	// Env is added to every node's environment (e.g. LEASE_SECONDS).
+	Env map[string]string
+	// Logf, when set, receives harness progress lines.
+	Logf func(format string, args ...interface{})
+	// StartTimeout bounds Start (default 60s).
+	StartTimeout time.Duration
+}
+
+// Tokens used by every cluster this package starts.
+const (
+	HeadToken  = "test-head-token"
+	LeftToken  = "test-left-token"
+	RightToken = "test-right-token"
+)
+
+// Node is one spine process.
+type Node struct {
+	ID         string
+	URL        string // http://127.0.0.1:port
+	HTTPAddr   string
+	RaftAddr   string
+	GossipAddr string
+	DataDir    string
+	LogPath    string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	args   []string
+	env    []string
+}
+
+// Cluster is a set of spine processes.
+type Cluster struct {
+	Nodes  []*Node
+	opts   Options
+	client *http.Client
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func (c *Cluster) logf(format string, args ...interface{}) {
+	if c.opts.Logf != nil {
+		c.opts.Logf("testcluster: "+format, args...)
+	}
+}
+
+// Start launches the nodes: the first bootstraps, the rest join it. It
+// returns once every node is a voter and a leader serves.
+func Start(opts Options) (*Cluster, error) {
+	if opts.Binary == "" || opts.Dir == "" {
+		return nil, errors.New("testcluster: Binary and Dir are required")
+	}
+	if opts.Nodes <= 0 {
+		opts.Nodes = 3
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	c := &Cluster{opts: opts, client: &http.Client{Timeout: 5 * time.Second}}
+	env := append(os.Environ(),
+		"HEAD_TOKEN="+HeadToken, "LEFT_CLAW_TOKEN="+LeftToken, "RIGHT_CLAW_TOKEN="+RightToken,
+		"SPINE_LOG_LEVEL=debug")
+	for k, v := range opts.Env {
+		env = append(env, k+"="+v)
+	}
+	for i := 1; i <= opts.Nodes; i++ {
+		n := &Node{ID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(opts.Dir, fmt.Sprintf("n%d", i)),
+			LogPath: filepath.Join(opts.Dir, fmt.Sprintf("n%d.log", i)), env: env}
+		var err error
+		if n.HTTPAddr, err = freePort(); err != nil {
+			return nil, err
+		}
+		if n.RaftAddr, err = freePort(); err != nil {
+			return nil, err
+		}
+		if n.GossipAddr, err = freePort(); err != nil {
+			return nil, err
+		}
+		n.URL = "http://" + n.HTTPAddr
+		n.args = []string{"serve", "--node-id", n.ID, "--data-dir", n.DataDir, "--http-addr", n.HTTPAddr,
+			"--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr}
+		if i == 1 {
+			n.args = append(n.args, "--bootstrap")
+		} else {
+			n.args = append(n.args, "--join", c.Nodes[0].URL)
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	deadline := time.Now().Add(opts.StartTimeout)
+	for i, n := range c.Nodes {
+		if err := c.launch(n); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		if i == 0 {
+			if _, err := c.WaitLeader(time.Until(deadline)); err != nil {
+				c.Stop()
+				return nil, err
+			}
+		}
+	}
+	if err := c.WaitVoters(opts.Nodes, time.Until(deadline)); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	c.logf("cluster of %d up: %v", opts.Nodes, c.URLs())
+	return c, nil
+}
+
+func (c *Cluster) launch(n *Node) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.opts.Binary, n.args...)
+	cmd.Env = n.env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// The node dies with the test process even if cleanup never runs.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", n.ID, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	n.cmd, n.exited = cmd, exited
+	c.logf("started %s pid %d (%s)", n.ID, cmd.Process.Pid, n.URL)
+	return nil
+}
+
+// Pid is the node's process id, or 0 if it is not running.
+func (n *Node) Pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-n.exited:
+		return 0
+	default:
+		return n.cmd.Process.Pid
+	}
+}
+
+// Running reports whether the node's process is alive.
+func (n *Node) Running() bool { return n.Pid() != 0 }
+
+func (c *Cluster) signal(n *Node, sig syscall.Signal, wait time.Duration) error {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	select {
+	case <-exited:
+		return nil
+	default:
+	}
+	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(wait):
+		return fmt.Errorf("%s (pid %d) did not exit within %v of %v", n.ID, cmd.Process.Pid, wait, sig)
+	}
+}
+
+// Kill SIGKILLs the node's process and waits for it to be gone.
+func (c *Cluster) Kill(n *Node) error {
+	c.logf("SIGKILL %s", n.ID)
+	return c.signal(n, syscall.SIGKILL, 10*time.Second)
+}
+
+// Terminate stops the node gracefully (SIGTERM), SIGKILLing it after 10s.
+func (c *Cluster) Terminate(n *Node) error {
+	if err := c.signal(n, syscall.SIGTERM, 10*time.Second); err != nil {
+		return c.Kill(n)
+	}
+	return nil
+}
+
+// Restart starts a stopped node again from its data dir.
+func (c *Cluster) Restart(n *Node) error {
+	if n.Running() {
+		return fmt.Errorf("%s is running", n.ID)
+	}
+	return c.launch(n)
+}
+
+// Stop terminates every node that is still running.
+func (c *Cluster) Stop() {
+	var wg sync.WaitGroup
+	for _, n := range c.Nodes {
+		wg.Add(1)
+		go func(n *Node) { defer wg.Done(); _ = c.Terminate(n) }(n)
+	}
+	wg.Wait()
+}
+
+// URLs are the HTTP base URLs of all nodes.
+func (c *Cluster) URLs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.URL
+	}
+	return out
+}
+
+// Health is the public /health answer.
+type Health struct {
+	NodeID       string  `json:"node_id"`
+	Role         string  `json:"role"`
+	LeaderID     string  `json:"leader_id"`
+	LeaderAddr   string  `json:"leader_addr"`
+	AppliedIndex uint64  `json:"applied_index"`
+	CommitIndex  uint64  `json:"commit_index"`
+	CPUSeconds   float64 `json:"cpu_seconds"`
+}
+
+// Health asks one node for /health.
+func (c *Cluster) Health(n *Node) (*Health, error) {
+	resp, err := c.client.Get(n.URL + "/health")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s /health: %s", n.ID, resp.Status)
+	}
+	var h Health
+	return &h, json.NewDecoder(resp.Body).Decode(&h)
+}
+
+// Leader returns the running node that reports itself leader (ready to
+// serve), if exactly one does.
+func (c *Cluster) Leader() *Node {
+	var found *Node
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		if h, err := c.Health(n); err == nil && h.Role == "leader" {
+			if found != nil {
+				return nil
+			}
+			found = n
+		}
+	}
+	return found
+}
+
+// WaitLeader polls until a running node is a ready leader.
+func (c *Cluster) WaitLeader(timeout time.Duration) (*Node, error) {
+	var n *Node
+	err := Eventually(timeout, 50*time.Millisecond, func() error {
+		if n = c.Leader(); n == nil {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	return n, err
+}
+
+// WaitVoters polls until the leader's configuration has n voters, each
+// alive in gossip.
+func (c *Cluster) WaitVoters(n int, timeout time.Duration) error {
+	return Eventually(timeout, 100*time.Millisecond, func() error {
+		l := c.Leader()
+		if l == nil {
+			return errors.New("no leader")
+		}
+		req, _ := http.NewRequest(http.MethodGet, l.URL+"/cluster/status", nil)
+		req.Header.Set("Authorization", "Bearer "+HeadToken)
+		resp, err := c.client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Nodes []struct {
+				ID       string `json:"id"`
+				Suffrage string `json:"suffrage"`
+				Alive    bool   `json:"alive"`
+			} `json:"nodes"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return err
+		}
+		voters := 0
+		for _, s := range st.Nodes {
+			if s.Suffrage == "voter" && s.Alive {
+				voters++
+			}
+		}
+		if voters < n {
+			return fmt.Errorf("%d of %d voters alive", voters, n)
+		}
+		return nil
+	})
+}
+
+// WaitCaughtUp polls until every running node has applied at least index.
+func (c *Cluster) WaitCaughtUp(index uint64, timeout time.Duration) error {
+	return Eventually(timeout, 50*time.Millisecond, func() error {
+		for _, n := range c.Nodes {
+			if !n.Running() {
+				continue
+			}
+			h, err := c.Health(n)
+			if err != nil {
+				return err
+			}
+			if h.AppliedIndex < index {
+				return fmt.Errorf("%s applied %d < %d", n.ID, h.AppliedIndex, index)
+			}
+		}
+		return nil
+	})
+}
+
+// Logs returns the last max bytes of every node's log, for failure reports.
+func (c *Cluster) Logs(max int) string {
+	var b strings.Builder
+	for _, n := range c.Nodes {
+		data, _ := os.ReadFile(n.LogPath)
+		if len(data) > max {
+			data = data[len(data)-max:]
+		}
+		fmt.Fprintf(&b, "==== %s (%s) ====\n%s\n", n.ID, n.LogPath, data)
+	}
+	return b.String()
+}
+
+// Eventually calls fn every interval until it returns nil or timeout
+// passes, returning fn's last error.
+func Eventually(timeout, interval time.Duration, fn func() error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var err error
+	for {
+		if err = fn(); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not within %v: %w", timeout, err)
+		case <-time.After(interval):
+		}
+	}
+}

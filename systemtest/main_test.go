@@ -1,0 +1,46 @@
+// Package systemtest runs real three-process Spine clusters on loopback.
+package systemtest
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/spine-queue/spine/internal/testcluster"
+)
+
+// binary is the spine executable built once for the whole package.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "spine-systemtest-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary, err = testcluster.Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startCluster starts a cluster for one test and stops it (by pid) at the end,
+// printing the nodes' logs if the test failed.
+func startCluster(t *testing.T, nodes int, env map[string]string) *testcluster.Cluster {
+	t.Helper()
+	c, err := testcluster.Start(testcluster.Options{Binary: binary, Dir: t.TempDir(), Nodes: nodes, Env: env, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			t.Log(c.Logs(6000))
+		}
+	})
+	return c
+}
