@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/hashicorp/go-memdb"
 )
@@ -18,6 +19,7 @@ type applier struct {
 	txn         *memdb.Txn
 	index       uint64
 	maxAttempts int
+	in          *interner
 }
 
 func (a *applier) get(id string) (*Job, error) {
@@ -37,6 +39,12 @@ func (a *applier) put(j *Job, now int64) {
 	if err := a.txn.Insert(tableJobs, j); err != nil {
 		panic(fmt.Sprintf("fsm: insert job %s: %v", j.ID, err))
 	}
+}
+
+// jobWithCreated is a new job and the backing array of its history.
+type jobWithCreated struct {
+	Job
+	ev [1]Event
 }
 
 func (j *Job) addEvent(e Event) {
@@ -68,7 +76,8 @@ func (a *applier) create(c *CreateCommand) *Result {
 	} else if existing != nil {
 		return fail(fmt.Errorf("create: %w: job %s already exists", ErrInvalid, c.ID))
 	}
-	j := &Job{
+	// One allocation holds the job and its history's first event.
+	jc := &jobWithCreated{Job: Job{
 		ID:             c.ID,
 		Stream:         c.Stream,
 		Target:         c.Target,
@@ -81,14 +90,16 @@ func (a *applier) create(c *CreateCommand) *Result {
 		CreatedAt:      c.Now,
 		CreateIndex:    a.index,
 		QueueIndex:     a.index,
-	}
+	}}
+	j := &jc.Job
 	if j.Stream == "" {
 		j.Stream = DefaultStream
 	}
 	if j.MaxAttempts <= 0 {
 		j.MaxAttempts = a.maxAttempts
 	}
-	j.addEvent(Event{At: c.Now, Type: EventCreated, Actor: c.Actor.String(), To: StateQueued})
+	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued}
+	j.History = jc.ev[:1:1]
 	a.put(j, c.Now)
 	return &Result{Job: j}
 }
@@ -117,7 +128,7 @@ func (a *applier) claim(c *ClaimCommand) *Result {
 			return fail(refuse(ErrTargetMismatch, "claim", j, "job is targeted at "+j.Target))
 		}
 		if j.Attempts >= j.MaxAttempts {
-			d := a.kill(j, c.Now, c.Actor.String(), "claim with no attempts left")
+			d := a.kill(j, c.Now, a.in.actor(c.Actor), "claim with no attempts left")
 			return &Result{Job: d, Err: refuse(ErrMaxAttempts, "claim", d, fmt.Sprintf("attempts %d of %d used; job is dead", d.Attempts, d.MaxAttempts))}
 		}
 		return &Result{Job: a.start(j, c), Claimed: true}
@@ -128,7 +139,7 @@ func (a *applier) claim(c *ClaimCommand) *Result {
 			return &Result{}
 		}
 		if j.Attempts >= j.MaxAttempts {
-			a.kill(j, c.Now, c.Actor.String(), "claim with no attempts left")
+			a.kill(j, c.Now, a.in.actor(c.Actor), "claim with no attempts left")
 			skips++
 			continue
 		}
@@ -147,7 +158,7 @@ func nextQueued(txn *memdb.Txn, streams, targets []string, ws memdb.WatchSet) *J
 	for _, s := range streams {
 		var best *Job
 		consider := func(target string) {
-			watch, raw, err := txn.FirstWatch(tableJobs, indexQueue, s, target)
+			watch, raw, err := txn.FirstWatch(tableJobs, indexQueue+prefix, s, target)
 			if err != nil {
 				panic(err)
 			}
@@ -187,8 +198,8 @@ func (a *applier) start(old *Job, c *ClaimCommand) *Job {
 		ID: c.AttemptID, Owner: c.Actor.Role, WorkerID: c.Actor.WorkerID, Token: c.LeaseToken,
 		StartedAt: c.Now, Outcome: OutcomeRunning,
 	})
-	j.addEvent(Event{At: c.Now, Type: EventClaimed, Actor: c.Actor.String(), From: StateQueued, To: StateRunning,
-		AttemptID: c.AttemptID, WorkerID: c.Actor.WorkerID, Text: fmt.Sprintf("attempt %d of %d", j.Attempts, j.MaxAttempts)})
+	j.addEvent(Event{At: c.Now, Type: EventClaimed, Actor: a.in.actor(c.Actor), From: StateQueued, To: StateRunning,
+		AttemptID: c.AttemptID, WorkerID: c.Actor.WorkerID, Text: "attempt " + strconv.Itoa(j.Attempts) + " of " + strconv.Itoa(j.MaxAttempts)})
 	a.put(j, c.Now)
 	return j
 }
@@ -276,7 +287,7 @@ func (a *applier) heartbeat(c *HeartbeatCommand) *Result {
 	}
 	j := copyJob(old)
 	j.Lease.ExpiresAt = c.Now + j.leaseNanos(c.LeaseNanos)
-	j.addEvent(Event{At: c.Now, Type: EventHeartbeat, Actor: c.Actor.String(), AttemptID: j.Lease.AttemptID, WorkerID: c.Actor.WorkerID})
+	j.addEvent(Event{At: c.Now, Type: EventHeartbeat, Actor: a.in.actor(c.Actor), AttemptID: j.Lease.AttemptID, WorkerID: c.Actor.WorkerID})
 	a.put(j, c.Now)
 	return &Result{Job: j}
 }
@@ -293,7 +304,7 @@ func (a *applier) complete(c *CompleteCommand) *Result {
 	j.Error = nil
 	j.Stdout, j.Stderr = c.Stdout, c.Stderr
 	j.FinishedAt = c.Now
-	j.addEvent(Event{At: c.Now, Type: EventCompleted, Actor: c.Actor.String(), From: StateRunning, To: StateDone,
+	j.addEvent(Event{At: c.Now, Type: EventCompleted, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateDone,
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID})
 	a.put(j, c.Now)
 	return &Result{Job: j}
@@ -327,7 +338,7 @@ func (a *applier) fail(c *FailCommand) *Result {
 		res.DLQ = true
 	}
 	at.Requeued, at.DLQ = res.Requeued, res.DLQ
-	j.addEvent(Event{At: c.Now, Type: EventFailed, Actor: c.Actor.String(), From: StateRunning, To: j.State,
+	j.addEvent(Event{At: c.Now, Type: EventFailed, Actor: a.in.actor(c.Actor), From: StateRunning, To: j.State,
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: jerr.Message})
 	a.put(j, c.Now)
 	return res
@@ -344,7 +355,7 @@ func (a *applier) release(c *ReleaseCommand) *Result {
 	j.Attempts--
 	j.State = StateQueued
 	j.QueueIndex = a.index
-	j.addEvent(Event{At: c.Now, Type: EventReleased, Actor: c.Actor.String(), From: StateRunning, To: StateQueued,
+	j.addEvent(Event{At: c.Now, Type: EventReleased, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateQueued,
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: c.Reason})
 	a.put(j, c.Now)
 	return &Result{Job: j, Requeued: true}
@@ -398,8 +409,8 @@ func (a *applier) comment(c *CommentCommand) *Result {
 		return fail(fmt.Errorf("comment: %w: text is required", ErrInvalid))
 	}
 	j := copyJob(old)
-	j.Comments = append(j.Comments, Comment{At: c.Now, Actor: c.Actor.String(), Text: c.Text})
-	j.addEvent(Event{At: c.Now, Type: EventComment, Actor: c.Actor.String(), Text: c.Text})
+	j.Comments = append(j.Comments, Comment{At: c.Now, Actor: a.in.actor(c.Actor), Text: c.Text})
+	j.addEvent(Event{At: c.Now, Type: EventComment, Actor: a.in.actor(c.Actor), Text: c.Text})
 	a.put(j, c.Now)
 	return &Result{Job: j}
 }
@@ -420,7 +431,7 @@ func (a *applier) redrive(c *RedriveCommand) *Result {
 	j.Attempts = 0
 	j.QueueIndex = a.index
 	j.FinishedAt = 0
-	j.addEvent(Event{At: c.Now, Type: EventRedriven, Actor: c.Actor.String(), From: old.State, To: StateQueued})
+	j.addEvent(Event{At: c.Now, Type: EventRedriven, Actor: a.in.actor(c.Actor), From: old.State, To: StateQueued})
 	a.put(j, c.Now)
 	return &Result{Job: j}
 }

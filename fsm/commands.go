@@ -201,12 +201,22 @@ type BlobCommitCommand struct {
 var msgpackHandle = &codec.MsgpackHandle{}
 
 // Encode returns the log entry for a command: its type byte then its body.
+// cmd is the command struct of type t, or a pointer to it.
 func Encode(t CommandType, cmd interface{}) ([]byte, error) {
+	out, ok, err := encodeCommand([]byte{byte(t)}, t, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return out, nil
+	}
+	// Not a command this package knows (an optional command of a newer
+	// build, say): msgpack, as bodies were before the binary encoding.
 	var body []byte
 	if err := codec.NewEncoderBytes(&body, msgpackHandle).Encode(cmd); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", t, err)
 	}
-	out := make([]byte, 1+len(body))
+	out = make([]byte, 1+len(body))
 	out[0] = byte(t)
 	copy(out[1:], body)
 	return out, nil
@@ -222,6 +232,12 @@ func MustEncode(t CommandType, cmd interface{}) []byte {
 	return b
 }
 
-func decode(body []byte, v interface{}) error {
+// decodeMsgpack decodes a legacy msgpack body.
+func decodeMsgpack(body []byte, v interface{}) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("msgpack: %v", r)
+		}
+	}()
 	return codec.NewDecoderBytes(body, msgpackHandle).Decode(v)
 }

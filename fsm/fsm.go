@@ -50,6 +50,10 @@ type FSM struct {
 	abandonCh chan struct{}
 
 	applied atomic.Uint64
+
+	// intern shares repeated strings of applied commands; ApplyBatch holds
+	// its lock.
+	intern *interner
 }
 
 // New returns an empty state machine.
@@ -64,7 +68,7 @@ func New(cfg Config) (*FSM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memdb schema: %w", err)
 	}
-	return &FSM{cfg: cfg, logger: cfg.Logger.Named("fsm"), db: db, abandonCh: make(chan struct{})}, nil
+	return &FSM{cfg: cfg, logger: cfg.Logger.Named("fsm"), db: db, abandonCh: make(chan struct{}), intern: newInterner()}, nil
 }
 
 // AppliedIndex is the Raft index of the last entry applied.
@@ -86,6 +90,8 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // costs one commit however many entries it holds.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
+	f.intern.mu.Lock()
+	defer f.intern.mu.Unlock()
 	txn := f.memdb().Txn(true)
 	defer txn.Abort()
 	for i, l := range logs {
@@ -106,64 +112,43 @@ func (f *FSM) applyOne(txn *memdb.Txn, index uint64, data []byte) interface{} {
 		panic(fmt.Sprintf("fsm: empty log entry at index %d", index))
 	}
 	t := CommandType(data[0])
-	body := data[1:]
-	a := applier{txn: txn, index: index, maxAttempts: f.cfg.DefaultMaxAttempts}
-	must := func(v interface{}) {
-		if err := decode(body, v); err != nil {
-			panic(fmt.Sprintf("fsm: decode %s at index %d: %v", t, index, err))
+	if newCommand(t) == nil {
+		if t&IgnoreUnknownFlag != 0 {
+			f.logger.Warn("ignoring unknown optional command", "type", uint8(t), "index", index)
+			return nil
 		}
+		panic(fmt.Sprintf("fsm: unknown command type %d at index %d", uint8(t), index))
 	}
-	switch t {
-	case CmdCreate:
-		var c CreateCommand
-		must(&c)
-		return a.create(&c)
-	case CmdClaim:
-		var c ClaimCommand
-		must(&c)
-		return a.claim(&c)
-	case CmdHeartbeat:
-		var c HeartbeatCommand
-		must(&c)
-		return a.heartbeat(&c)
-	case CmdComplete:
-		var c CompleteCommand
-		must(&c)
-		return a.complete(&c)
-	case CmdFail:
-		var c FailCommand
-		must(&c)
-		return a.fail(&c)
-	case CmdRelease:
-		var c ReleaseCommand
-		must(&c)
-		return a.release(&c)
-	case CmdReap:
-		var c ReapCommand
-		must(&c)
-		return a.reap(&c)
-	case CmdComment:
-		var c CommentCommand
-		must(&c)
-		return a.comment(&c)
-	case CmdRedrive:
-		var c RedriveCommand
-		must(&c)
-		return a.redrive(&c)
-	case CmdBlobChunk:
-		var c BlobChunkCommand
-		must(&c)
-		return a.blobChunk(&c)
-	case CmdBlobCommit:
-		var c BlobCommitCommand
-		must(&c)
-		return a.blobCommit(&c)
+	cmd, err := decodeBody(t, data[1:], f.intern)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", t, index, err))
 	}
-	if t&IgnoreUnknownFlag != 0 {
-		f.logger.Warn("ignoring unknown optional command", "type", uint8(t), "index", index)
-		return nil
+	a := applier{txn: txn, index: index, maxAttempts: f.cfg.DefaultMaxAttempts, in: f.intern}
+	switch c := cmd.(type) {
+	case *CreateCommand:
+		return a.create(c)
+	case *ClaimCommand:
+		return a.claim(c)
+	case *HeartbeatCommand:
+		return a.heartbeat(c)
+	case *CompleteCommand:
+		return a.complete(c)
+	case *FailCommand:
+		return a.fail(c)
+	case *ReleaseCommand:
+		return a.release(c)
+	case *ReapCommand:
+		return a.reap(c)
+	case *CommentCommand:
+		return a.comment(c)
+	case *RedriveCommand:
+		return a.redrive(c)
+	case *BlobChunkCommand:
+		return a.blobChunk(c)
+	case *BlobCommitCommand:
+		return a.blobCommit(c)
 	}
-	panic(fmt.Sprintf("fsm: unknown command type %d at index %d", uint8(t), index))
+	panic(fmt.Sprintf("fsm: no apply for %s at index %d", t, index))
 }
 
 // Snapshot captures the state as of now; Persist streams it without holding

@@ -28,6 +28,9 @@ func (r *Reader) Job(id string) (*Job, error) {
 
 // JobByIdempotencyKey returns the job created with key, or nil.
 func (r *Reader) JobByIdempotencyKey(key string) *Job {
+	if key == "" {
+		return nil
+	}
 	raw, err := r.txn.First(tableJobs, indexIdem, key)
 	if err != nil || raw == nil {
 		return nil
@@ -61,32 +64,33 @@ func (r *Reader) List(f ListFilter) ([]*Job, uint64, error) {
 	if f.MaxScan <= 0 {
 		f.MaxScan = 100_000
 	}
-	var (
-		it  memdb.ResultIterator
-		err error
-	)
+	// Walk the state index: one lane for a state filter, else all lanes
+	// merged by create index.
+	lanes := stateLanes
 	if f.State != "" {
-		it, err = r.txn.LowerBound(tableJobs, indexState, f.State, f.After+1)
-	} else {
-		it, err = r.txn.LowerBound(tableJobs, indexCreated, f.After+1)
+		lanes = []stateLane{laneOf(f.State)}
 	}
-	if err != nil {
-		return nil, 0, err
+	m := laneMerge{heads: make([]laneHead, 0, len(lanes))}
+	for _, lane := range lanes {
+		it, err := r.txn.LowerBound(tableJobs, indexState, lane, f.After+1)
+		if err != nil {
+			return nil, 0, err
+		}
+		h := laneHead{lane: lane, it: it}
+		if h.advance() {
+			m.heads = append(m.heads, h)
+		}
 	}
 	var out []*Job
 	var last uint64
 	for scanned := 0; scanned < f.MaxScan; scanned++ {
-		raw := it.Next()
-		if raw == nil {
+		j := m.next()
+		if j == nil {
 			return out, 0, nil
 		}
-		j := raw.(*Job)
-		if f.State != "" && j.State != f.State {
-			return out, 0, nil // walked past this state's keys
-		}
 		last = j.CreateIndex
-		if (f.Stream != "" && j.Stream != f.Stream) || (f.Target != "" && j.Target != f.Target) ||
-			(f.Visible != nil && !f.Visible(j)) {
+		if (f.State != "" && j.State != f.State) || (f.Stream != "" && j.Stream != f.Stream) ||
+			(f.Target != "" && j.Target != f.Target) || (f.Visible != nil && !f.Visible(j)) {
 			continue
 		}
 		out = append(out, j)
@@ -95,6 +99,49 @@ func (r *Reader) List(f ListFilter) ([]*Job, uint64, error) {
 		}
 	}
 	return out, last, nil
+}
+
+// laneHead is an iterator over one lane of the state index and the job it
+// is at.
+type laneHead struct {
+	lane stateLane
+	it   memdb.ResultIterator
+	job  *Job
+}
+
+// advance moves to the lane's next job and reports whether there is one.
+func (h *laneHead) advance() bool {
+	raw := h.it.Next()
+	if raw == nil {
+		h.job = nil
+		return false
+	}
+	h.job = raw.(*Job)
+	if laneOf(h.job.State) != h.lane {
+		h.job = nil // walked past this lane's keys
+		return false
+	}
+	return true
+}
+
+// laneMerge yields the jobs of several lanes in create-index order.
+type laneMerge struct{ heads []laneHead }
+
+func (m *laneMerge) next() *Job {
+	best := -1
+	for i := range m.heads {
+		if best < 0 || m.heads[i].job.CreateIndex < m.heads[best].job.CreateIndex {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	j := m.heads[best].job
+	if !m.heads[best].advance() {
+		m.heads = append(m.heads[:best], m.heads[best+1:]...)
+	}
+	return j
 }
 
 // NextClaimable returns the job a claim-next over streams for targets would

@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 // printing the nodes' logs if the test failed.
 func startCluster(t *testing.T, nodes int, env map[string]string) *testcluster.Cluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("multi-process system test (skipped with -short)")
+	}
 	c, err := testcluster.Start(testcluster.Options{Binary: binary, Dir: t.TempDir(), Nodes: nodes, Env: env, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
