@@ -92,13 +92,16 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	f.intern.mu.Lock()
 	defer f.intern.mu.Unlock()
-	txn := f.memdb().Txn(true)
+	db := f.memdb()
+	txn := db.Txn(true)
 	defer txn.Abort()
+	// Taken under the write lock, so it is exactly the state txn starts from.
+	b := &batch{txn: txn, base: db.Txn(false), size: len(logs)}
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		out[i] = f.applyOne(txn, l.Index, l.Data)
+		out[i] = f.applyOne(b, l.Index, l.Data)
 	}
 	txn.Commit()
 	if n := len(logs); n > 0 {
@@ -107,7 +110,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	return out
 }
 
-func (f *FSM) applyOne(txn *memdb.Txn, index uint64, data []byte) interface{} {
+func (f *FSM) applyOne(b *batch, index uint64, data []byte) interface{} {
 	if len(data) == 0 {
 		panic(fmt.Sprintf("fsm: empty log entry at index %d", index))
 	}
@@ -119,11 +122,18 @@ func (f *FSM) applyOne(txn *memdb.Txn, index uint64, data []byte) interface{} {
 		}
 		panic(fmt.Sprintf("fsm: unknown command type %d at index %d", uint8(t), index))
 	}
+	a := applier{batch: b, index: index, maxAttempts: f.cfg.DefaultMaxAttempts, in: f.intern}
+	if t == CmdCreate {
+		var c CreateCommand
+		if err := decodeCreate(&c, data[1:], f.intern); err != nil {
+			panic(fmt.Sprintf("fsm: decode %s at index %d: %v", t, index, err))
+		}
+		return a.create(&c)
+	}
 	cmd, err := decodeBody(t, data[1:], f.intern)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", t, index, err))
 	}
-	a := applier{txn: txn, index: index, maxAttempts: f.cfg.DefaultMaxAttempts, in: f.intern}
 	switch c := cmd.(type) {
 	case *CreateCommand:
 		return a.create(c)

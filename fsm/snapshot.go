@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,12 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Snapshot record types: each record is one type byte then one msgpack value.
+// A snapshot is a header record, one record per object, and a trailer that
+// counts them, so a truncated snapshot is detected on restore. Every record
+// starts with its type byte. The header and trailer are msgpack (so any
+// version can read the header and refuse a version it does not know); in
+// version 2 each object record is a uvarint length and the object in the
+// binary encoding of codec.go (version 1 wrote objects as msgpack).
 const (
 	snapHeader byte = 1
 	snapJob    byte = 2
@@ -21,7 +27,12 @@ const (
 )
 
 // snapshotVersion changes when the record layout changes incompatibly.
-const snapshotVersion = 1
+// Restore also reads version 1.
+const snapshotVersion = 2
+
+// maxSnapRecord bounds one object record, so a corrupt length cannot make
+// restore allocate without limit.
+const maxSnapRecord = 1 << 30
 
 type snapHeaderRecord struct {
 	Version int
@@ -49,14 +60,24 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 
 func (s *snapshot) write(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	enc := codec.NewEncoder(bw, msgpackHandle)
-	put := func(t byte, v interface{}) error {
-		if err := bw.WriteByte(t); err != nil {
+	mp := codec.NewEncoder(bw, msgpackHandle)
+	if err := bw.WriteByte(snapHeader); err != nil {
+		return err
+	}
+	if err := mp.Encode(snapHeaderRecord{Version: snapshotVersion, Index: s.index}); err != nil {
+		return err
+	}
+	var (
+		e   enc
+		hdr [1 + binary.MaxVarintLen64]byte
+	)
+	put := func(t byte) error {
+		hdr[0] = t
+		n := binary.PutUvarint(hdr[1:], uint64(len(e.b)))
+		if _, err := bw.Write(hdr[:1+n]); err != nil {
 			return err
 		}
-		return enc.Encode(v)
-	}
-	if err := put(snapHeader, snapHeaderRecord{Version: snapshotVersion, Index: s.index}); err != nil {
+		_, err := bw.Write(e.b)
 		return err
 	}
 	txn := s.db.Txn(false)
@@ -71,13 +92,25 @@ func (s *snapshot) write(w io.Writer) error {
 			return err
 		}
 		for raw := it.Next(); raw != nil; raw = it.Next() {
-			if err := put(tbl.t, raw); err != nil {
+			e.b = e.b[:0]
+			switch v := raw.(type) {
+			case *Job:
+				e.job(v)
+			case *Blob:
+				e.blob(v)
+			case *BlobChunk:
+				e.chunk(v)
+			}
+			if err := put(tbl.t); err != nil {
 				return err
 			}
 			*tbl.n++
 		}
 	}
-	if err := put(snapEnd, end); err != nil {
+	if err := bw.WriteByte(snapEnd); err != nil {
+		return err
+	}
+	if err := mp.Encode(end); err != nil {
 		return err
 	}
 	return bw.Flush()
@@ -92,74 +125,304 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	var index uint64
 	br := bufio.NewReaderSize(r, 1<<20)
-	dec := codec.NewDecoder(br, msgpackHandle)
+	mp := codec.NewDecoder(br, msgpackHandle)
+	t, err := br.ReadByte()
+	if err != nil || t != snapHeader {
+		return nil, 0, fmt.Errorf("restore: snapshot does not start with a header")
+	}
+	var h snapHeaderRecord
+	if err := mp.Decode(&h); err != nil {
+		return nil, 0, fmt.Errorf("restore header: %w", err)
+	}
 	txn := db.Txn(true)
 	defer txn.Abort()
 	var got snapEndRecord
-	sawHeader := false
+	switch h.Version {
+	case 1:
+		err = readRecordsV1(br, mp, txn, &got)
+	case snapshotVersion:
+		err = readRecordsV2(br, txn, &got)
+	default:
+		return nil, 0, fmt.Errorf("restore: snapshot version %d, this build reads 1 and %d", h.Version, snapshotVersion)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	// The trailer's type byte has been read.
+	var want snapEndRecord
+	if err := mp.Decode(&want); err != nil {
+		return nil, 0, fmt.Errorf("restore trailer: %w", err)
+	}
+	if want != got {
+		return nil, 0, fmt.Errorf("restore: snapshot counts %+v, read %+v", want, got)
+	}
+	txn.Commit()
+	return db, h.Index, nil
+}
+
+func readType(br *bufio.Reader) (byte, error) {
+	t, err := br.ReadByte()
+	if errors.Is(err, io.EOF) {
+		return 0, fmt.Errorf("restore: snapshot truncated (no trailer)")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("restore: %w", err)
+	}
+	return t, nil
+}
+
+// readRecordsV2 inserts binary object records up to and including the
+// trailer's type byte.
+func readRecordsV2(br *bufio.Reader, txn *memdb.Txn, got *snapEndRecord) error {
+	in := newInterner()
+	var buf []byte
 	for {
-		t, err := br.ReadByte()
-		if errors.Is(err, io.EOF) {
-			return nil, 0, fmt.Errorf("restore: snapshot truncated (no trailer)")
-		}
+		t, err := readType(br)
 		if err != nil {
-			return nil, 0, fmt.Errorf("restore: %w", err)
+			return err
 		}
-		if !sawHeader && t != snapHeader {
-			return nil, 0, fmt.Errorf("restore: snapshot does not start with a header")
+		if t == snapEnd {
+			return nil
 		}
+		n, err := binary.ReadUvarint(br)
+		if err != nil {
+			return fmt.Errorf("restore: record length: %w", err)
+		}
+		if n > maxSnapRecord {
+			return fmt.Errorf("restore: record of %d bytes", n)
+		}
+		if uint64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return fmt.Errorf("restore: snapshot truncated: %w", err)
+		}
+		d := dec{b: buf, in: in}
+		var (
+			table string
+			obj   interface{}
+		)
 		switch t {
-		case snapHeader:
-			var h snapHeaderRecord
-			if err := dec.Decode(&h); err != nil {
-				return nil, 0, fmt.Errorf("restore header: %w", err)
-			}
-			if h.Version != snapshotVersion {
-				return nil, 0, fmt.Errorf("restore: snapshot version %d, this build reads %d", h.Version, snapshotVersion)
-			}
-			sawHeader = true
-			index = h.Index
 		case snapJob:
-			j := new(Job)
-			if err := dec.Decode(j); err != nil {
-				return nil, 0, fmt.Errorf("restore job: %w", err)
-			}
-			if err := txn.Insert(tableJobs, j); err != nil {
-				return nil, 0, err
-			}
+			table, obj = tableJobs, d.job()
 			got.Jobs++
 		case snapBlob:
-			b := new(Blob)
-			if err := dec.Decode(b); err != nil {
-				return nil, 0, fmt.Errorf("restore blob: %w", err)
-			}
-			if err := txn.Insert(tableBlobs, b); err != nil {
-				return nil, 0, err
-			}
+			table, obj = tableBlobs, d.blob()
 			got.Blobs++
 		case snapChunk:
-			c := new(BlobChunk)
-			if err := dec.Decode(c); err != nil {
-				return nil, 0, fmt.Errorf("restore chunk: %w", err)
-			}
-			if err := txn.Insert(tableChunks, c); err != nil {
-				return nil, 0, err
-			}
+			table, obj = tableChunks, d.chunk()
 			got.Chunks++
-		case snapEnd:
-			var want snapEndRecord
-			if err := dec.Decode(&want); err != nil {
-				return nil, 0, fmt.Errorf("restore trailer: %w", err)
-			}
-			if want != got {
-				return nil, 0, fmt.Errorf("restore: snapshot counts %+v, read %+v", want, got)
-			}
-			txn.Commit()
-			return db, index, nil
 		default:
-			return nil, 0, fmt.Errorf("restore: unknown record type %d", t)
+			return fmt.Errorf("restore: unknown record type %d", t)
+		}
+		if err := d.done(); err != nil {
+			return fmt.Errorf("restore record %d: %w", t, err)
+		}
+		if err := txn.Insert(table, obj); err != nil {
+			return fmt.Errorf("restore: %w", err)
 		}
 	}
+}
+
+// readRecordsV1 inserts msgpack object records up to and including the
+// trailer's type byte.
+func readRecordsV1(br *bufio.Reader, mp *codec.Decoder, txn *memdb.Txn, got *snapEndRecord) error {
+	for {
+		t, err := readType(br)
+		if err != nil {
+			return err
+		}
+		var (
+			table string
+			obj   interface{}
+		)
+		switch t {
+		case snapEnd:
+			return nil
+		case snapJob:
+			table, obj = tableJobs, new(Job)
+			got.Jobs++
+		case snapBlob:
+			table, obj = tableBlobs, new(Blob)
+			got.Blobs++
+		case snapChunk:
+			table, obj = tableChunks, new(BlobChunk)
+			got.Chunks++
+		default:
+			return fmt.Errorf("restore: unknown record type %d", t)
+		}
+		if err := mp.Decode(obj); err != nil {
+			return fmt.Errorf("restore record %d: %w", t, err)
+		}
+		if err := txn.Insert(table, obj); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+	}
+}
+
+// Object encodings of snapshot version 2.
+
+func (e *enc) optError(je *JobError) {
+	e.bool(je != nil)
+	if je != nil {
+		e.jobError(je)
+	}
+}
+
+func (d *dec) optError() *JobError {
+	if !d.bool() {
+		return nil
+	}
+	je := d.jobError()
+	return &je
+}
+
+func (e *enc) job(j *Job) {
+	e.str(j.ID)
+	e.str(j.Stream)
+	e.str(j.Target)
+	e.bytes(j.Payload)
+	e.str(string(j.State))
+	e.int(j.Attempts)
+	e.int(j.MaxAttempts)
+	e.varint(j.LeaseSeconds)
+	e.str(j.TaskClass)
+	e.str(j.IdempotencyKey)
+	e.bool(j.Lease != nil)
+	if l := j.Lease; l != nil {
+		e.str(l.Owner)
+		e.str(l.WorkerID)
+		e.str(l.AttemptID)
+		e.str(l.Token)
+		e.varint(l.ExpiresAt)
+	}
+	e.bytes(j.Result)
+	e.optError(j.Error)
+	e.str(j.Stdout)
+	e.str(j.Stderr)
+	e.uvarint(uint64(len(j.Comments)))
+	for _, c := range j.Comments {
+		e.varint(c.At)
+		e.str(c.Actor)
+		e.str(c.Text)
+	}
+	e.uvarint(uint64(len(j.AttemptLog)))
+	for i := range j.AttemptLog {
+		a := &j.AttemptLog[i]
+		e.str(a.ID)
+		e.str(a.Owner)
+		e.str(a.WorkerID)
+		e.str(a.Token)
+		e.varint(a.StartedAt)
+		e.varint(a.EndedAt)
+		e.str(string(a.Outcome))
+		e.optError(a.Error)
+		e.bool(a.Requeued)
+		e.bool(a.DLQ)
+	}
+	e.uvarint(uint64(len(j.History)))
+	for i := range j.History {
+		ev := &j.History[i]
+		e.int(ev.Seq)
+		e.varint(ev.At)
+		e.str(ev.Type)
+		e.str(ev.Actor)
+		e.str(string(ev.From))
+		e.str(string(ev.To))
+		e.str(ev.AttemptID)
+		e.str(ev.WorkerID)
+		e.str(ev.Text)
+	}
+	e.varint(j.CreatedAt)
+	e.varint(j.UpdatedAt)
+	e.varint(j.StartedAt)
+	e.varint(j.FinishedAt)
+	e.uvarint(j.CreateIndex)
+	e.uvarint(j.QueueIndex)
+	e.uvarint(j.ModifyIndex)
+}
+
+func (d *dec) job() *Job {
+	var j Job
+	j.ID = d.str()
+	j.Stream = d.istr()
+	j.Target = d.istr()
+	j.Payload = d.bytes()
+	j.State = State(d.istr())
+	j.Attempts = d.int()
+	j.MaxAttempts = d.int()
+	j.LeaseSeconds = d.varint()
+	j.TaskClass = d.istr()
+	j.IdempotencyKey = d.str()
+	if d.bool() {
+		j.Lease = &Lease{Owner: d.istr(), WorkerID: d.istr(), AttemptID: d.str(), Token: d.str(), ExpiresAt: d.varint()}
+	}
+	j.Result = d.bytes()
+	j.Error = d.optError()
+	j.Stdout = d.str()
+	j.Stderr = d.str()
+	if n := d.count(3); n > 0 {
+		j.Comments = make([]Comment, n)
+		for i := range j.Comments {
+			j.Comments[i] = Comment{At: d.varint(), Actor: d.istr(), Text: d.str()}
+		}
+	}
+	if n := d.count(10); n > 0 {
+		j.AttemptLog = make([]Attempt, n)
+		for i := range j.AttemptLog {
+			j.AttemptLog[i] = Attempt{ID: d.str(), Owner: d.istr(), WorkerID: d.istr(), Token: d.str(),
+				StartedAt: d.varint(), EndedAt: d.varint(), Outcome: Outcome(d.istr()), Error: d.optError(),
+				Requeued: d.bool(), DLQ: d.bool()}
+		}
+	}
+	n := d.count(9)
+	var jp *Job
+	if n == 1 {
+		// As in create: the job and its one event in one allocation.
+		jc := &jobWithCreated{}
+		j.History = jc.ev[:1:1]
+		jp = &jc.Job
+	} else {
+		if n > 0 {
+			j.History = make([]Event, n)
+		}
+		jp = new(Job)
+	}
+	for i := range j.History {
+		j.History[i] = Event{Seq: d.int(), At: d.varint(), Type: d.istr(), Actor: d.istr(),
+			From: State(d.istr()), To: State(d.istr()), AttemptID: d.str(), WorkerID: d.istr(), Text: d.istr()}
+	}
+	j.CreatedAt = d.varint()
+	j.UpdatedAt = d.varint()
+	j.StartedAt = d.varint()
+	j.FinishedAt = d.varint()
+	j.CreateIndex = d.uvarint()
+	j.QueueIndex = d.uvarint()
+	j.ModifyIndex = d.uvarint()
+	*jp = j
+	return jp
+}
+
+func (e *enc) blob(b *Blob) {
+	e.str(b.ID)
+	e.varint(b.Size)
+	e.str(b.ContentType)
+	e.int(b.Chunks)
+	e.varint(b.CreatedAt)
+}
+
+func (d *dec) blob() *Blob {
+	return &Blob{ID: d.str(), Size: d.varint(), ContentType: d.istr(), Chunks: d.int(), CreatedAt: d.varint()}
+}
+
+func (e *enc) chunk(c *BlobChunk) {
+	e.str(c.BlobID)
+	e.int(c.Seq)
+	e.bytes(c.Data)
+}
+
+func (d *dec) chunk() *BlobChunk {
+	return &BlobChunk{BlobID: d.str(), Seq: d.int(), Data: d.bytes()}
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 
 	"net/http"
 	"strings"
@@ -33,6 +34,19 @@ func (t *Tokens) Add(role, token string) {
 		return
 	}
 	t.entries = append(t.entries, tokenEntry{sum: sha256.Sum256([]byte(token)), role: role})
+}
+
+// check refuses a token configured for two roles: which role it carries
+// would depend on configuration order.
+func (t *Tokens) check() error {
+	for i, a := range t.entries {
+		for _, b := range t.entries[i+1:] {
+			if a.sum == b.sum && a.role != b.role {
+				return fmt.Errorf("httpapi: one token is configured for both %s and %s; give each role its own tokens", a.role, b.role)
+			}
+		}
+	}
+	return nil
 }
 
 // AddCSV accepts every token of a comma-separated list for role.

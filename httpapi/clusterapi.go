@@ -21,9 +21,14 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, c *call) e
 	}
 	out := map[string]interface{}{
 		"ok": true, "node_id": s.cluster.ID(), "role": role, "state": st.State,
-		"leader_id": st.Leader.ID, "leader_addr": st.Leader.HTTPAddr, "last_contact": st.LastContact,
+		"leader_id": st.Leader.ID, "leader_addr": st.Leader.HTTPAddr,
 		"applied_index": st.AppliedIndex, "commit_index": st.CommitIndex, "term": st.Term,
 		"time": time.Now().UTC().Format(time.RFC3339Nano),
+	}
+	// docs/api.md: last_contact is a time (RFC 3339), omitted if never.
+	// Status reports it as an age ("0s" on the leader, "never").
+	if age, err := time.ParseDuration(st.LastContact); err == nil {
+		out["last_contact"] = time.Now().Add(-age).UTC().Format(time.RFC3339Nano)
 	}
 	if s.cfg.CPUSeconds != nil {
 		out["cpu_seconds"] = s.cfg.CPUSeconds()

@@ -89,6 +89,9 @@ func New(cfg Config, c Cluster, st State) (*Server, error) {
 	if cfg.Tokens == nil || cfg.Tokens.Len() == 0 {
 		return nil, errors.New("httpapi: no token configured: set HEAD_TOKEN(S), LEFT_CLAW_TOKEN(S) or RIGHT_CLAW_TOKEN(S)")
 	}
+	if err := cfg.Tokens.check(); err != nil {
+		return nil, err
+	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 300 * time.Second
 	}
@@ -174,6 +177,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow
 		err = s.serveWrite(w, r, c, h)
 	}
 	if err != nil {
+		if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
+			// The caller went away (e.g. left a long poll): nobody to answer.
+			s.logger.Debug("caller left before the answer", "path", r.URL.Path)
+			return
+		}
 		s.writeError(w, err)
 	}
 }
@@ -197,6 +205,9 @@ func (s *Server) setLeaderHeaders(w http.ResponseWriter) {
 	if addr != "" {
 		h.Set(headerLeaderURL, addr)
 	}
+	// Every answer names an index (docs/api.md): the state this node has
+	// applied, unless a read or write sets a more precise one later.
+	h.Set(headerIndex, strconv.FormatUint(s.cluster.AppliedIndex(), 10))
 }
 
 func (s *Server) setIndex(w http.ResponseWriter, index uint64) {

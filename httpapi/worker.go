@@ -62,7 +62,8 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 	if req.MaxWaitMS < 0 {
 		return badRequest("max_wait_ms must not be negative")
 	}
-	wait := min(time.Duration(req.MaxWaitMS)*time.Millisecond, s.cfg.MaxClaimWait)
+	// Cap in milliseconds first: a huge max_wait_ms would overflow a Duration.
+	wait := time.Duration(min(req.MaxWaitMS, s.cfg.MaxClaimWait.Milliseconds())) * time.Millisecond
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 
@@ -73,7 +74,14 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 		if j != nil {
 			cmd := fsm.ClaimCommand{Now: s.now(), Streams: req.Streams, Targets: targets, Actor: actor,
 				AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
-			res, err := s.apply(r.Context(), w, fsm.CmdClaim, &cmd)
+			// The claim is applied under a context the caller's departure does
+			// not cancel: cancelling mid-apply would leave a claim that may have
+			// committed with nobody to answer or release it (a job stuck running
+			// until its lease expires). Knowing the outcome, a departed caller's
+			// job is given back at once.
+			actx, acancel := context.WithTimeout(context.WithoutCancel(r.Context()), claimApplyTimeout)
+			res, err := s.apply(actx, w, fsm.CmdClaim, &cmd)
+			acancel()
 			if err != nil {
 				return err
 			}
@@ -102,6 +110,9 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 		}
 	}
 }
+
+// claimApplyTimeout bounds the apply of one claim (see handleWorkerClaim).
+const claimApplyTimeout = 10 * time.Second
 
 func (s *Server) giveBack(j *fsm.Job) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -153,6 +164,12 @@ func (s *Server) workerRefusal(w http.ResponseWriter, err error) error {
 	ae := classify(err)
 	if ae.Status != http.StatusConflict && ae.Status != http.StatusForbidden && ae.Status != http.StatusNotFound {
 		return err
+	}
+	if ae.Code == codeIllegal {
+		// Every worker call carries a lease token, and a job that is not
+		// running has no current lease: the token is stale (the lease was
+		// reaped, released, or the job finished under another attempt).
+		ae = &apiError{Status: http.StatusConflict, Code: codeStaleLease, Message: ae.Message + " (lease token is no longer current)"}
 	}
 	writeJSON(w, ae.Status, map[string]interface{}{"ok": false, "error": errorDetail{Code: ae.Code, Message: ae.Message}})
 	return nil

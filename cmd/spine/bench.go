@@ -1,4 +1,12 @@
 package main
 
-// runBench will benchmark a running cluster; not written yet.
-func runBench(args []string) int { return exitError }
+import (
+	"os"
+
+	"github.com/spine-queue/spine/internal/bench"
+)
+
+// runBench is `spine bench`: see internal/bench and `spine bench --help`.
+func runBench(args []string) int {
+	return bench.Main(args, os.Stdout, os.Stderr, os.Getenv)
+}

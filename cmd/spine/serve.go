@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -33,6 +34,7 @@ type serveConfig struct {
 	MaxBlobBytes                                                   int64
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout          time.Duration
 	LogLevel                                                       string
+	Pprof                                                          bool
 	Tokens                                                         *httpapi.Tokens
 }
 
@@ -74,6 +76,7 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.BoolVar(&c.Bootstrap, "bootstrap", envBool("SPINE_BOOTSTRAP"), "start a new cluster with this node as its first member (env SPINE_BOOTSTRAP)")
 	join := fs.String("join", envOr("SPINE_JOIN", ""), "HTTP URL(s) of any existing member, CSV: ask the cluster to add this node (env SPINE_JOIN)")
 	fs.StringVar(&c.SkillPath, "skill-md", envOr("SPINE_SKILL_MD_PATH", ""), "file served at /skill.md (env SPINE_SKILL_MD_PATH; default the built-in SKILL.md)")
+	fs.BoolVar(&c.Pprof, "pprof", envBool("SPINE_PPROF"), "serve /debug/pprof/ (head token required) for profiling (env SPINE_PPROF)")
 	fs.StringVar(&c.LogLevel, "log-level", envOr("SPINE_LOG_LEVEL", "info"), "trace, debug, info, warn or error (env SPINE_LOG_LEVEL)")
 	fs.DurationVar(&c.HeartbeatTimeout, "raft-heartbeat-timeout", 0, "Raft heartbeat timeout (env SPINE_RAFT_HEARTBEAT_TIMEOUT_MS; default 500ms)")
 	fs.DurationVar(&c.ElectionTimeout, "raft-election-timeout", 0, "Raft election timeout (env SPINE_RAFT_ELECTION_TIMEOUT_MS; default 500ms)")
@@ -231,8 +234,12 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	node.RunWhileLeader("reaper", (&reaper{node: node, state: machine, interval: cfg.ReaperInterval, grace: cfg.LeaseGrace,
 		logger: logger.Named("reaper")}).run)
 
+	handler := api.Handler()
+	if cfg.Pprof {
+		handler = withPprof(handler, cfg.Tokens)
+	}
 	srv := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      90 * time.Second, // long-poll claims wait up to 30 s
@@ -270,6 +277,28 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		return serveErr
 	}
 	return nil
+}
+
+// withPprof serves the Go profiler under /debug/pprof/ to head tokens only.
+func withPprof(api http.Handler, tokens *httpapi.Tokens) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", api)
+	mux.HandleFunc("/debug/pprof/", func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if tokens.Role(tok) != httpapi.RoleHead {
+			http.Error(w, `{"error":{"code":"unauthorized","message":"head token required"}}`, http.StatusUnauthorized)
+			return
+		}
+		switch strings.TrimPrefix(r.URL.Path, "/debug/pprof/") {
+		case "profile":
+			pprof.Profile(w, r)
+		case "trace":
+			pprof.Trace(w, r)
+		default:
+			pprof.Index(w, r)
+		}
+	})
+	return mux
 }
 
 func firstHeadToken() string {

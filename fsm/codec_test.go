@@ -1,0 +1,179 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+)
+
+// commandSamples returns, for every command type, a zero command, a typical
+// one and one with large and unusual fields.
+func commandSamples() map[CommandType][]interface{} {
+	big := strings.Repeat("é", 70_000)
+	bigB := bytes.Repeat([]byte{0, 0xff}, 100_000)
+	a := Actor{Role: "left_claw", WorkerID: "w-1"}
+	ref := LeaseRef{JobID: "j1", AttemptID: "a1", Token: "t1"}
+	return map[CommandType][]interface{}{
+		CmdCreate: {&CreateCommand{}, &CreateCommand{Now: 1, ID: "j", Stream: "s", Payload: []byte(`{}`), Actor: head},
+			&CreateCommand{Now: -1 << 62, ID: big, Stream: big, Target: "t", Payload: bigB, MaxAttempts: -3, LeaseSeconds: 1 << 40,
+				TaskClass: "LLM_HEAVY", IdempotencyKey: big, Actor: a},
+			&CreateCommand{ID: "empty payload", Payload: []byte{}}},
+		CmdClaim: {&ClaimCommand{}, &ClaimCommand{Now: 5, JobID: "j", Streams: []string{"a", "", big}, Targets: []string{"x"},
+			Actor: a, AttemptID: "a", LeaseToken: "t", LeaseNanos: 300e9}},
+		CmdHeartbeat: {&HeartbeatCommand{}, &HeartbeatCommand{Now: 9, Ref: ref, Actor: a, LeaseNanos: 1}},
+		CmdComplete:  {&CompleteCommand{}, &CompleteCommand{Now: 9, Ref: ref, Actor: a, Result: bigB, Stdout: big, Stderr: "e"}},
+		CmdFail: {&FailCommand{}, &FailCommand{Now: 9, Ref: ref, Actor: a, Requeue: true, Stdout: "o",
+			Error: JobError{Code: "E", Message: big, Stack: "s", Retryable: true}}},
+		CmdRelease:    {&ReleaseCommand{}, &ReleaseCommand{Now: 9, Ref: ref, Actor: a, Reason: "later"}},
+		CmdReap:       {&ReapCommand{}, &ReapCommand{Now: 9, Max: 100}},
+		CmdComment:    {&CommentCommand{}, &CommentCommand{Now: 9, JobID: "j", Actor: a, Text: big}},
+		CmdRedrive:    {&RedriveCommand{}, &RedriveCommand{Now: 9, JobID: "j", Actor: head}},
+		CmdBlobChunk:  {&BlobChunkCommand{}, &BlobChunkCommand{BlobID: "b", Seq: 7, Data: bigB}},
+		CmdBlobCommit: {&BlobCommitCommand{}, &BlobCommitCommand{Now: 9, BlobID: "b", Size: 1 << 33, ContentType: "text/plain", Chunks: 3}},
+	}
+}
+
+func TestCommandRoundTrip(t *testing.T) {
+	samples := commandSamples()
+	for ct := CmdCreate; ct <= lastKnownCmdID; ct++ {
+		if len(samples[ct]) == 0 {
+			t.Fatalf("no sample for %s", ct)
+		}
+		for _, cmd := range samples[ct] {
+			data, err := Encode(ct, cmd)
+			if err != nil {
+				t.Fatalf("%s: %v", ct, err)
+			}
+			if data[0] != byte(ct) || data[1] != bodyV1 {
+				t.Fatalf("%s: framing %x", ct, data[:2])
+			}
+			gotT, got, err := DecodeCommand(data)
+			if err != nil || gotT != ct {
+				t.Fatalf("%s: decode: %v (type %s)", ct, err, gotT)
+			}
+			if !reflect.DeepEqual(got, cmd) {
+				t.Fatalf("%s: round trip\n got %+v\nwant %+v", ct, got, cmd)
+			}
+			// A value encodes as its pointer does.
+			byValue, err := Encode(ct, reflect.ValueOf(cmd).Elem().Interface())
+			if err != nil || !bytes.Equal(byValue, data) {
+				t.Fatalf("%s: by value: %v", ct, err)
+			}
+			// Every strict prefix is refused, not misread.
+			for n := 1; n < len(data) && n < 200; n++ {
+				if _, _, err := DecodeCommand(data[:n]); err == nil {
+					t.Fatalf("%s: prefix of %d bytes decoded", ct, n)
+				}
+			}
+			if _, _, err := DecodeCommand(append(data[:len(data):len(data)], 0)); err == nil {
+				t.Fatalf("%s: trailing byte accepted", ct)
+			}
+		}
+	}
+}
+
+func TestEncodeTypeMismatch(t *testing.T) {
+	if _, err := Encode(CmdClaim, &CreateCommand{}); err == nil {
+		t.Fatal("create encoded as claim")
+	}
+}
+
+// A log written with msgpack bodies (before the binary encoding) still
+// applies.
+func TestLegacyMsgpackBody(t *testing.T) {
+	legacy := func(ct CommandType, cmd interface{}) []byte {
+		var body []byte
+		if err := codec.NewEncoderBytes(&body, msgpackHandle).Encode(cmd); err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte{byte(ct)}, body...)
+	}
+	for ct, cmds := range commandSamples() {
+		for _, cmd := range cmds {
+			_, got, err := DecodeCommand(legacy(ct, cmd))
+			if err != nil {
+				t.Fatalf("%s: %v", ct, err)
+			}
+			if ct == CmdCreate || ct == CmdReap || ct == CmdRedrive {
+				if !reflect.DeepEqual(got, cmd) && !reflect.DeepEqual(normNil(got), normNil(cmd)) {
+					t.Fatalf("%s: legacy\n got %+v\nwant %+v", ct, got, cmd)
+				}
+			}
+		}
+	}
+	h := newHarness(t)
+	h.idx++
+	r := h.f.Apply(&raft.Log{Index: h.idx, Type: raft.LogCommand, Data: legacy(CmdCreate, &CreateCommand{Now: 1, ID: "old", Payload: []byte(`1`), Actor: head})}).(*Result)
+	if r.Err != nil || r.Job.ID != "old" || r.Job.Stream != DefaultStream {
+		t.Fatalf("legacy create: %+v", r)
+	}
+}
+
+// normNil makes empty byte slices nil (msgpack does not keep the difference).
+func normNil(v interface{}) interface{} {
+	if c, ok := v.(*CreateCommand); ok {
+		cc := *c
+		if len(cc.Payload) == 0 {
+			cc.Payload = nil
+		}
+		return &cc
+	}
+	return v
+}
+
+func TestDecodeErrorPanicsInApply(t *testing.T) {
+	h := newHarness(t)
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "decode") {
+			t.Fatalf("recovered %v, want a decode panic", r)
+		}
+	}()
+	h.f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{byte(CmdCreate), bodyV1, 0xff}})
+}
+
+func TestAppendUintOrder(t *testing.T) {
+	vals := []uint64{0, 1, 2, 15, 16, 17, 255, 256, 4095, 4096, 1 << 32, 1<<63 - 1, 1 << 63, ^uint64(0)}
+	for i := 1; i < len(vals); i++ {
+		a, b := appendUint(nil, vals[i-1]), appendUint(nil, vals[i])
+		if bytes.Compare(a, b) >= 0 || bytes.HasPrefix(b, a) {
+			t.Fatalf("key(%d)=%x not below key(%d)=%x", vals[i-1], a, vals[i], b)
+		}
+	}
+}
+
+// FuzzDecode: decoding never panics, and what decodes re-encodes to an
+// entry that decodes to the same command.
+func FuzzDecode(f *testing.F) {
+	for ct, cmds := range commandSamples() {
+		for _, cmd := range cmds {
+			if data, err := Encode(ct, cmd); err == nil && len(data) < 4096 {
+				f.Add(data)
+			}
+		}
+	}
+	f.Add([]byte{})
+	f.Add([]byte{byte(CmdCreate)})
+	f.Add([]byte{byte(CmdCreate), 0x81, 0xa2, 'I', 'D', 0xa1, 'x'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ct, cmd, err := DecodeCommand(data)
+		if err != nil {
+			if !errors.Is(err, errCorrupt) && !errors.Is(err, errUnknownCommand) {
+				t.Fatalf("error %v is not a decode error", err)
+			}
+			return
+		}
+		again, err := Encode(ct, cmd)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		_, cmd2, err := DecodeCommand(again)
+		if err != nil || !reflect.DeepEqual(normNil(cmd), normNil(cmd2)) {
+			t.Fatalf("re-decode: %v\n%+v\n%+v", err, cmd, cmd2)
+		}
+	})
+}

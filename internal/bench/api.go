@@ -1,0 +1,307 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// api is a lean HTTP client for the hot loop: one shared keep-alive
+// Transport sized for every producer and worker, no retries (a failed
+// request is counted, never hidden), hand-built request bodies.
+type api struct {
+	nodes      []string // base URLs
+	hc         *http.Client
+	head, claw string // "Bearer …"
+	reqTimeout time.Duration
+}
+
+func newAPI(nodes []string, headToken, clawToken string, conns int, reqTimeout time.Duration) *api {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0, // no global cap
+		MaxIdleConnsPerHost: conns,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+		WriteBufferSize:     8 << 10,
+		ReadBufferSize:      8 << 10,
+	}
+	return &api{
+		nodes: nodes, hc: &http.Client{Transport: tr},
+		head: "Bearer " + headToken, claw: "Bearer " + clawToken, reqTimeout: reqTimeout,
+	}
+}
+
+func (a *api) close() { a.hc.CloseIdleConnections() }
+
+// httpError is a non-2xx answer.
+type httpError struct {
+	Status int
+	Code   string
+	Body   string
+}
+
+func (e *httpError) Error() string {
+	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Body)
+}
+
+// do sends one request and decodes a 2xx JSON answer into out (if not nil).
+// Every non-2xx answer and every transport error is returned as an error.
+func (a *api) do(ctx context.Context, method, u, auth string, body []byte, timeout time.Duration, out any) (int, error) {
+	if timeout <= 0 {
+		timeout = a.reqTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return 0, err
+	}
+	if auth != "" {
+		req.Header["Authorization"] = []string{auth}
+	}
+	if body != nil {
+		req.Header["Content-Type"] = []string{"application/json"}
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		he := &httpError{Status: resp.StatusCode, Body: strings.TrimSpace(string(data))}
+		var e struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(data, &e) == nil {
+			he.Code = e.Error.Code
+		}
+		if len(he.Body) > 300 {
+			he.Body = he.Body[:300] + "…"
+		}
+		return resp.StatusCode, he
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decode answer: %w", err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// health is the part of GET /health the benchmark reads.
+type health struct {
+	OK           bool     `json:"ok"`
+	NodeID       string   `json:"node_id"`
+	Role         string   `json:"role"`
+	LeaderID     string   `json:"leader_id"`
+	LeaderAddr   string   `json:"leader_addr"`
+	AppliedIndex uint64   `json:"applied_index"`
+	CPUSeconds   *float64 `json:"cpu_seconds"`
+}
+
+func (a *api) health(ctx context.Context, node int) (*health, error) {
+	var h health
+	if _, err := a.do(ctx, http.MethodGet, a.nodes[node]+"/health", "", nil, 5*time.Second, &h); err != nil {
+		return nil, fmt.Errorf("%s/health: %w", a.nodes[node], err)
+	}
+	return &h, nil
+}
+
+// cpuSeconds sums cpu_seconds over every node's /health.
+func (a *api) cpuSeconds(ctx context.Context) (total float64, perNode []float64, err error) {
+	perNode = make([]float64, len(a.nodes))
+	for i := range a.nodes {
+		h, err := a.health(ctx, i)
+		if err != nil {
+			return 0, nil, err
+		}
+		if h.CPUSeconds == nil {
+			return 0, nil, fmt.Errorf("%s/health has no cpu_seconds", a.nodes[i])
+		}
+		perNode[i] = *h.CPUSeconds
+		total += *h.CPUSeconds
+	}
+	return total, perNode, nil
+}
+
+// createdJob is the part of the create answer the benchmark reads.
+type createdJob struct {
+	ID          string `json:"id"`
+	CreateIndex uint64 `json:"createIndex"`
+}
+
+// createBody builds {"payload":{"t":T,"i":I,"pad":"…"},"stream":S} with a
+// payload of exactly size bytes when size allows it.
+func createBody(buf []byte, stream string, sentNs int64, id int64, size int) []byte {
+	buf = buf[:0]
+	buf = append(buf, `{"stream":"`...)
+	buf = append(buf, stream...)
+	buf = append(buf, `","payload":`...)
+	start := len(buf)
+	buf = append(buf, `{"t":`...)
+	buf = strconv.AppendInt(buf, sentNs, 10)
+	buf = append(buf, `,"i":`...)
+	buf = strconv.AppendInt(buf, id, 10)
+	buf = append(buf, `,"pad":"`...)
+	// pad so that the payload object is size bytes: current + pad + `"}`.
+	for n := size - (len(buf) - start) - 2; n > 0; n-- {
+		buf = append(buf, 'a'+byte(n%26))
+	}
+	buf = append(buf, `"}}`...)
+	return buf
+}
+
+func (a *api) create(ctx context.Context, node int, body []byte) (*createdJob, error) {
+	var j createdJob
+	st, err := a.do(ctx, http.MethodPost, a.nodes[node]+"/jobs", a.head, body, 0, &j)
+	if err != nil {
+		return nil, err
+	}
+	if st != http.StatusCreated || j.ID == "" {
+		return nil, fmt.Errorf("create: status %d, id %q", st, j.ID)
+	}
+	return &j, nil
+}
+
+// claim is the worker-contract claim answer.
+type claim struct {
+	Claimed    bool   `json:"claimed"`
+	JobID      string `json:"job_id"`
+	AttemptID  string `json:"attempt_id"`
+	LeaseToken string `json:"lease_token"`
+	Stream     string `json:"stream"`
+	MessageID  string `json:"message_id"`
+	Payload    struct {
+		T int64 `json:"t"`
+		I int64 `json:"i"`
+	} `json:"payload"`
+	Attempt int `json:"attempt"`
+}
+
+func (a *api) claim(ctx context.Context, node int, workerID, stream string, wait time.Duration) (*claim, error) {
+	body := make([]byte, 0, 128)
+	body = append(body, `{"worker_id":"`...)
+	body = append(body, workerID...)
+	body = append(body, `","streams":["`...)
+	body = append(body, stream...)
+	body = append(body, `"],"max_wait_ms":`...)
+	body = strconv.AppendInt(body, wait.Milliseconds(), 10)
+	body = append(body, '}')
+	var c claim
+	if _, err := a.do(ctx, http.MethodPost, a.nodes[node]+"/internal/worker/claim", a.claw, body, wait+a.reqTimeout, &c); err != nil {
+		return nil, err
+	}
+	if c.Claimed && (c.JobID == "" || c.LeaseToken == "" || c.AttemptID == "") {
+		return nil, errors.New("claim: claimed:true without job_id/attempt_id/lease_token")
+	}
+	return &c, nil
+}
+
+func appendRef(body []byte, workerID string, c *claim, full bool) []byte {
+	body = append(body, `{"worker_id":"`...)
+	body = append(body, workerID...)
+	body = append(body, `","job_id":"`...)
+	body = append(body, c.JobID...)
+	body = append(body, `","lease_token":"`...)
+	body = append(body, c.LeaseToken...)
+	if full {
+		body = append(body, `","attempt_id":"`...)
+		body = append(body, c.AttemptID...)
+		body = append(body, `","stream":"`...)
+		body = append(body, c.Stream...)
+		body = append(body, `","message_id":"`...)
+		body = append(body, c.MessageID...)
+	}
+	body = append(body, '"')
+	return body
+}
+
+func (a *api) heartbeat(ctx context.Context, node int, workerID string, c *claim) error {
+	body := appendRef(make([]byte, 0, 192), workerID, c, false)
+	body = append(body, '}')
+	var out struct {
+		OK bool `json:"ok"`
+	}
+	if _, err := a.do(ctx, http.MethodPost, a.nodes[node]+"/internal/worker/heartbeat", a.claw, body, 0, &out); err != nil {
+		return err
+	}
+	if !out.OK {
+		return errors.New("heartbeat: ok:false")
+	}
+	return nil
+}
+
+// complete reports the job done; duplicate is the server's "duplicate" flag
+// (a repeated complete of the same attempt).
+func (a *api) complete(ctx context.Context, node int, workerID string, c *claim) (duplicate bool, err error) {
+	body := appendRef(make([]byte, 0, 320), workerID, c, true)
+	body = append(body, `,"result":{"ok":true}}`...)
+	var out struct {
+		OK        bool `json:"ok"`
+		Ack       bool `json:"ack"`
+		Duplicate bool `json:"duplicate"`
+	}
+	if _, err := a.do(ctx, http.MethodPost, a.nodes[node]+"/internal/worker/complete", a.claw, body, 0, &out); err != nil {
+		return false, err
+	}
+	if !out.OK || !out.Ack {
+		return false, fmt.Errorf("complete: ok:%v ack:%v", out.OK, out.Ack)
+	}
+	return out.Duplicate, nil
+}
+
+// countJobs counts the jobs of stream in status (reads are leader-consistent),
+// paging GET /jobs from cursor (the create index before the stream's first
+// job). Bounded in pages.
+func (a *api) countJobs(ctx context.Context, stream, status string, cursor uint64, maxPages int) (int, error) {
+	n := 0
+	for page := 0; page < maxPages; page++ {
+		q := url.Values{"stream": {stream}, "status": {status}, "limit": {"1000"}}
+		if cursor > 0 {
+			q.Set("cursor", strconv.FormatUint(cursor, 10))
+		}
+		var out struct {
+			Jobs       []struct{ ID, Status string } `json:"jobs"`
+			NextCursor *string                      `json:"nextCursor"`
+		}
+		node := page % len(a.nodes)
+		if _, err := a.do(ctx, http.MethodGet, a.nodes[node]+"/jobs?"+q.Encode(), a.head, nil, 30*time.Second, &out); err != nil {
+			return n, fmt.Errorf("list %s jobs of %s: %w", status, stream, err)
+		}
+		for _, j := range out.Jobs {
+			if j.Status == status {
+				n++
+			}
+		}
+		if out.NextCursor == nil || *out.NextCursor == "" {
+			return n, nil
+		}
+		c, err := strconv.ParseUint(*out.NextCursor, 10, 64)
+		if err != nil {
+			return n, fmt.Errorf("bad nextCursor %q", *out.NextCursor)
+		}
+		cursor = c
+	}
+	return n, fmt.Errorf("list %s jobs of %s: more than %d pages", status, stream, maxPages)
+}
