@@ -173,57 +173,102 @@ func readType(br *bufio.Reader) (byte, error) {
 }
 
 // readRecordsV2 inserts binary object records up to and including the
-// trailer's type byte.
+// trailer's type byte. Decoding runs in its own goroutine, a batch of
+// records ahead of the inserts (memdb takes one writer at a time, so the
+// inserts themselves cannot be spread over cores).
 func readRecordsV2(br *bufio.Reader, txn *memdb.Txn, got *snapEndRecord) error {
-	in := newInterner()
-	var buf []byte
-	for {
-		t, err := readType(br)
-		if err != nil {
-			return err
+	type record struct {
+		table string
+		obj   interface{}
+	}
+	const batchLen = 1024
+	batches := make(chan []record, 4)
+	errc := make(chan error, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(batches)
+		in := newInterner()
+		var buf []byte
+		recs := make([]record, 0, batchLen)
+		send := func() bool {
+			select {
+			case batches <- recs:
+				recs = make([]record, 0, batchLen)
+				return true
+			case <-stop:
+				return false
+			}
 		}
-		if t == snapEnd {
-			return nil
+		for {
+			t, err := readType(br)
+			if err != nil {
+				errc <- err
+				return
+			}
+			if t == snapEnd {
+				if len(recs) > 0 {
+					send()
+				}
+				errc <- nil
+				return
+			}
+			n, err := binary.ReadUvarint(br)
+			if err != nil {
+				errc <- fmt.Errorf("restore: record length: %w", err)
+				return
+			}
+			if n > maxSnapRecord {
+				errc <- fmt.Errorf("restore: record of %d bytes", n)
+				return
+			}
+			if uint64(cap(buf)) < n {
+				buf = make([]byte, n)
+			}
+			buf = buf[:n]
+			if _, err := io.ReadFull(br, buf); err != nil {
+				errc <- fmt.Errorf("restore: snapshot truncated: %w", err)
+				return
+			}
+			d := dec{b: buf, in: in}
+			var r record
+			switch t {
+			case snapJob:
+				r = record{tableJobs, d.job()}
+			case snapBlob:
+				r = record{tableBlobs, d.blob()}
+			case snapChunk:
+				r = record{tableChunks, d.chunk()}
+			default:
+				errc <- fmt.Errorf("restore: unknown record type %d", t)
+				return
+			}
+			if err := d.done(); err != nil {
+				errc <- fmt.Errorf("restore record %d: %w", t, err)
+				return
+			}
+			recs = append(recs, r)
+			if len(recs) == batchLen && !send() {
+				return
+			}
 		}
-		n, err := binary.ReadUvarint(br)
-		if err != nil {
-			return fmt.Errorf("restore: record length: %w", err)
-		}
-		if n > maxSnapRecord {
-			return fmt.Errorf("restore: record of %d bytes", n)
-		}
-		if uint64(cap(buf)) < n {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		if _, err := io.ReadFull(br, buf); err != nil {
-			return fmt.Errorf("restore: snapshot truncated: %w", err)
-		}
-		d := dec{b: buf, in: in}
-		var (
-			table string
-			obj   interface{}
-		)
-		switch t {
-		case snapJob:
-			table, obj = tableJobs, d.job()
-			got.Jobs++
-		case snapBlob:
-			table, obj = tableBlobs, d.blob()
-			got.Blobs++
-		case snapChunk:
-			table, obj = tableChunks, d.chunk()
-			got.Chunks++
-		default:
-			return fmt.Errorf("restore: unknown record type %d", t)
-		}
-		if err := d.done(); err != nil {
-			return fmt.Errorf("restore record %d: %w", t, err)
-		}
-		if err := txn.Insert(table, obj); err != nil {
-			return fmt.Errorf("restore: %w", err)
+	}()
+	for recs := range batches {
+		for _, r := range recs {
+			switch r.table {
+			case tableJobs:
+				got.Jobs++
+			case tableBlobs:
+				got.Blobs++
+			case tableChunks:
+				got.Chunks++
+			}
+			if err := txn.Insert(r.table, r.obj); err != nil {
+				return fmt.Errorf("restore: %w", err)
+			}
 		}
 	}
+	return <-errc
 }
 
 // readRecordsV1 inserts msgpack object records up to and including the

@@ -75,11 +75,13 @@ func classify(err error) *apiError {
 		return errorf(http.StatusBadRequest, codeInvalidRequest, "%v", err)
 	case errors.Is(err, cluster.ErrUnknownServer):
 		return errorf(http.StatusNotFound, codeNotFound, "%v", err)
-	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrShutdown):
-		return errorf(http.StatusServiceUnavailable, codeNoLeader, "no leader is available to take the write: %v; retry shortly", err)
+	// Outcome-unknown first: a proposal cut short by shutdown wraps both
+	// ErrOutcomeUnknown and ErrShutdown, and must not read as "not applied".
 	case errors.Is(err, cluster.ErrOutcomeUnknown):
 		return errorf(http.StatusServiceUnavailable, codeOutcomeUnknown,
 			"the write was proposed but its outcome is unknown (%v); retry with the same idempotency key or lease token", err)
+	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrShutdown):
+		return errorf(http.StatusServiceUnavailable, codeNoLeader, "no leader is available to take the write: %v; retry shortly", err)
 	}
 	return errorf(http.StatusInternalServerError, codeInternal, "%v", err)
 }
@@ -105,7 +107,12 @@ func writeJSON(w http.ResponseWriter, status int, v interface{}) {
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	ae := classify(err)
 	if ae.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
+		// An election takes about a second. An unknown outcome is worth
+		// retrying at once (with the same idempotency key or lease token), so
+		// it carries no Retry-After.
+		if ae.Code == codeNoLeader {
+			w.Header().Set("Retry-After", "1")
+		}
 		if ae.Leader == "" {
 			_, ae.Leader = s.cluster.Leader()
 		}

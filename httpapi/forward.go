@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -47,19 +48,26 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 		id, addr := s.cluster.Leader()
 		if id != "" && addr != "" && id != s.cluster.ID() {
 			resp, err := s.sendToLeader(ctx, r, c, addr)
-			if err == nil {
+			if err == nil && !refusedUnapplied(resp) {
 				defer resp.Body.Close()
 				copyAnswer(w, resp, s.cluster.ID())
 				return nil
 			}
-			if !notSent(err) {
+			switch {
+			case err == nil:
+				// The node had just lost leadership and did nothing with the
+				// request (no_leader): send it again to the next leader.
+				resp.Body.Close()
+				s.logger.Debug("forward target is no longer the leader, waiting for a new one", "target", id)
+			case !notSent(err):
 				if r.Method == http.MethodGet {
 					return errorf(http.StatusServiceUnavailable, codeNoLeader, "leader %s did not answer: %v", id, err)
 				}
 				return errorf(http.StatusServiceUnavailable, codeOutcomeUnknown,
 					"forwarded to leader %s, but its answer was lost (%v); the write may or may not have happened", id, err)
+			default:
+				s.logger.Debug("leader unreachable, waiting for a new one", "leader", id, "error", err)
 			}
-			s.logger.Debug("leader unreachable, waiting for a new one", "leader", id, "error", err)
 		}
 		select {
 		case <-s.cluster.LeaderCh():
@@ -88,6 +96,20 @@ func (s *Server) sendToLeader(ctx context.Context, r *http.Request, c *call, add
 	out.Header.Set(forwardedHeader, s.cluster.ID())
 	out.ContentLength = int64(len(c.body))
 	return s.fwd.Do(out)
+}
+
+// refusedUnapplied reports whether resp is a 503 no_leader answer: the node
+// did not take the request (it was no longer the leader, or had none), so
+// sending it elsewhere cannot apply it twice. resp's body stays readable.
+func refusedUnapplied(resp *http.Response) bool {
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return false
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	var eb errorBody
+	return json.Unmarshal(b, &eb) == nil && eb.Error.Code == codeNoLeader
 }
 
 // notSent reports whether err proves the request never reached the leader,

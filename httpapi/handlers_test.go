@@ -583,8 +583,8 @@ func TestClusterErrors(t *testing.T) {
 				r := e.do(rt.method, rt.path, rt.token, rt.body)
 				er := r.apiErr(t, c.status, c.code)
 				if c.status == 503 {
-					if r.Header.Get("Retry-After") == "" {
-						t.Errorf("%s: no Retry-After", rt.path)
+					if (r.Header.Get("Retry-After") == "") != (c.code == codeOutcomeUnknown) {
+						t.Errorf("%s: Retry-After %q on %s (want it on no_leader only)", rt.path, r.Header.Get("Retry-After"), c.code)
 					}
 					if er["leader"] != "http://n1.test:36725" {
 						t.Errorf("%s: error.leader = %v", rt.path, er["leader"])

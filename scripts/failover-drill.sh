@@ -12,12 +12,14 @@
 #
 # Env read by spine-drill: NODES, KILLS, SEED, PRODUCERS, WORKERS, TIMEOUT
 # (hard bound, default 10m), KILL_GAP_MIN/MAX, DRAIN_TIMEOUT, KEEP=1, JSON=1.
+# BIN (default ./bin/spine) is where the spine binary is built.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-mkdir -p bin
-echo "building bin/spine and bin/spine-drill..." >&2
-go build -o bin/spine ./cmd/spine
+BIN=${BIN:-./bin/spine}
+mkdir -p bin "$(dirname "$BIN")"
+echo "building $BIN and bin/spine-drill..." >&2
+go build -o "$BIN" ./cmd/spine
 go build -o bin/spine-drill ./cmd/spine-drill
 
 # The drill stops its own cluster (by pid) on SIGINT/SIGTERM; forward the
@@ -34,7 +36,7 @@ trap 'forward INT' INT
 trap 'forward TERM' TERM
 trap 'forward TERM' HUP
 
-./bin/spine-drill --binary ./bin/spine "$@" &
+./bin/spine-drill --binary "$BIN" "$@" &
 drill_pid=$!
 rc=0
 # wait returns early (status > 128) when a trapped signal arrives: wait again

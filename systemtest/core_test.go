@@ -434,6 +434,83 @@ func TestCoreClusterCLI(t *testing.T) {
 	})
 }
 
+// TestCoreWritesRideOutLeaderTransfers moves leadership around while
+// writes flow through every node: a follower whose forward reaches a node
+// that has just stepped down sends it on to the next leader instead of
+// answering 503, and every acknowledged write is there afterwards.
+func TestCoreWritesRideOutLeaderTransfers(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	stream := apiUnique("transfer")
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		mu      sync.Mutex
+		acked   []string
+		bounced []string // forwarded writes answered "not the leader"
+		unknown int
+		wg      sync.WaitGroup
+	)
+	for g := 0; g < 3; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				base := c.Nodes[(g+i)%3].URL
+				r, err := apiRequest("POST", base+"/jobs", apiHead, map[string]interface{}{"payload": i, "stream": stream})
+				mu.Lock()
+				switch {
+				case err != nil:
+					bounced = append(bounced, err.Error())
+				case r.Status == 201:
+					var j apiJob
+					_ = json.Unmarshal(r.Body, &j)
+					acked = append(acked, j.ID)
+				case r.Status == 503 && strings.Contains(string(r.Body), "outcome_unknown"):
+					unknown++ // honest: the write met the step-down mid-apply
+				case r.Status == 503 && r.Header.Get("X-Spine-Node") != "" && strings.Contains(string(r.Body), "forwarded"):
+					bounced = append(bounced, r.String())
+				}
+				mu.Unlock()
+			}
+		}(g)
+	}
+	for k := 0; k < 4; k++ {
+		old, _ := apiRoles(t, c)
+		apiPost(t, old.URL, "/cluster/transfer-leader", apiHead, map[string]string{}, 200)
+		apiEventually(t, 20*time.Second, "leadership moves", func() error {
+			if l := c.Leader(); l == nil || l == old {
+				return fmt.Errorf("leader %v", l)
+			}
+			return nil
+		})
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		apiEventually(t, 20*time.Second, "writes after the transfer", func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(acked) < n+20 {
+				return fmt.Errorf("%d acked", len(acked))
+			}
+			return nil
+		})
+	}
+	cancel()
+	wg.Wait()
+	t.Logf("%d writes acknowledged, %d outcome unknown", len(acked), unknown)
+	if len(bounced) > 0 {
+		t.Errorf("%d forwarded writes were bounced instead of sent on to the new leader; first: %s", len(bounced), bounced[0])
+	}
+	got := map[string]bool{}
+	for _, j := range apiListAll(t, c.Nodes[0].URL, apiHead, url.Values{"stream": {stream}, "limit": {"1000"}}) {
+		got[j.ID] = true
+	}
+	for _, id := range acked {
+		if !got[id] {
+			t.Errorf("acknowledged job %s is missing", id)
+		}
+	}
+}
+
 type coreExtraNode struct {
 	url, raft, gossip string
 	cmd               *exec.Cmd

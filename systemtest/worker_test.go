@@ -1200,11 +1200,18 @@ func wLeaderKill(t *testing.T, c *testcluster.Cluster, leader *testcluster.Node,
 		if n := completed[id]; n != 1 {
 			t.Errorf("job %s: %d acknowledged completes, want 1", id, n)
 		}
-		evs := wEvents(t, live[0], id)
-		if n := wCountEvents(evs, "completed"); n != 1 {
+		var evs struct {
+			Events []wEvent `json:"events"`
+		}
+		wGetRetrying(t, live[0], "/jobs/"+id+"/events", &evs)
+		if n := wCountEvents(evs.Events, "completed"); n != 1 {
 			t.Errorf("job %s: %d completed events, want 1", id, n)
 		}
-		at := wAttempts(t, live[1], id)
+		var ats struct {
+			Attempts []wAttempt `json:"attempts"`
+		}
+		wGetRetrying(t, live[1], "/jobs/"+id+"/attempts", &ats)
+		at := ats.Attempts
 		running, completedAt := 0, 0
 		byID := map[string]wAttempt{}
 		for _, x := range at {
@@ -1226,6 +1233,30 @@ func wLeaderKill(t *testing.T, c *testcluster.Cluster, leader *testcluster.Node,
 			}
 		}
 	}
+}
+
+// wGetRetrying reads path as head, retrying 503s (an election settling
+// after the kill: the API answers 503 no_leader with Retry-After) for a while.
+func wGetRetrying(t testing.TB, base, path string, v interface{}) {
+	t.Helper()
+	var last *wResp
+	err := testcluster.Eventually(20*time.Second, 100*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := wDo(ctx, base, testcluster.HeadToken, "GET", path, nil)
+		if err != nil {
+			return err
+		}
+		last = r
+		if r.Status == http.StatusServiceUnavailable {
+			return errors.New(r.String())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("GET %s%s: %v", base, path, err)
+	}
+	wDecode(t, last, http.StatusOK, v)
 }
 
 // ---- Benchmark -----------------------------------------------------------

@@ -283,7 +283,7 @@ func (a *api) countJobs(ctx context.Context, stream, status string, cursor uint6
 		}
 		var out struct {
 			Jobs       []struct{ ID, Status string } `json:"jobs"`
-			NextCursor *string                      `json:"nextCursor"`
+			NextCursor *string                       `json:"nextCursor"`
 		}
 		node := page % len(a.nodes)
 		if _, err := a.do(ctx, http.MethodGet, a.nodes[node]+"/jobs?"+q.Encode(), a.head, nil, 30*time.Second, &out); err != nil {

@@ -614,7 +614,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 func (r *runner) watchStall(ctx, pctx context.Context, stop context.CancelFunc, stream string, errs func() int64,
 	prodDone func() bool, completed func() int64) {
 	last, lastAt := completed(), time.Now()
-	for pctx.Err() == nil {
+	for i := 0; i < 1_000_000 && pctx.Err() == nil; i++ { // 500 ms a round: bounded by pctx long before the count
 		sleepCtx(pctx, 500*time.Millisecond)
 		if c := completed(); c != last {
 			last, lastAt = c, time.Now()

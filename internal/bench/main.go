@@ -28,7 +28,7 @@ const (
 // localFlag is --local (3 nodes) or --local=N / --local N.
 type localFlag struct{ n int }
 
-func (l *localFlag) String() string { return strconv.Itoa(l.n) }
+func (l *localFlag) String() string   { return strconv.Itoa(l.n) }
 func (l *localFlag) IsBoolFlag() bool { return true }
 func (l *localFlag) Set(v string) error {
 	switch v {
@@ -88,6 +88,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	var local localFlag
 	var binary, workDir, logLevel string
 	var keep bool
+	localEnv := addrFlag{}
 	fs := flag.NewFlagSet("spine bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(&addrs, "addr", "node base URL; repeatable or CSV (env SPINE_ADDRS, default http://127.0.0.1:36725)")
@@ -111,6 +112,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	fs.StringVar(&binary, "binary", "", "spine binary for --local (default: this executable)")
 	fs.StringVar(&workDir, "workdir", os.TempDir(), "parent of the --local temp dir")
 	fs.StringVar(&logLevel, "local-log-level", "info", "SPINE_LOG_LEVEL of --local nodes (testcluster's own default is debug)")
+	fs.Var(&localEnv, "local-env", "K=V added to the --local nodes' environment; repeatable or CSV (e.g. SPINE_PPROF=1, LEASE_SECONDS=60)")
 	fs.BoolVar(&keep, "keep", false, "keep the --local temp dir (data dirs and node logs)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: spine bench [flags]\n\nBenchmarks a Spine cluster (phases: A create, B lifecycle claim→heartbeat→complete, C mixed),\nmirroring shared/peerbench. Prints readable lines, then one JSON line.\n\nFlags:\n")
@@ -176,7 +178,16 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 		}
 		var err error
 		t0 := time.Now()
-		lc, err = startLocal(local.n, binary, workDir, logLevel, keep, stdout)
+		env := map[string]string{"SPINE_LOG_LEVEL": logLevel}
+		for _, kv := range localEnv {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				fmt.Fprintf(stderr, "spine bench: --local-env wants K=V, not %q\n", kv)
+				return ExitUsage
+			}
+			env[k] = v
+		}
+		lc, err = startLocal(local.n, binary, workDir, env, keep, stdout)
 		if err != nil {
 			fmt.Fprintf(stderr, "spine bench: start local cluster: %v\n", err)
 			return ExitError
@@ -263,7 +274,7 @@ type localCluster struct {
 
 const localPrefix = "spine-bench-"
 
-func startLocal(nodes int, binary, workDir, logLevel string, keep bool, out io.Writer) (*localCluster, error) {
+func startLocal(nodes int, binary, workDir string, env map[string]string, keep bool, out io.Writer) (*localCluster, error) {
 	removeStale(workDir, out)
 	dir, err := os.MkdirTemp(workDir, localPrefix+"*")
 	if err != nil {
@@ -272,7 +283,7 @@ func startLocal(nodes int, binary, workDir, logLevel string, keep bool, out io.W
 	_ = os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	c, err := testcluster.Start(testcluster.Options{
 		Binary: binary, Dir: dir, Nodes: nodes,
-		Env:  map[string]string{"SPINE_LOG_LEVEL": logLevel},
+		Env:  env,
 		Logf: func(format string, args ...interface{}) { fmt.Fprintf(out, format+"\n", args...) },
 	})
 	if err != nil {

@@ -60,6 +60,7 @@ type Report struct {
 	NotDone           int  // jobs not done after the drain
 	EventsChecked     int  // jobs whose event history was read
 	EventViolations   int  // of those, histories without exactly one matching completed event
+	Reaped            int  // reaped events in the histories read (leases the reaper took back)
 	NodesAgree        bool // every node holds the same (id, status, attempts, modifyIndex)
 	Disagreements     int
 	FinalIndex        uint64 // leader commit index the nodes were compared at
@@ -153,7 +154,7 @@ func (r *Report) String() string {
 	p("retried or refused    probe tries failed %d, producer creates given up %d, duplicate answers %d,",
 		r.ProbeErrors, r.CreateRetries, r.DuplicateAnswers)
 	p("                      claim errors %d, complete errors %d (stale lease %d)", r.ClaimErrors, r.CompleteErrors, r.StaleRefused)
-	p("drain                 %s", r.DrainTime.Round(100*time.Millisecond))
+	p("drain                 %s (leases reaped: %d, in the histories checked)", r.DrainTime.Round(100*time.Millisecond), r.Reaped)
 	p("")
 	if !r.Verified {
 		p("final state           NOT VERIFIED (the drill did not get that far)")
@@ -211,7 +212,7 @@ func (r *Report) JSON() []byte {
 		"duplicate_answers": r.DuplicateAnswers, "claim_errors": r.ClaimErrors,
 		"complete_errors": r.CompleteErrors, "stale_refused": r.StaleRefused,
 		"lost": r.Lost, "double_completions": r.DoubleCompletions, "not_done": r.NotDone,
-		"events_checked": r.EventsChecked, "event_violations": r.EventViolations,
+		"events_checked": r.EventsChecked, "reaped": r.Reaped, "event_violations": r.EventViolations,
 		"verified": r.Verified, "nodes_agree": r.NodesAgree, "disagreements": r.Disagreements, "final_index": r.FinalIndex,
 		"unavailability_median_ms": f(med), "unavailability_max_ms": f(mx),
 		"producer_gap_median_ms": f(gmed), "producer_gap_max_ms": f(gmx), "probe_errors": r.ProbeErrors,

@@ -301,12 +301,13 @@ func (d *drill) checkEvents(ctx context.Context, ref []*client.Job) {
 	for range 8 {
 		wg.Go(func() {
 			for id := range work {
-				msg := eventProblem(ctx, hc, id, acked[id])
+				msg, reaped := eventProblem(ctx, hc, id, acked[id])
+				mu.Lock()
 				if msg != "" {
-					mu.Lock()
 					bad = append(bad, msg)
-					mu.Unlock()
 				}
+				rep.Reaped += reaped
+				mu.Unlock()
 			}
 		})
 	}
@@ -329,25 +330,30 @@ func (d *drill) checkEvents(ctx context.Context, ref []*client.Job) {
 	}
 }
 
-func eventProblem(ctx context.Context, c *client.Client, id string, acked map[string]bool) string {
+// eventProblem checks one job's history; it also counts its reaped events.
+func eventProblem(ctx context.Context, c *client.Client, id string, acked map[string]bool) (string, int) {
 	evs, err := c.JobEvents(ctx, id)
 	if err != nil {
-		return fmt.Sprintf("job %s: read events: %v", id, err)
+		return fmt.Sprintf("job %s: read events: %v", id, err), 0
 	}
 	var completed []string
+	reaped := 0
 	for _, e := range evs {
-		if e.Type == "completed" {
+		switch e.Type {
+		case "completed":
 			completed = append(completed, e.AttemptID)
+		case "reaped":
+			reaped++
 		}
 	}
 	if len(completed) != 1 {
-		return fmt.Sprintf("job %s has %d completed events (attempts %v)", id, len(completed), completed)
+		return fmt.Sprintf("job %s has %d completed events (attempts %v)", id, len(completed), completed), reaped
 	}
 	// A worker told "completed" for attempt A must see A be the one.
 	for a := range acked {
 		if completed[0] != "" && a != completed[0] {
-			return fmt.Sprintf("job %s: complete of attempt %s was acknowledged, but attempt %s completed it", id, a, completed[0])
+			return fmt.Sprintf("job %s: complete of attempt %s was acknowledged, but attempt %s completed it", id, a, completed[0]), reaped
 		}
 	}
-	return ""
+	return "", reaped
 }
