@@ -16,7 +16,7 @@ import (
 const (
 	DefaultHeartbeatTimeout   = 500 * time.Millisecond
 	DefaultElectionTimeout    = 500 * time.Millisecond
-	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
 	DefaultCommitTimeout      = 50 * time.Millisecond
 	DefaultMaxAppendEntries   = 512
 	DefaultSnapshotInterval   = 120 * time.Second

@@ -80,7 +80,7 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&c.LogLevel, "log-level", envOr("SPINE_LOG_LEVEL", "info"), "trace, debug, info, warn or error (env SPINE_LOG_LEVEL)")
 	fs.DurationVar(&c.HeartbeatTimeout, "raft-heartbeat-timeout", 0, "Raft heartbeat timeout (env SPINE_RAFT_HEARTBEAT_TIMEOUT_MS; default 500ms)")
 	fs.DurationVar(&c.ElectionTimeout, "raft-election-timeout", 0, "Raft election timeout (env SPINE_RAFT_ELECTION_TIMEOUT_MS; default 500ms)")
-	fs.DurationVar(&c.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, "Raft leader lease timeout (env SPINE_RAFT_LEADER_LEASE_TIMEOUT_MS; default 250ms)")
+	fs.DurationVar(&c.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, "Raft leader lease timeout (env SPINE_RAFT_LEADER_LEASE_TIMEOUT_MS; default 500ms)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: spine serve [flags]
 

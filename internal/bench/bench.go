@@ -658,11 +658,17 @@ func (r *runner) verifyDone(ctx context.Context, stream string, minIndex uint64,
 	if q != 0 || run != 0 || done != want {
 		r.printf("    verify %s: %d done (want %d), %d queued, %d running\n", stream, done, want, q, run)
 	}
+	// Jobs of want that are not done (queued or running ones are among
+	// them), more done jobs than created, and queued/running jobs beyond
+	// the missing ones all count.
 	notDone = want - done
 	if notDone < 0 {
-		notDone = -notDone // more done jobs than created: also wrong
+		notDone = -notDone
 	}
-	return notDone + q + run, nil
+	if extra := q + run - (want - done); extra > 0 {
+		notDone += extra
+	}
+	return notDone, nil
 }
 
 // ---------------------------------------------------------------- phases

@@ -224,6 +224,9 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	}
 
 	res, err := runSafe(ctx, cfg)
+	if lc != nil && (err != nil || !res.Clean) {
+		lc.keep = true // keep the node logs of a failed or unclean run
+	}
 	if lc != nil {
 		res.Local = true
 		if e := lc.exited(); e != nil && err == nil {
