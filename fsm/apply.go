@@ -286,7 +286,7 @@ func repeated(j *Job, ref LeaseRef, want Outcome) *Result {
 		return nil
 	}
 	at := j.FindAttempt(ref.AttemptID)
-	if at == nil || at.Token != ref.Token || at.Outcome != want {
+	if at == nil || at.Token != ref.Token || at.Outcome != want || !at.ByHolder {
 		return nil
 	}
 	return &Result{Job: j, Duplicate: true, Requeued: at.Requeued, DLQ: at.DLQ}
@@ -342,6 +342,7 @@ func (a *applier) complete(c *CompleteCommand) *Result {
 	}
 	j := copyJob(old)
 	at := endAttempt(j, c.Now, OutcomeCompleted, nil)
+	at.ByHolder = c.Ref.Token != "" // authorize checked it is the lease's token
 	j.State = StateDone
 	j.Result = c.Result
 	j.Error = nil
@@ -361,6 +362,7 @@ func (a *applier) fail(c *FailCommand) *Result {
 	j := copyJob(old)
 	jerr := c.Error
 	at := endAttempt(j, c.Now, OutcomeFailed, &jerr)
+	at.ByHolder = c.Ref.Token != ""
 	j.Error = &jerr
 	if c.Stdout != "" || c.Stderr != "" {
 		j.Stdout, j.Stderr = c.Stdout, c.Stderr

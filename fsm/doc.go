@@ -2,7 +2,8 @@
 //
 // It is pure: it knows jobs, streams, leases, attempts, events and blobs, and
 // nothing about networks or clocks. Every change arrives as a typed command
-// (one type byte followed by a msgpack body) that the Raft leader has already
+// (one type byte followed by a versioned binary body, see codec.go) that the
+// Raft leader has already
 // stamped with the time, the new ids and the lease tokens, so applying the
 // same log on any node gives the same state.
 //

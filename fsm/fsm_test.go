@@ -392,6 +392,23 @@ func TestFencingAndIdempotentResults(t *testing.T) {
 	}
 }
 
+// A head override ends the worker's attempt; the worker's own complete that
+// arrives later must be refused, not answered as a duplicate of head's.
+func TestHeadOverrideIsNotTheWorkersRepeat(t *testing.T) {
+	h := newHarness(t)
+	j := h.create(CreateCommand{})
+	c := h.claim(j.ID, left)
+	ref := LeaseRef{JobID: j.ID, AttemptID: c.Job.Lease.AttemptID, Token: c.Job.Lease.Token}
+	mustOK(t, h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: LeaseRef{JobID: j.ID}, Actor: head, Result: []byte(`"head"`)}))
+	r := h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: ref, Actor: left, Result: []byte(`"worker"`)})
+	if r.Duplicate || !errors.Is(r.Err, ErrIllegalTransition) && !errors.Is(r.Err, ErrStaleLease) {
+		t.Fatalf("worker complete after head override: dup=%v err=%v", r.Duplicate, r.Err)
+	}
+	if got := string(h.job(j.ID).Result); got != `"head"` {
+		t.Fatalf("result %s", got)
+	}
+}
+
 func TestReapRechecksExpiry(t *testing.T) {
 	h := newHarness(t)
 	j := h.create(CreateCommand{})

@@ -366,6 +366,7 @@ func (e *enc) job(j *Job) {
 		e.optError(a.Error)
 		e.bool(a.Requeued)
 		e.bool(a.DLQ)
+		e.bool(a.ByHolder)
 	}
 	e.uvarint(uint64(len(j.History)))
 	for i := range j.History {
@@ -419,7 +420,7 @@ func (d *dec) job() *Job {
 		for i := range j.AttemptLog {
 			j.AttemptLog[i] = Attempt{ID: d.str(), Owner: d.istr(), WorkerID: d.istr(), Token: d.str(),
 				StartedAt: d.varint(), EndedAt: d.varint(), Outcome: Outcome(d.istr()), Error: d.optError(),
-				Requeued: d.bool(), DLQ: d.bool()}
+				Requeued: d.bool(), DLQ: d.bool(), ByHolder: d.bool()}
 		}
 	}
 	n := d.count(9)

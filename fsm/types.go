@@ -141,6 +141,10 @@ type Attempt struct {
 	// Requeued and DLQ record the answer given to the fail that ended it.
 	Requeued bool
 	DLQ      bool
+	// ByHolder is true when the complete or fail that ended the attempt
+	// carried its lease token. Only such an ending is answered again as a
+	// duplicate; one made by a head override is not the worker's own.
+	ByHolder bool
 }
 
 // Event is one entry of a job's replicated history.

@@ -938,12 +938,11 @@ func TestWorkerContract(t *testing.T) {
 		if done.Status != "done" {
 			t.Fatalf("v0 complete by head: %+v", done)
 		}
-		// The worker's late complete changes nothing. (Known fsm issue: it is
-		// answered as a "duplicate" ok:true, because head's override closed the
-		// attempt as completed; fencing would answer 409 stale_lease.)
+		// The worker's late complete is fenced off: head's override ended its
+		// attempt, so it is not a repeat of the worker's own complete.
 		late := wComplete(t, F1, left, "wv", a, "late")
 		if late.Status != http.StatusConflict {
-			t.Logf("KNOWN ISSUE: v1 complete after head's v0 complete answered %s, not 409 stale_lease", late)
+			t.Fatalf("v1 complete after head's v0 complete answered %s, want 409 stale_lease", late)
 		}
 		if g := wGetJob(t, L, j.ID); !wJSONEqual(g.Result, []byte(`"by head"`)) || g.Status != "done" {
 			t.Fatalf("result %s (%s), want head's", g.Result, g.Status)
