@@ -333,42 +333,55 @@ func (c *Cluster) WaitLeader(timeout time.Duration) (*Node, error) {
 	return n, err
 }
 
-// WaitVoters polls until the leader's configuration has n voters, each
-// alive in gossip.
+// WaitVoters polls until every running node's view of the cluster (its
+// /cluster/status: the Raft configuration joined with its gossip) shows at
+// least n voters, each alive.
 func (c *Cluster) WaitVoters(n int, timeout time.Duration) error {
 	return Eventually(timeout, 100*time.Millisecond, func() error {
-		l := c.Leader()
-		if l == nil {
+		if c.Leader() == nil {
 			return errors.New("no leader")
 		}
-		req, _ := http.NewRequest(http.MethodGet, l.URL+"/cluster/status", nil)
-		req.Header.Set("Authorization", "Bearer "+HeadToken)
-		resp, err := c.client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		var st struct {
-			Nodes []struct {
-				ID       string `json:"id"`
-				Suffrage string `json:"suffrage"`
-				Alive    bool   `json:"alive"`
-			} `json:"nodes"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-			return err
-		}
-		voters := 0
-		for _, s := range st.Nodes {
-			if s.Suffrage == "voter" && s.Alive {
-				voters++
+		for _, node := range c.Nodes {
+			if !node.Running() {
+				continue
 			}
-		}
-		if voters < n {
-			return fmt.Errorf("%d of %d voters alive", voters, n)
+			voters, err := c.aliveVoters(node)
+			if err != nil {
+				return err
+			}
+			if voters < n {
+				return fmt.Errorf("%s sees %d of %d voters alive", node.ID, voters, n)
+			}
 		}
 		return nil
 	})
+}
+
+func (c *Cluster) aliveVoters(node *Node) (int, error) {
+	req, _ := http.NewRequest(http.MethodGet, node.URL+"/cluster/status", nil)
+	req.Header.Set("Authorization", "Bearer "+HeadToken)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Nodes []struct {
+			ID       string `json:"id"`
+			Suffrage string `json:"suffrage"`
+			Alive    bool   `json:"alive"`
+		} `json:"nodes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, err
+	}
+	voters := 0
+	for _, s := range st.Nodes {
+		if s.Suffrage == "voter" && s.Alive {
+			voters++
+		}
+	}
+	return voters, nil
 }
 
 // WaitCaughtUp polls until every running node has applied at least index.
