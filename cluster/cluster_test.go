@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -675,5 +676,64 @@ func TestBatchingFSMPreserved(t *testing.T) {
 	defer f.mu.Unlock()
 	if f.batches == 0 {
 		t.Fatal("ApplyBatch never called")
+	}
+}
+
+// TestConcurrentAppliesGetTheirOwnAnswers drives many concurrent proposals
+// through the proposer (grouped into shared batches) and checks that each
+// caller gets the response and index of its own entry.
+func TestConcurrentAppliesGetTheirOwnAnswers(t *testing.T) {
+	f := &testFSM{}
+	store := raft.NewInmemStore()
+	_, trans := raft.NewInmemTransport("")
+	cfg := Config{NodeID: "p0", DataDir: t.TempDir(), HTTPAddr: "http://p0.invalid", Bootstrap: true,
+		FSM: f, Logger: testLogger(t, "p0"), Transport: trans, LogStore: store, StableStore: store,
+		SnapshotStore: raft.NewInmemSnapshotStore(), DisableGossip: true}
+	fastTimings(&cfg)
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown()
+	waitLeader(t, []*Node{n})
+	const workers, each = 16, 50
+	type answer struct {
+		cmd  string
+		pos  int
+		idx  uint64
+		fail error
+	}
+	answers := make(chan answer, workers*each)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				cmd := fmt.Sprintf("w%d-%d", w, i)
+				resp, idx, err := n.Apply(context.Background(), []byte(cmd))
+				pos, _ := resp.(int)
+				answers <- answer{cmd, pos, idx, err}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(answers)
+	applied := f.list()
+	seenIdx := map[uint64]bool{}
+	for a := range answers {
+		if a.fail != nil {
+			t.Fatalf("%s: %v", a.cmd, a.fail)
+		}
+		if a.pos < 1 || a.pos > len(applied) || applied[a.pos-1] != a.cmd {
+			t.Fatalf("%s got the answer of entry %d (%q)", a.cmd, a.pos, applied[max(a.pos-1, 0)])
+		}
+		if seenIdx[a.idx] {
+			t.Fatalf("index %d answered twice", a.idx)
+		}
+		seenIdx[a.idx] = true
+	}
+	if len(applied) != workers*each {
+		t.Fatalf("applied %d entries, want %d", len(applied), workers*each)
 	}
 }

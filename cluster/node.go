@@ -38,6 +38,8 @@ type Node struct {
 	trans   raft.Transport
 	ml      *memberlist.Memberlist // nil if DisableGossip
 	tracker *applyTracker
+	// proposer groups concurrent Applies into larger fsync'ed batches.
+	proposer *proposer
 
 	peersMu sync.Mutex
 	peers   map[string]peerInfo // other nodes, by id
@@ -131,6 +133,7 @@ func New(cfg Config) (*Node, error) {
 		return fail(fmt.Errorf("start raft: %w", err))
 	}
 	n.raft = r
+	n.proposer = newProposer(r, cfg.MaxInflightBatches, func() time.Duration { return n.cfg.ApplyTimeout })
 
 	if cfg.Bootstrap && !hasState {
 		bc := raft.Configuration{Servers: []raft.Server{{
@@ -270,15 +273,15 @@ func (n *Node) Apply(ctx context.Context, cmd []byte) (interface{}, uint64, erro
 	if n.raft.State() != raft.Leader {
 		return nil, 0, ErrNotLeader
 	}
-	f := n.raft.Apply(cmd, n.timeout(ctx))
-	err, ctxDone := n.waitFuture(ctx, f)
-	if ctxDone {
-		return nil, 0, fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+	select {
+	case res := <-n.proposer.propose(cmd):
+		if res.err != nil {
+			return nil, 0, translateProposeErr(res.err)
+		}
+		return res.future.Response(), res.future.Index(), nil
+	case <-ctx.Done():
+		return nil, 0, fmt.Errorf("%w: %v", ErrOutcomeUnknown, ctx.Err())
 	}
-	if err != nil {
-		return nil, 0, translateProposeErr(err)
-	}
-	return f.Response(), f.Index(), nil
 }
 
 // IsLeader reports whether this node is the raft leader and has completed its
