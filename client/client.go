@@ -111,7 +111,13 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 		o(c)
 	}
 	if c.http == nil {
-		c.http = &http.Client{CheckRedirect: keepAuthOnRedirect}
+		// A client is shared by many goroutines (producers, a Worker's
+		// concurrency): keep enough idle connections per node that they are
+		// reused instead of re-dialled (net/http's default keeps 2).
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = 256
+		tr.MaxIdleConnsPerHost = 64
+		c.http = &http.Client{Transport: tr, CheckRedirect: keepAuthOnRedirect}
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
