@@ -653,18 +653,7 @@ func TestBatchingFSMPreserved(t *testing.T) {
 		t.Fatal("wrapper invents BatchingFSM")
 	}
 	f := &batchFSM{}
-	store := raft.NewInmemStore()
-	_, trans := raft.NewInmemTransport("")
-	cfg := Config{NodeID: "b0", DataDir: t.TempDir(), HTTPAddr: "http://b0.invalid", Bootstrap: true,
-		FSM: f, Logger: testLogger(t, "b0"), Transport: trans, LogStore: store, StableStore: store,
-		SnapshotStore: raft.NewInmemSnapshotStore(), DisableGossip: true}
-	fastTimings(&cfg)
-	n, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Shutdown()
-	waitLeader(t, []*Node{n})
+	n := singleNode(t, "b0", f)
 	resp, idx, err := n.Apply(context.Background(), []byte("x"))
 	if err != nil {
 		t.Fatal(err)
@@ -684,18 +673,7 @@ func TestBatchingFSMPreserved(t *testing.T) {
 // caller gets the response and index of its own entry.
 func TestConcurrentAppliesGetTheirOwnAnswers(t *testing.T) {
 	f := &testFSM{}
-	store := raft.NewInmemStore()
-	_, trans := raft.NewInmemTransport("")
-	cfg := Config{NodeID: "p0", DataDir: t.TempDir(), HTTPAddr: "http://p0.invalid", Bootstrap: true,
-		FSM: f, Logger: testLogger(t, "p0"), Transport: trans, LogStore: store, StableStore: store,
-		SnapshotStore: raft.NewInmemSnapshotStore(), DisableGossip: true}
-	fastTimings(&cfg)
-	n, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Shutdown()
-	waitLeader(t, []*Node{n})
+	n := singleNode(t, "p0", f)
 	const workers, each = 16, 50
 	type answer struct {
 		cmd  string
@@ -736,4 +714,23 @@ func TestConcurrentAppliesGetTheirOwnAnswers(t *testing.T) {
 	if len(applied) != workers*each {
 		t.Fatalf("applied %d entries, want %d", len(applied), workers*each)
 	}
+}
+
+// singleNode starts a bootstrapped one-node cluster on in-memory stores and
+// transport, stopped at the end of the test, and waits for it to lead.
+func singleNode(t *testing.T, id string, f raft.FSM) *Node {
+	t.Helper()
+	store := raft.NewInmemStore()
+	_, trans := raft.NewInmemTransport("")
+	cfg := Config{NodeID: id, DataDir: t.TempDir(), HTTPAddr: "http://" + id + ".invalid", Bootstrap: true,
+		FSM: f, Logger: testLogger(t, id), Transport: trans, LogStore: store, StableStore: store,
+		SnapshotStore: raft.NewInmemSnapshotStore(), DisableGossip: true}
+	fastTimings(&cfg)
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Shutdown() })
+	waitLeader(t, []*Node{n})
+	return n
 }
