@@ -20,6 +20,7 @@ var jobVerbs = []verb{
 	{"fail", "ID", "Fail a running job; it is requeued while it has attempts left unless --requeue=false.", jobsFail},
 	{"release", "ID", "Give a running job back to the queue without counting the attempt.", jobsRelease},
 	{"comment", "ID [TEXT]", "Attach a note to a job.", jobsComment},
+	{"redrive", "ID", "Put a failed or dead job back in the queue with its attempts reset (head).", jobsRedrive},
 }
 
 func jobsCreate(env *cliEnv, c *command, args []string) int {
@@ -87,6 +88,16 @@ func jobsGet(env *cliEnv, c *command, args []string) int {
 	}
 	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
 		return cl.JobGet(ctx, pos[0])
+	}, jobTable)
+}
+
+func jobsRedrive(env *cliEnv, c *command, args []string) int {
+	pos, code, ok := c.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+		return cl.DLQRedrive(ctx, pos[0])
 	}, jobTable)
 }
 

@@ -337,3 +337,20 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 		t.Fatalf("exit %d, stderr %s", code, errOut)
 	}
 }
+
+func TestJobsRedrive(t *testing.T) {
+	f := newFakeAPI(t, map[string]func(http.ResponseWriter, *http.Request){
+		"POST /dlq/j1/redrive": answer(200, sampleJob),
+		"POST /dlq/j2/redrive": answer(409, `{"error":{"code":"illegal_transition","message":"job j2 is queued"}}`),
+	})
+	env := map[string]string{"SPINE_ADDRS": f.srv.URL}
+	if code, out, errOut := cliRun(t, env, "", "jobs", "redrive", "j1"); code != exitOK || !strings.Contains(out, `"id": "j1"`) {
+		t.Fatalf("exit %d %s\n%s", code, errOut, out)
+	}
+	if code, _, errOut := cliRun(t, env, "", "jobs", "redrive", "j2"); code != exitConflict || !strings.Contains(errOut, "illegal_transition") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if code, _, _ := cliRun(t, env, "", "jobs", "redrive"); code != exitUsage {
+		t.Fatalf("redrive without an id: exit %d", code)
+	}
+}

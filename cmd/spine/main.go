@@ -11,7 +11,7 @@ const usage = `spine — a replicated job queue for AI-agent workers
 Usage:
   spine serve [flags]                 start one node (see: spine serve --help)
   spine cluster status|join|remove|transfer-leader [flags]
-  spine jobs create|list|get|events|attempts|claim|heartbeat|complete|fail|release|comment [flags]
+  spine jobs create|list|get|events|attempts|claim|heartbeat|complete|fail|release|comment|redrive [flags]
   spine blobs put|get [flags]
   spine bench [flags]                 benchmark a running cluster
   spine version
