@@ -84,6 +84,11 @@ const (
 	headerIndex     = "X-Spine-Index"
 )
 
+// MaxEntryBytes caps one replicated command. Large Raft entries delay
+// heartbeats and cause needless elections, so every entry stays well under
+// 512 KiB; bigger content goes through /blobs, which is chunked.
+const MaxEntryBytes = 384 << 10
+
 // New builds the API server.
 func New(cfg Config, c Cluster, st State) (*Server, error) {
 	if cfg.Tokens == nil || cfg.Tokens.Len() == 0 {
@@ -284,6 +289,11 @@ func (s *Server) apply(ctx context.Context, w http.ResponseWriter, t fsm.Command
 	data, err := fsm.Encode(t, cmd)
 	if err != nil {
 		return nil, err
+	}
+	if len(data) > MaxEntryBytes {
+		return nil, errorf(http.StatusRequestEntityTooLarge, codeTooLarge,
+			"the %s would make a %d-byte log entry; payload, result, stdout and stderr together must stay under %d bytes (upload large outputs as blobs and pass their ids)",
+			t, len(data), MaxEntryBytes)
 	}
 	resp, index, err := s.cluster.Apply(ctx, data)
 	if err != nil {
