@@ -55,7 +55,9 @@ func (b *batch) jobByIdem(key string) *Job {
 	if raw == nil {
 		return nil
 	}
-	return raw.(*Job)
+	// The job may have changed earlier in this batch: answer its latest
+	// version, not the one the batch started from.
+	return b.job(raw.(*Job).ID)
 }
 
 // applier applies one command inside the batch's write transaction. Every

@@ -459,6 +459,25 @@ func TestIdempotentCreate(t *testing.T) {
 	}
 }
 
+// A duplicate create answers the job as it is now, even when the job changed
+// earlier in the same batch of entries.
+func TestDuplicateCreateAnswersLatestVersionWithinBatch(t *testing.T) {
+	f, _ := New(Config{})
+	create := func(id string) []byte {
+		return MustEncode(CmdCreate, &CreateCommand{Now: 1, ID: id, Payload: []byte(`1`), IdempotencyKey: "k", Actor: head})
+	}
+	f.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: create("j1")}})
+	out := f.ApplyBatch([]*raft.Log{
+		{Index: 2, Type: raft.LogCommand, Data: MustEncode(CmdClaim, &ClaimCommand{Now: 2, JobID: "j1", Targets: []string{"left_claw"},
+			Actor: left, AttemptID: "a", LeaseToken: "t", LeaseNanos: lease})},
+		{Index: 3, Type: raft.LogCommand, Data: create("j2")},
+	})
+	r := out[1].(*Result)
+	if !r.Duplicate || r.Job.ID != "j1" || r.Job.State != StateRunning {
+		t.Fatalf("duplicate create answered %+v (state %s)", r, r.Job.State)
+	}
+}
+
 func TestClaimNextOrderAndTargets(t *testing.T) {
 	h := newHarness(t)
 	lowOld := h.create(CreateCommand{Stream: "low"})
