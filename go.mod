@@ -11,7 +11,7 @@ require (
 	github.com/hashicorp/memberlist v0.5.4
 	github.com/hashicorp/raft v1.7.3
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1
-	go.etcd.io/bbolt v1.3.5
+	go.etcd.io/bbolt v1.3.12
 	gopkg.in/yaml.v3 v3.0.1
 )
 
