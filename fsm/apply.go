@@ -444,6 +444,39 @@ func (a *applier) reap(c *ReapCommand) *Result {
 	return res
 }
 
+// purge deletes done jobs that finished before c.Before, oldest first, at
+// most c.Max of them. Their idempotency keys are freed with them.
+func (a *applier) purge(c *PurgeCommand) *Result {
+	if c.Max <= 0 {
+		return fail(fmt.Errorf("purge: %w: max must be positive", ErrInvalid))
+	}
+	// Collect first: the index changes under us as we delete.
+	var old []*Job
+	it, err := a.txn.LowerBound(tableJobs, indexFinished, uint64(0))
+	if err != nil {
+		panic(err)
+	}
+	for raw := it.Next(); raw != nil && len(old) < c.Max; raw = it.Next() {
+		j := raw.(*Job)
+		if j.FinishedAt >= c.Before {
+			break
+		}
+		old = append(old, j)
+	}
+	for _, j := range old {
+		if err := a.txn.Delete(tableJobs, j); err != nil {
+			panic(fmt.Sprintf("fsm: purge job %s: %v", j.ID, err))
+		}
+		if a.written == nil {
+			a.written = make(map[string]*Job, a.size)
+		}
+		// A tombstone: later entries of this batch must not find it in the
+		// pre-batch view.
+		a.written[j.ID] = nil
+	}
+	return &Result{Jobs: old}
+}
+
 func (a *applier) comment(c *CommentCommand) *Result {
 	old, err := a.get(c.JobID)
 	if err != nil {

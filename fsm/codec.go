@@ -246,6 +246,8 @@ func encodeCommand(b []byte, t CommandType, cmd interface{}) (_ []byte, ok bool,
 		return encodeCommand(b, t, &c)
 	case RedriveCommand:
 		return encodeCommand(b, t, &c)
+	case PurgeCommand:
+		return encodeCommand(b, t, &c)
 	case BlobChunkCommand:
 		return encodeCommand(b, t, &c)
 	case BlobCommitCommand:
@@ -336,6 +338,14 @@ func encodeCommand(b []byte, t CommandType, cmd interface{}) (_ []byte, ok bool,
 		e.str(c.JobID)
 		e.actor(c.Actor)
 		e.str(c.Text)
+	case *PurgeCommand:
+		if t != CmdPurge {
+			return mismatch()
+		}
+		e.byte1(bodyV1)
+		e.varint(c.Now)
+		e.varint(c.Before)
+		e.int(c.Max)
 	case *RedriveCommand:
 		if t != CmdRedrive {
 			return mismatch()
@@ -401,6 +411,8 @@ func newCommand(t CommandType) interface{} {
 		return new(CommentCommand)
 	case CmdRedrive:
 		return new(RedriveCommand)
+	case CmdPurge:
+		return new(PurgeCommand)
 	case CmdBlobChunk:
 		return new(BlobChunkCommand)
 	case CmdBlobCommit:
@@ -475,6 +487,10 @@ func decodeBody(t CommandType, body []byte, in *interner) (interface{}, error) {
 		c.JobID = d.str()
 		c.Actor = d.actor()
 		c.Text = d.str()
+	case *PurgeCommand:
+		c.Now = d.varint()
+		c.Before = d.varint()
+		c.Max = d.int()
 	case *RedriveCommand:
 		c.Now = d.varint()
 		c.JobID = d.str()

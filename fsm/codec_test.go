@@ -33,6 +33,7 @@ func commandSamples() map[CommandType][]interface{} {
 		CmdReap:       {&ReapCommand{}, &ReapCommand{Now: 9, Max: 100}},
 		CmdComment:    {&CommentCommand{}, &CommentCommand{Now: 9, JobID: "j", Actor: a, Text: big}},
 		CmdRedrive:    {&RedriveCommand{}, &RedriveCommand{Now: 9, JobID: "j", Actor: head}},
+		CmdPurge:      {&PurgeCommand{}, &PurgeCommand{Now: 9, Before: -3, Max: 1000}},
 		CmdBlobChunk:  {&BlobChunkCommand{}, &BlobChunkCommand{BlobID: "b", Seq: 7, Data: bigB}},
 		CmdBlobCommit: {&BlobCommitCommand{}, &BlobCommitCommand{Now: 9, BlobID: "b", Size: 1 << 33, ContentType: "text/plain", Chunks: 3}},
 	}

@@ -23,7 +23,8 @@ const (
 	CmdBlobChunk   CommandType = 9
 	CmdBlobCommit  CommandType = 10
 	CmdRedrive     CommandType = 11
-	lastKnownCmdID CommandType = CmdRedrive
+	CmdPurge       CommandType = 12
+	lastKnownCmdID CommandType = CmdPurge
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know
@@ -55,6 +56,8 @@ func (t CommandType) String() string {
 		return "blob_commit"
 	case CmdRedrive:
 		return "redrive"
+	case CmdPurge:
+		return "purge"
 	}
 	return fmt.Sprintf("command(%d)", uint8(t))
 }
@@ -171,6 +174,15 @@ type CommentCommand struct {
 	JobID string
 	Actor Actor
 	Text  string
+}
+
+// PurgeCommand deletes up to Max done jobs that finished before Before (the
+// retention cut-off the leader computed from its clock). Failed and dead
+// jobs are kept: they wait in the dead-letter view for a human.
+type PurgeCommand struct {
+	Now    int64
+	Before int64
+	Max    int
 }
 
 // RedriveCommand puts a failed or dead job back in the queue with its

@@ -25,7 +25,7 @@ type Config struct {
 // refused. A refused command changed nothing.
 type Result struct {
 	Job  *Job
-	Jobs []*Job // reap: the jobs taken back
+	Jobs []*Job // reap: the jobs taken back; purge: the jobs deleted
 	Blob *Blob
 	// Claimed is false when a claim-next found nothing to claim.
 	Claimed bool
@@ -153,6 +153,8 @@ func (f *FSM) applyOne(b *batch, index uint64, data []byte) interface{} {
 		return a.comment(c)
 	case *RedriveCommand:
 		return a.redrive(c)
+	case *PurgeCommand:
+		return a.purge(c)
 	case *BlobChunkCommand:
 		return a.blobChunk(c)
 	case *BlobCommitCommand:

@@ -447,6 +447,76 @@ func TestReapBounded(t *testing.T) {
 	}
 }
 
+func TestPurgeDeletesOldDoneJobsOnly(t *testing.T) {
+	h := newHarness(t)
+	finish := func(c CreateCommand) *Job {
+		j := h.create(c)
+		mustOK(t, h.claim(j.ID, left))
+		mustOK(t, h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: LeaseRef{JobID: j.ID}, Actor: left}))
+		return j
+	}
+	old1 := finish(CreateCommand{IdempotencyKey: "k-old"})
+	h.now += 10
+	old2 := finish(CreateCommand{})
+	deadJob := h.setup(StateDead, 1)
+	failedJob := h.setup(StateFailed, 5)
+	queued := h.create(CreateCommand{})
+	cutoff := h.now + 1
+	h.now += 100
+	recent := finish(CreateCommand{})
+
+	r := h.apply(CmdPurge, &PurgeCommand{Now: h.now, Before: cutoff, Max: 1})
+	if len(r.Jobs) != 1 || r.Jobs[0].ID != old1.ID {
+		t.Fatalf("first purge took %v, want the oldest done job only", r.Jobs)
+	}
+	r = h.apply(CmdPurge, &PurgeCommand{Now: h.now, Before: cutoff, Max: 100})
+	if len(r.Jobs) != 1 || r.Jobs[0].ID != old2.ID {
+		t.Fatalf("second purge took %v", r.Jobs)
+	}
+	for _, id := range []string{old1.ID, old2.ID} {
+		if _, err := h.f.Read().Job(id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("purged job %s still readable: %v", id, err)
+		}
+	}
+	for _, id := range []string{deadJob.ID, failedJob.ID, queued.ID, recent.ID} {
+		if _, err := h.f.Read().Job(id); err != nil {
+			t.Fatalf("job %s should be kept: %v", id, err)
+		}
+	}
+	// The idempotency key of a purged job is free again.
+	if c := h.create(CreateCommand{IdempotencyKey: "k-old"}); c.ID == old1.ID {
+		t.Fatal("purged job answered a new create")
+	}
+	if got := h.f.Read().OldestFinished(); got < cutoff {
+		t.Fatalf("oldest finished %d is before the cut-off %d after purging", got, cutoff)
+	}
+	if r := h.apply(CmdPurge, &PurgeCommand{Now: h.now, Before: cutoff}); !errors.Is(r.Err, ErrInvalid) {
+		t.Fatalf("purge without max: %v", r.Err)
+	}
+}
+
+// A job purged earlier in a batch is gone for the entries after it.
+func TestPurgeTombstoneWithinBatch(t *testing.T) {
+	f, _ := New(Config{})
+	enc := MustEncode
+	f.ApplyBatch([]*raft.Log{
+		{Index: 1, Type: raft.LogCommand, Data: enc(CmdCreate, &CreateCommand{Now: 1, ID: "j", Payload: []byte(`1`), IdempotencyKey: "k", Actor: head})},
+		{Index: 2, Type: raft.LogCommand, Data: enc(CmdClaim, &ClaimCommand{Now: 2, JobID: "j", Targets: []string{"left_claw"}, Actor: left, AttemptID: "a", LeaseToken: "t", LeaseNanos: lease})},
+		{Index: 3, Type: raft.LogCommand, Data: enc(CmdComplete, &CompleteCommand{Now: 3, Ref: LeaseRef{JobID: "j"}, Actor: left})},
+	})
+	out := f.ApplyBatch([]*raft.Log{
+		{Index: 4, Type: raft.LogCommand, Data: enc(CmdPurge, &PurgeCommand{Now: 10, Before: 5, Max: 10})},
+		{Index: 5, Type: raft.LogCommand, Data: enc(CmdComment, &CommentCommand{Now: 10, JobID: "j", Actor: head, Text: "x"})},
+		{Index: 6, Type: raft.LogCommand, Data: enc(CmdCreate, &CreateCommand{Now: 10, ID: "j2", Payload: []byte(`1`), IdempotencyKey: "k", Actor: head})},
+	})
+	if r := out[1].(*Result); !errors.Is(r.Err, ErrNotFound) {
+		t.Fatalf("comment on a job purged earlier in the batch: %v", r.Err)
+	}
+	if r := out[2].(*Result); r.Err != nil || r.Duplicate || r.Job.ID != "j2" {
+		t.Fatalf("create with a purged job's key: %+v", r)
+	}
+}
+
 func TestIdempotentCreate(t *testing.T) {
 	h := newHarness(t)
 	a := h.create(CreateCommand{IdempotencyKey: "k1"})
@@ -646,7 +716,11 @@ func randomLog(seed uint64, n int) [][]byte {
 		case 6:
 			out = append(out, MustEncode(CmdRelease, &ReleaseCommand{Now: now, Ref: ref(), Actor: a}))
 		case 7:
-			out = append(out, MustEncode(CmdReap, &ReapCommand{Now: now, Max: 1 + rng.IntN(5)}))
+			if rng.IntN(4) == 0 {
+				out = append(out, MustEncode(CmdPurge, &PurgeCommand{Now: now, Before: now - int64(rng.IntN(200e9)), Max: 1 + rng.IntN(5)}))
+			} else {
+				out = append(out, MustEncode(CmdReap, &ReapCommand{Now: now, Max: 1 + rng.IntN(5)}))
+			}
 		case 8:
 			if rng.IntN(2) == 0 {
 				out = append(out, MustEncode(CmdRedrive, &RedriveCommand{Now: now, JobID: pick(), Actor: head}))

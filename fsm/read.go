@@ -203,6 +203,16 @@ func (r *Reader) Counts() (map[State]int, error) {
 	return out, nil
 }
 
+// OldestFinished returns the finish time of the done job that finished
+// first, or 0 when there is none.
+func (r *Reader) OldestFinished() int64 {
+	raw, err := r.txn.First(tableJobs, indexFinished)
+	if err != nil || raw == nil {
+		return 0
+	}
+	return raw.(*Job).FinishedAt
+}
+
 // NextLeaseExpiry returns the earliest lease expiry among running jobs, or
 // 0 when none is running.
 func (r *Reader) NextLeaseExpiry() int64 {

@@ -19,6 +19,10 @@ const (
 	indexLease = "lease" // running jobs by (lease expiry, create index)
 	indexIdem  = "idem"  // idempotency key, unique
 	indexState = "state" // all jobs by (state, create index)
+	// indexFinished holds done jobs only, by (finish time, create index),
+	// for retention. Queued and running jobs have no entry, so it costs
+	// nothing per queued job.
+	indexFinished = "finished"
 
 	prefix = "_prefix" // memdb's suffix for a prefix lookup on an index
 )
@@ -39,11 +43,12 @@ func schema() *memdb.DBSchema {
 		tableJobs: {
 			Name: tableJobs,
 			Indexes: map[string]*memdb.IndexSchema{
-				indexID:    {Name: indexID, Unique: true, Indexer: jobIDIndexer{}},
-				indexQueue: {Name: indexQueue, Unique: true, AllowMissing: true, Indexer: queueIndexer{}},
-				indexLease: {Name: indexLease, Unique: true, AllowMissing: true, Indexer: leaseIndexer{}},
-				indexIdem:  {Name: indexIdem, Unique: true, AllowMissing: true, Indexer: idemIndexer{}},
-				indexState: {Name: indexState, Unique: true, Indexer: stateIndexer{}},
+				indexID:       {Name: indexID, Unique: true, Indexer: jobIDIndexer{}},
+				indexQueue:    {Name: indexQueue, Unique: true, AllowMissing: true, Indexer: queueIndexer{}},
+				indexLease:    {Name: indexLease, Unique: true, AllowMissing: true, Indexer: leaseIndexer{}},
+				indexIdem:     {Name: indexIdem, Unique: true, AllowMissing: true, Indexer: idemIndexer{}},
+				indexState:    {Name: indexState, Unique: true, Indexer: stateIndexer{}},
+				indexFinished: {Name: indexFinished, Unique: true, AllowMissing: true, Indexer: finishedIndexer{}},
 			},
 		},
 		tableBlobs: {
@@ -216,6 +221,29 @@ func (leaseIndexer) FromObject(obj interface{}) (bool, []byte, error) {
 func (leaseIndexer) FromArgs(args ...interface{}) ([]byte, error) {
 	if len(args) != 1 {
 		return nil, fmt.Errorf("lease index takes (expiresAt)")
+	}
+	v, err := argUint(args, 0)
+	if err != nil {
+		return nil, err
+	}
+	return appendUint(make([]byte, 0, uintKeyLen), v), nil
+}
+
+// finishedIndexer keys done jobs by finish time then create index. Args:
+// (finishedAt) as a lower bound.
+type finishedIndexer struct{}
+
+func (finishedIndexer) FromObject(obj interface{}) (bool, []byte, error) {
+	j := obj.(*Job)
+	if j.State != StateDone {
+		return false, nil, nil
+	}
+	return true, appendUint(appendUint(make([]byte, 0, 2*uintKeyLen), uint64(j.FinishedAt)), j.CreateIndex), nil
+}
+
+func (finishedIndexer) FromArgs(args ...interface{}) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("finished index takes (finishedAt)")
 	}
 	v, err := argUint(args, 0)
 	if err != nil {

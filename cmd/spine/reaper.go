@@ -9,41 +9,51 @@ import (
 	"github.com/spine-queue/spine/fsm"
 )
 
-// reapBatch bounds the jobs one reap entry takes back, keeping entries small.
-const reapBatch = 512
+// sweepBatch bounds the jobs one reap or purge entry touches, keeping
+// entries small and applies short.
+const sweepBatch = 512
 
-type reapNode interface {
+type applier interface {
 	Apply(ctx context.Context, cmd []byte) (interface{}, uint64, error)
 }
 
-// reaper runs on the leader only: every interval it proposes "reap leases
-// expired as of now", stamped with the leader's clock. The state machine
-// re-checks each lease when the entry applies, so a heartbeat committed
-// first wins.
-type reaper struct {
-	node     reapNode
-	state    interface{ Read() *fsm.Reader }
+type stateReader interface{ Read() *fsm.Reader }
+
+// sweeper runs on the leader only: every interval it proposes a time-driven
+// command stamped with the leader's clock, while there is work for it. The
+// state machine re-checks every job against the time in the entry when it
+// applies, so whatever committed first (a heartbeat, say) wins.
+type sweeper struct {
+	name     string
+	node     applier
+	state    stateReader
 	interval time.Duration
-	// grace delays the first reap after gaining leadership, so claimants
-	// whose heartbeats failed during the election can reach the new leader.
+	// grace delays the first sweep after gaining leadership (the reaper's:
+	// claimants whose heartbeats failed during the election get time to
+	// reach the new leader).
 	grace  time.Duration
 	logger hclog.Logger
+	// due says whether there is work as of now; command makes the entry.
+	due     func(r *fsm.Reader, now int64) bool
+	command func(now int64) (fsm.CommandType, interface{})
+	// done is told what one entry did.
+	done func(res *fsm.Result)
 }
 
-func (r *reaper) run(ctx context.Context) {
-	r.logger.Info("reaper started", "interval", r.interval, "grace", r.grace)
-	defer r.logger.Info("reaper stopped")
-	if r.grace > 0 {
+func (s *sweeper) run(ctx context.Context) {
+	s.logger.Info(s.name+" started", "interval", s.interval, "grace", s.grace)
+	defer s.logger.Info(s.name + " stopped")
+	if s.grace > 0 {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(r.grace):
+		case <-time.After(s.grace):
 		}
 	}
-	t := time.NewTicker(r.interval)
+	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	for {
-		r.reapOnce(ctx)
+		s.sweepOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -52,28 +62,63 @@ func (r *reaper) run(ctx context.Context) {
 	}
 }
 
-func (r *reaper) reapOnce(ctx context.Context) {
+func (s *sweeper) sweepOnce(ctx context.Context) {
 	for ctx.Err() == nil {
 		now := time.Now().UnixNano()
-		next := r.state.Read().NextLeaseExpiry()
-		if next == 0 || next > now {
+		if !s.due(s.state.Read(), now) {
 			return
 		}
-		data := fsm.MustEncode(fsm.CmdReap, &fsm.ReapCommand{Now: now, Max: reapBatch})
-		resp, _, err := r.node.Apply(ctx, data)
+		t, cmd := s.command(now)
+		resp, _, err := s.node.Apply(ctx, fsm.MustEncode(t, cmd))
 		if err != nil {
-			r.logger.Warn("reap failed", "error", err)
+			s.logger.Warn(s.name+" failed", "error", err)
 			return
 		}
 		res, _ := resp.(*fsm.Result)
 		if res == nil || len(res.Jobs) == 0 {
 			return
 		}
-		for _, j := range res.Jobs {
-			r.logger.Info("lease expired", "job", j.ID, "now", j.State, "attempts", j.Attempts)
-		}
-		if len(res.Jobs) < reapBatch {
+		s.done(res)
+		if len(res.Jobs) < sweepBatch {
 			return
 		}
+	}
+}
+
+// newReaper returns expired leases to the queue (or kills jobs at their
+// attempt limit).
+func newReaper(node applier, state stateReader, interval, grace time.Duration, logger hclog.Logger) *sweeper {
+	return &sweeper{
+		name: "reaper", node: node, state: state, interval: interval, grace: grace, logger: logger,
+		due: func(r *fsm.Reader, now int64) bool {
+			next := r.NextLeaseExpiry()
+			return next != 0 && next <= now
+		},
+		command: func(now int64) (fsm.CommandType, interface{}) {
+			return fsm.CmdReap, &fsm.ReapCommand{Now: now, Max: sweepBatch}
+		},
+		done: func(res *fsm.Result) {
+			for _, j := range res.Jobs {
+				logger.Info("lease expired", "job", j.ID, "now", j.State, "attempts", j.Attempts)
+			}
+		},
+	}
+}
+
+// newPurger deletes done jobs that finished more than retention ago.
+func newPurger(node applier, state stateReader, retention time.Duration, logger hclog.Logger) *sweeper {
+	interval := min(max(retention/10, 100*time.Millisecond), time.Minute)
+	return &sweeper{
+		name: "retention", node: node, state: state, interval: interval, logger: logger,
+		due: func(r *fsm.Reader, now int64) bool {
+			oldest := r.OldestFinished()
+			return oldest != 0 && oldest < now-retention.Nanoseconds()
+		},
+		command: func(now int64) (fsm.CommandType, interface{}) {
+			return fsm.CmdPurge, &fsm.PurgeCommand{Now: now, Before: now - retention.Nanoseconds(), Max: sweepBatch}
+		},
+		done: func(res *fsm.Result) {
+			logger.Info("purged finished jobs past retention", "jobs", len(res.Jobs), "retention", retention)
+		},
 	}
 }

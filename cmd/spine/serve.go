@@ -29,7 +29,7 @@ type serveConfig struct {
 	NodeID, DataDir, HTTPAddr, AdvertiseHTTP, RaftAddr, GossipAddr string
 	Bootstrap                                                      bool
 	Join                                                           []string
-	Lease, ReaperInterval, LeaseGrace                              time.Duration
+	Lease, ReaperInterval, LeaseGrace, Retention                   time.Duration
 	DefaultMaxAttempts                                             int
 	SkillPath                                                      string
 	MaxBlobBytes                                                   int64
@@ -89,6 +89,7 @@ Starts one Spine node. Flags win over env. Tokens come from env only:
 HEAD_TOKEN(S), LEFT_CLAW_TOKEN(S), RIGHT_CLAW_TOKEN(S) (CSV for rotation); at least one is required.
 Other env: LEASE_SECONDS (300), REAPER_INTERVAL_MS (30000), DEFAULT_MAX_ATTEMPTS (5),
 SPINE_LEASE_GRACE_MS (5000; after a leader change, no lease is reaped before this),
+SPINE_RETENTION (72h; done jobs older than this are deleted, 0 keeps them; failed and dead jobs stay),
 SPINE_MAX_BLOB_BYTES (8388608).
 
 First node:   spine serve --node-id n1 --bootstrap
@@ -148,6 +149,11 @@ Flags:
 	maxAtt, err := envInt("DEFAULT_MAX_ATTEMPTS", 5)
 	if err != nil {
 		return nil, err
+	}
+	if v := envOr("SPINE_RETENTION", "72h"); v == "0" {
+		c.Retention = 0
+	} else if c.Retention, err = time.ParseDuration(v); err != nil || c.Retention < 0 {
+		return nil, fmt.Errorf("SPINE_RETENTION=%q must be a duration such as 72h, or 0 to keep done jobs forever", v)
 	}
 	blob, err := envInt("SPINE_MAX_BLOB_BYTES", 8<<20)
 	if err != nil {
@@ -238,8 +244,10 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		ln.Close()
 		return err
 	}
-	node.RunWhileLeader("reaper", (&reaper{node: node, state: machine, interval: cfg.ReaperInterval, grace: cfg.LeaseGrace,
-		logger: logger.Named("reaper")}).run)
+	node.RunWhileLeader("reaper", newReaper(node, machine, cfg.ReaperInterval, cfg.LeaseGrace, logger.Named("reaper")).run)
+	if cfg.Retention > 0 {
+		node.RunWhileLeader("retention", newPurger(node, machine, cfg.Retention, logger.Named("retention")).run)
+	}
 
 	handler := api.Handler()
 	if cfg.Pprof {
