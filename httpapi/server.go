@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -72,6 +73,8 @@ type Server struct {
 	logger  hclog.Logger
 	router  *mux.Router
 	fwd     *http.Client
+	// claimWaiters counts worker claims waiting in a long poll on this node.
+	claimWaiters atomic.Int64
 }
 
 const (

@@ -69,6 +69,8 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 
 	targets := []string{c.role, req.WorkerID}
 	actor := fsm.Actor{Role: c.role, WorkerID: req.WorkerID}
+	s.claimWaiters.Add(1)
+	defer s.claimWaiters.Add(-1)
 	for {
 		j, ws := s.state.Read().NextClaimable(req.Streams, targets)
 		if j != nil {

@@ -373,12 +373,30 @@ func wClaimAsync(ctx context.Context, base, token, worker string, streams []stri
 	return s, d
 }
 
-// wParked is how long a test lets a long poll that has been sent settle into
-// its wait before the event it waits for happens. It is part of the scenario
-// ("the job arrives while the claim waits"), not a wait for a condition:
-// had the job come first, the claim would take it at once and the wake path
-// would go untested, though the assertions would still hold.
-const wParked = 250 * time.Millisecond
+// wWaiters waits until the leader reports exactly n worker claims parked in
+// a long poll (GET /health "claim_waiters"; forwarded claims wait on the
+// leader). It orders a scenario without sleeping: "the job arrives while
+// the claim waits", or "the departed claim has left the leader".
+func wWaiters(t testing.TB, c *testcluster.Cluster, n int64) {
+	t.Helper()
+	err := testcluster.Eventually(10*time.Second, 5*time.Millisecond, func() error {
+		l := c.Leader()
+		if l == nil {
+			return fmt.Errorf("no leader")
+		}
+		h, err := c.Health(l)
+		if err != nil {
+			return err
+		}
+		if h.ClaimWaiters != n {
+			return fmt.Errorf("leader %s has %d claims waiting, want %d", l.ID, h.ClaimWaiters, n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
 
 func wAwait(t testing.TB, what string, ch <-chan wAsyncClaim, within time.Duration) wAsyncClaim {
 	t.Helper()
@@ -768,7 +786,7 @@ func TestWorkerContract(t *testing.T) {
 		start := time.Now()
 		sent, done := wClaimAsync(context.Background(), L, left, "wlp", []string{stream}, maxWait)
 		wAwaitSent(t, sent)
-		time.Sleep(wParked) // scenario: the job comes while the claim waits (see wParked)
+		wWaiters(t, c, 1) // the job comes while the claim waits
 		var j wJob
 		createSent := time.Now()
 		wDecode(t, wCall(t, F2, head, "POST", "/jobs", map[string]interface{}{"payload": "late", "stream": stream}), http.StatusCreated, &j)
@@ -819,7 +837,7 @@ func TestWorkerContract(t *testing.T) {
 		start := time.Now()
 		sent, done := wClaimAsync(context.Background(), F1, right, "wlf", []string{stream}, 20000)
 		wAwaitSent(t, sent)
-		time.Sleep(wParked)
+		wWaiters(t, c, 1)
 		// A job in another stream must not wake it with the wrong job.
 		wCreate(t, L, other, "not this", nil)
 		var j wJob
@@ -853,13 +871,14 @@ func TestWorkerContract(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			sent, done := wClaimAsync(ctx, base, left, "wgone", []string{stream}, 20000)
 			wAwaitSent(t, sent)
-			time.Sleep(wParked)
+			wWaiters(t, c, 1)
 			cancel()
 			if r := wAwait(t, "cancelled claim", done, 10*time.Second); r.Err == nil {
 				t.Fatalf("cancelled claim answered %s", r.Resp)
 			}
-			// Let the disconnect travel (follower -> leader) before the job exists.
-			time.Sleep(wParked)
+			// The disconnect has travelled (follower -> leader) and the claim has
+			// left the leader before the job exists.
+			wWaiters(t, c, 0)
 			j := wCreate(t, F2, stream, "for someone present", nil)
 			a := wClaim(t, F2, right, "wpresent", []string{stream}, 5000)
 			if !a.Claimed || a.JobID != j.ID || a.Attempt != 1 {
@@ -1289,8 +1308,8 @@ func wPercentile(d []time.Duration, p float64) time.Duration {
 // BenchmarkLongPollWake measures how fast a long-polling worker (on a
 // follower) gets a job created through the other follower: from the
 // create's acknowledgement (committed) to the claim's answer, and from the
-// create being sent to the claim's answer. Each iteration lets the claim
-// park (wParked/5) before creating, so only the wake is measured.
+// create being sent to the claim's answer. Each iteration waits until the
+// claim is parked on the leader before creating, so only the wake is measured.
 func BenchmarkLongPollWake(b *testing.B) {
 	c := wStartCluster(b, nil)
 	_, followers := wRoles(b, c)
@@ -1305,7 +1324,7 @@ func BenchmarkLongPollWake(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		sent, done := wClaimAsync(context.Background(), W, testcluster.LeftToken, "wb", []string{stream}, 10000)
 		wAwaitSent(b, sent)
-		time.Sleep(wParked / 5)
+		wWaiters(b, c, 1)
 		t0 := time.Now()
 		r := wCall(b, C, testcluster.HeadToken, "POST", "/jobs", map[string]interface{}{"payload": i, "stream": stream})
 		t1 := time.Now()

@@ -287,6 +287,8 @@ type Health struct {
 	AppliedIndex uint64  `json:"applied_index"`
 	CommitIndex  uint64  `json:"commit_index"`
 	CPUSeconds   float64 `json:"cpu_seconds"`
+	// ClaimWaiters is the number of worker claims waiting on the node.
+	ClaimWaiters int64 `json:"claim_waiters"`
 }
 
 // Health asks one node for /health.
