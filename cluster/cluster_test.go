@@ -59,6 +59,8 @@ func TestClusterTCPFailoverAndRestart(t *testing.T) {
 		cfgs[i].SnapshotInterval = 50 * time.Millisecond
 		cfgs[i].SnapshotThreshold = 4
 		cfgs[i].TrailingLogs = 2
+		// raft-wal compacts by dropping whole sealed segments: tiny ones.
+		cfgs[i].walSegmentSize = 1024
 	}
 	nodes := []*tcpNode{startTCP(t, cfgs[0]), startTCP(t, cfgs[1]), startTCP(t, cfgs[2])}
 	leader := waitLeader(t, []*Node{nodes[0].Node})
@@ -733,4 +735,111 @@ func singleNode(t *testing.T, id string, f raft.FSM) *Node {
 	t.Cleanup(func() { n.Shutdown() })
 	waitLeader(t, []*Node{n})
 	return n
+}
+
+func TestCorruptWALRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	walDir := filepath.Join(dir, "raft", "wal")
+	if err := os.MkdirAll(walDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	garbage := make([]byte, 64*1024)
+	for i := range garbage {
+		garbage[i] = byte(i*5 + 1)
+	}
+	if err := os.WriteFile(filepath.Join(walDir, "wal-meta.db"), garbage, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := newTCPConfig(t, "badwal")
+	cfg.DataDir = dir
+	cfg.FSM = &testFSM{}
+	n, err := New(cfg)
+	if err == nil {
+		n.Shutdown()
+		t.Fatal("node started on a garbage WAL")
+	}
+	if !errors.Is(err, ErrCorruptStore) {
+		t.Fatalf("want ErrCorruptStore, got %v", err)
+	}
+}
+
+func TestPickBackend(t *testing.T) {
+	mk := func(t *testing.T, bolt, wal bool) string {
+		dir := t.TempDir()
+		if bolt {
+			if err := os.WriteFile(filepath.Join(dir, raftDBName), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if wal {
+			if err := os.Mkdir(filepath.Join(dir, walDirName), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	cases := []struct {
+		name      string
+		bolt, wal bool
+		want, got string
+		fails     bool
+	}{
+		{name: "new dir defaults to wal", got: LogBackendWAL},
+		{name: "new dir, bolt asked", want: LogBackendBolt, got: LogBackendBolt},
+		{name: "bolt on disk wins over default", bolt: true, got: LogBackendBolt},
+		{name: "wal on disk", wal: true, got: LogBackendWAL},
+		{name: "wal asked, bolt on disk", bolt: true, want: LogBackendWAL, fails: true},
+		{name: "bolt asked, wal on disk", wal: true, want: LogBackendBolt, fails: true},
+		{name: "both on disk", bolt: true, wal: true, fails: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := pickBackend(mk(t, tc.bolt, tc.wal), tc.want)
+			if tc.fails {
+				if !errors.Is(err, ErrInvalidConfig) {
+					t.Fatalf("want ErrInvalidConfig, got %q, %v", got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.got {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.got)
+			}
+		})
+	}
+}
+
+// A node on the bolt backend keeps working across a restart, like the
+// default WAL one does in the other tests.
+func TestBoltBackendRestart(t *testing.T) {
+	cfg := newTCPConfig(t, "boltnode")
+	cfg.LogBackend = LogBackendBolt
+	cfg.Bootstrap = true
+	fsmA := &testFSM{}
+	cfg.FSM = fsmA
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "leader", n.IsLeader)
+	for i := 0; i < 5; i++ {
+		if _, _, err := n.Apply(context.Background(), []byte(fmt.Sprintf("cmd-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "raft", raftDBName)); err != nil {
+		t.Fatalf("bolt backend wrote no raft.db: %v", err)
+	}
+	cfg2 := cfg
+	cfg2.LogBackend = "" // auto: finds raft.db
+	fsmB := &testFSM{}
+	cfg2.FSM = fsmB
+	n2, err := New(cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Shutdown()
+	waitFor(t, 5*time.Second, "replayed commands", func() bool { return len(fsmB.list()) >= 5 })
 }

@@ -28,6 +28,12 @@ const (
 	DefaultSnapshotRetain = 2
 )
 
+// Raft log backends (Config.LogBackend).
+const (
+	LogBackendWAL  = "wal"
+	LogBackendBolt = "bolt"
+)
+
 // maxMetaSize is memberlist's limit for node metadata.
 const maxMetaSize = 512
 
@@ -37,11 +43,17 @@ type Config struct {
 	// NodeID is this node's stable raft server id and memberlist name.
 	// Required.
 	NodeID string
-	// DataDir holds raft/raft.db (raft-boltdb, fsync always on),
-	// raft/snapshots/ (file snapshot store, DefaultSnapshotRetain kept) and
-	// peers.json (known peers, for rejoining gossip after a restart).
-	// Required.
+	// DataDir holds the raft log (raft/wal/, or raft/raft.db with the bolt
+	// backend; fsync always on), raft/snapshots/ (file snapshot store,
+	// DefaultSnapshotRetain kept) and peers.json (known peers, for
+	// rejoining gossip after a restart). Required.
 	DataDir string
+	// LogBackend picks the raft log and stable store: LogBackendWAL
+	// (hashicorp/raft-wal: append-only segments, one fsync per batch) or
+	// LogBackendBolt (raft-boltdb/v2). Empty means: whatever DataDir
+	// already holds, else WAL. Naming a backend other than the one on disk
+	// is an error, never a silent switch.
+	LogBackend string
 	// RaftAddr is host:port for the raft TCP transport; it is both bound
 	// and advertised, so it must be reachable by the other nodes. Required
 	// unless Transport is set.
@@ -108,6 +120,9 @@ type Config struct {
 	StableStore   raft.StableStore
 	SnapshotStore raft.SnapshotStore
 	DisableGossip bool
+	// walSegmentSize overrides raft-wal's 64 MiB segments, so tests can see
+	// compaction (which drops whole sealed segments) at small log sizes.
+	walSegmentSize int
 }
 
 // Validate fills in defaults and rejects an incomplete configuration. The
@@ -124,6 +139,11 @@ func (c *Config) Validate() error {
 	}
 	if c.FSM == nil {
 		return bad("FSM is required")
+	}
+	switch c.LogBackend {
+	case "", LogBackendWAL, LogBackendBolt:
+	default:
+		return bad("LogBackend must be %q or %q, not %q", LogBackendWAL, LogBackendBolt, c.LogBackend)
 	}
 	if c.RaftAddr == "" && c.Transport != nil {
 		c.RaftAddr = string(c.Transport.LocalAddr())

@@ -3,18 +3,22 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
 	"go.etcd.io/bbolt"
 )
 
 const (
 	raftDirName   = "raft"
 	raftDBName    = "raft.db"
+	walDirName    = "wal"
 	snapDirName   = "snapshots"
 	peersFileName = "peers.json"
 	logCacheSize  = 512
@@ -59,10 +63,37 @@ func checkBolt(path string) error {
 
 // stores is what New opens on disk (or takes from the test hooks).
 type stores struct {
-	logs   raft.LogStore
-	stable raft.StableStore
-	snaps  raft.SnapshotStore
-	bolt   *raftboltdb.BoltStore // nil if both log and stable stores were overridden
+	backend string // LogBackendWAL or LogBackendBolt; "" if both were overridden
+	logs    raft.LogStore
+	stable  raft.StableStore
+	snaps   raft.SnapshotStore
+	closer  io.Closer // the on-disk log/stable store, nil if overridden
+}
+
+// pickBackend decides which log backend serves raftDir: the one already on
+// disk, else the configured one, else WAL.
+func pickBackend(raftDir, want string) (string, error) {
+	_, boltErr := os.Stat(filepath.Join(raftDir, raftDBName))
+	_, walErr := os.Stat(filepath.Join(raftDir, walDirName))
+	hasBolt, hasWAL := boltErr == nil, walErr == nil
+	switch {
+	case hasBolt && hasWAL:
+		return "", fmt.Errorf("%w: %s holds both %s and %s/; remove the one not in use", ErrInvalidConfig, raftDir, raftDBName, walDirName)
+	case hasBolt && want == LogBackendWAL, hasWAL && want == LogBackendBolt:
+		have := LogBackendBolt
+		if hasWAL {
+			have = LogBackendWAL
+		}
+		return "", fmt.Errorf("%w: log backend %q asked for, but %s already holds a %q log (this node's data would be lost: keep %q, or start the node with an empty data dir and let it catch up)",
+			ErrInvalidConfig, want, raftDir, have, have)
+	case hasBolt:
+		return LogBackendBolt, nil
+	case hasWAL:
+		return LogBackendWAL, nil
+	case want != "":
+		return want, nil
+	}
+	return LogBackendWAL, nil
 }
 
 func openStores(cfg *Config) (*stores, error) {
@@ -72,28 +103,32 @@ func openStores(cfg *Config) (*stores, error) {
 		return nil, err
 	}
 	if s.logs == nil || s.stable == nil {
-		path := filepath.Join(raftDir, raftDBName)
-		if err := checkBolt(path); err != nil {
+		backend, err := pickBackend(raftDir, cfg.LogBackend)
+		if err != nil {
 			return nil, err
 		}
-		bs, err := raftboltdb.New(raftboltdb.Options{
-			Path: path,
-			// The freelist is rebuilt by scanning at open instead of being
-			// rewritten on every commit: fewer pages written per fsync'ed
-			// batch (Consul's no_freelist_sync). The map freelist keeps that
-			// cheap as the file grows.
-			BoltOptions: &bbolt.Options{Timeout: boltOpenWait, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
-			NoSync:      false, // an ack means "on disk on a majority"; never turn this off
-		})
-		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", path, err)
+		var logs raft.LogStore
+		var stable raft.StableStore
+		switch backend {
+		case LogBackendWAL:
+			w, err := openWAL(filepath.Join(raftDir, walDirName), cfg.Logger, cfg.walSegmentSize)
+			if err != nil {
+				return nil, err
+			}
+			logs, stable, s.closer = w, w, w
+		case LogBackendBolt:
+			bs, err := openBolt(filepath.Join(raftDir, raftDBName))
+			if err != nil {
+				return nil, err
+			}
+			logs, stable, s.closer = bs, bs, bs
 		}
-		s.bolt = bs
+		s.backend = backend
 		if s.logs == nil {
-			s.logs = bs
+			s.logs = logs
 		}
 		if s.stable == nil {
-			s.stable = bs
+			s.stable = stable
 		}
 	}
 	if cfg.LogStore == nil {
@@ -115,9 +150,46 @@ func openStores(cfg *Config) (*stores, error) {
 	return s, nil
 }
 
+// openWAL opens (or creates) the raft-wal log in dir. Every StoreLogs is one
+// append and one fsync of the tail segment; entries carry checksums, and a
+// torn tail left by a crash is cut back to the last whole batch on open.
+func openWAL(dir string, logger hclog.Logger, segmentSize int) (*wal.WAL, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if segmentSize <= 0 {
+		segmentSize = wal.DefaultSegmentSize
+	}
+	w, err := wal.Open(dir, wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(segmentSize))
+	if err != nil {
+		return nil, fmt.Errorf("%w: open %s: %v", ErrCorruptStore, dir, err)
+	}
+	return w, nil
+}
+
+// openBolt opens the raft-boltdb/v2 store at path after a consistency check.
+func openBolt(path string) (*raftboltdb.BoltStore, error) {
+	if err := checkBolt(path); err != nil {
+		return nil, err
+	}
+	bs, err := raftboltdb.New(raftboltdb.Options{
+		Path: path,
+		// The freelist is rebuilt by scanning at open instead of being
+		// rewritten on every commit: fewer pages written per fsync'ed
+		// batch (Consul's no_freelist_sync). The map freelist keeps that
+		// cheap as the file grows.
+		BoltOptions: &bbolt.Options{Timeout: boltOpenWait, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+		NoSync:      false, // an ack means "on disk on a majority"; never turn this off
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return bs, nil
+}
+
 func (s *stores) close() error {
-	if s.bolt != nil {
-		return s.bolt.Close()
+	if s.closer != nil {
+		return s.closer.Close()
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ type serveConfig struct {
 	MaxBlobBytes                                                   int64
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout          time.Duration
 	LogLevel                                                       string
+	LogBackend                                                     string
 	Pprof                                                          bool
 	Tokens                                                         *httpapi.Tokens
 }
@@ -78,6 +79,7 @@ func parseServe(args []string) (*serveConfig, error) {
 	join := fs.String("join", envOr("SPINE_JOIN", ""), "HTTP URL(s) of any existing member, CSV: ask the cluster to add this node (env SPINE_JOIN)")
 	fs.StringVar(&c.SkillPath, "skill-md", envOr("SPINE_SKILL_MD_PATH", ""), "file served at /skill.md (env SPINE_SKILL_MD_PATH; default the built-in SKILL.md)")
 	fs.BoolVar(&c.Pprof, "pprof", envBool("SPINE_PPROF"), "serve /debug/pprof/ (head token required) for profiling (env SPINE_PPROF)")
+	fs.StringVar(&c.LogBackend, "log-backend", envOr("SPINE_LOG_BACKEND", ""), "Raft log store: wal (raft-wal, default for a new data dir) or bolt (raft-boltdb/v2); an existing data dir keeps its own (env SPINE_LOG_BACKEND)")
 	fs.StringVar(&c.LogLevel, "log-level", envOr("SPINE_LOG_LEVEL", "info"), "trace, debug, info, warn or error (env SPINE_LOG_LEVEL)")
 	fs.DurationVar(&c.HeartbeatTimeout, "raft-heartbeat-timeout", 0, "Raft heartbeat timeout (env SPINE_RAFT_HEARTBEAT_TIMEOUT_MS; default 500ms)")
 	fs.DurationVar(&c.ElectionTimeout, "raft-election-timeout", 0, "Raft election timeout (env SPINE_RAFT_ELECTION_TIMEOUT_MS; default 500ms)")
@@ -230,6 +232,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, GossipAddr: cfg.GossipAddr, HTTPAddr: cfg.AdvertiseHTTP,
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, JoinToken: headTok, FSM: machine, Logger: logger,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
+		LogBackend: cfg.LogBackend,
 	})
 	if err != nil {
 		ln.Close()
