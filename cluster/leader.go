@@ -85,7 +85,18 @@ func (n *Node) establishLeadership(ctx context.Context, cancel context.CancelFun
 	defer n.wg.Done()
 	backoff := 50 * time.Millisecond
 	for {
-		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		// Wait for the barrier or for leadership to end, whichever comes
+		// first: with BatchApplyCh a barrier can sit in raft's buffered
+		// apply channel when raft shuts down, and raft never answers it.
+		barrier := n.raft.Barrier(n.cfg.ApplyTimeout)
+		done := make(chan error, 1)
+		go func() { done <- barrier.Error() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			return
+		}
 		if ctx.Err() != nil {
 			return
 		}

@@ -83,6 +83,15 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 }
 
 func (s *Server) sendToLeader(ctx context.Context, r *http.Request, c *call, addr string) (*http.Response, error) {
+	if !s.cfg.DisableRelay && relayable(r, c.body) {
+		rc, err := s.relay.client(ctx, addr)
+		if err == nil {
+			return rc.do(ctx, r, c.body, s.cluster.ID())
+		}
+		if !errors.Is(err, errRelayUnsupported) {
+			return nil, err
+		}
+	}
 	u := addr + r.URL.RequestURI()
 	out, err := http.NewRequestWithContext(ctx, r.Method, u, bytes.NewReader(c.body))
 	if err != nil {
@@ -115,6 +124,9 @@ func refusedUnapplied(resp *http.Response) bool {
 // notSent reports whether err proves the request never reached the leader,
 // so sending it again cannot apply it twice.
 func notSent(err error) bool {
+	if errors.Is(err, errRelayNotSent) {
+		return true
+	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true

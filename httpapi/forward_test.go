@@ -29,6 +29,12 @@ func newFakeLeader(t *testing.T, answer http.HandlerFunc) *fakeLeader {
 	t.Helper()
 	l := &fakeLeader{}
 	l.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == relayPath {
+			// Like a leader of a version without the relay: the follower
+			// falls back to plain HTTP forwarding.
+			http.NotFound(w, r)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		l.mu.Lock()
 		l.reqs = append(l.reqs, recordedReq{Method: r.Method, URI: r.URL.RequestURI(), Header: r.Header.Clone(), Body: string(body)})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +61,9 @@ type Config struct {
 	// CPUSeconds, when set, reports this process's CPU time in /health.
 	CPUSeconds func() float64
 	Logger     hclog.Logger
+	// DisableRelay makes this node forward every request to the leader as
+	// its own HTTP exchange instead of over the relay connection.
+	DisableRelay bool
 	// Now and NewID are the leader's clock and id source (tests replace them).
 	Now   func() time.Time
 	NewID func() string
@@ -75,6 +79,14 @@ type Server struct {
 	fwd     *http.Client
 	// claimWaiters counts worker claims waiting in a long poll on this node.
 	claimWaiters atomic.Int64
+
+	// relay: this node's connection to the leader (follower side) and the
+	// connections followers opened to it (leader side); see relay.go.
+	relay       *relayPool
+	relayKey    string
+	relayMu     sync.Mutex
+	relayServed map[*relayConn]bool
+	relayClosed bool
 }
 
 const (
@@ -124,16 +136,37 @@ func New(cfg Config, c Cluster, st State) (*Server, error) {
 	if cfg.NewID == nil {
 		cfg.NewID = func() string { return uuid.NewString() }
 	}
-	s := &Server{cfg: cfg, cluster: c, state: st, logger: cfg.Logger.Named("http"), fwd: newForwardClient()}
+	s := &Server{cfg: cfg, cluster: c, state: st, logger: cfg.Logger.Named("http"), fwd: newForwardClient(),
+		relayKey: relayKey(cfg.Tokens)}
+	s.relay = &relayPool{self: c.ID(), key: s.relayKey}
 	s.routes()
 	return s, nil
 }
 
 // Handler returns the HTTP handler of the API.
-func (s *Server) Handler() http.Handler { return s.router }
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == relayPath && r.Method == http.MethodGet {
+			s.handleRelay(w, r) // node to node; not part of the public API
+			return
+		}
+		s.router.ServeHTTP(w, r)
+	})
+}
 
-// Close releases idle forwarding connections.
-func (s *Server) Close() { s.fwd.CloseIdleConnections() }
+// Close releases forwarding connections and closes relays.
+func (s *Server) Close() {
+	s.fwd.CloseIdleConnections()
+	s.relay.close()
+	s.relayMu.Lock()
+	s.relayClosed = true
+	served := s.relayServed
+	s.relayServed = nil
+	s.relayMu.Unlock()
+	for rc := range served {
+		rc.fail(errors.New("server closing"))
+	}
+}
 
 // kind says how a route meets consistency.
 type kind int

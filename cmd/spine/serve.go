@@ -36,6 +36,7 @@ type serveConfig struct {
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout          time.Duration
 	LogLevel                                                       string
 	LogBackend                                                     string
+	NoRelay                                                        bool
 	Pprof                                                          bool
 	Tokens                                                         *httpapi.Tokens
 }
@@ -80,6 +81,7 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&c.SkillPath, "skill-md", envOr("SPINE_SKILL_MD_PATH", ""), "file served at /skill.md (env SPINE_SKILL_MD_PATH; default the built-in SKILL.md)")
 	fs.BoolVar(&c.Pprof, "pprof", envBool("SPINE_PPROF"), "serve /debug/pprof/ (head token required) for profiling (env SPINE_PPROF)")
 	fs.StringVar(&c.LogBackend, "log-backend", envOr("SPINE_LOG_BACKEND", ""), "Raft log store: wal (raft-wal, default for a new data dir) or bolt (raft-boltdb/v2); an existing data dir keeps its own (env SPINE_LOG_BACKEND)")
+	fs.BoolVar(&c.NoRelay, "no-relay", envBool("SPINE_NO_RELAY"), "forward each request to the leader as its own HTTP exchange instead of over one multiplexed relay connection (env SPINE_NO_RELAY)")
 	fs.StringVar(&c.LogLevel, "log-level", envOr("SPINE_LOG_LEVEL", "info"), "trace, debug, info, warn or error (env SPINE_LOG_LEVEL)")
 	fs.DurationVar(&c.HeartbeatTimeout, "raft-heartbeat-timeout", 0, "Raft heartbeat timeout (env SPINE_RAFT_HEARTBEAT_TIMEOUT_MS; default 500ms)")
 	fs.DurationVar(&c.ElectionTimeout, "raft-election-timeout", 0, "Raft election timeout (env SPINE_RAFT_ELECTION_TIMEOUT_MS; default 500ms)")
@@ -240,7 +242,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	}
 	api, err := httpapi.New(httpapi.Config{
 		Tokens: cfg.Tokens, Lease: cfg.Lease, MaxBlobBytes: cfg.MaxBlobBytes, SkillMD: skill,
-		CPUSeconds: cpuSeconds, Logger: logger,
+		CPUSeconds: cpuSeconds, Logger: logger, DisableRelay: cfg.NoRelay,
 	}, node, machine)
 	if err != nil {
 		node.Shutdown()
