@@ -482,28 +482,34 @@ func TestStatusJSON(t *testing.T) {
 	}
 }
 
+// A node whose raft store is garbage refuses to start, whichever backend.
 func TestCorruptStoreRefusesToStart(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "raft"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	garbage := make([]byte, 64*1024)
-	for i := range garbage {
-		garbage[i] = byte(i*7 + 3)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "raft", "raft.db"), garbage, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := newTCPConfig(t, "bad")
-	cfg.DataDir = dir
-	cfg.FSM = &testFSM{}
-	n, err := New(cfg)
-	if err == nil {
-		n.Shutdown()
-		t.Fatal("node started on a garbage raft.db")
-	}
-	if !errors.Is(err, ErrCorruptStore) {
-		t.Fatalf("want ErrCorruptStore, got %v", err)
+	for _, file := range []string{"raft/raft.db", "raft/wal/wal-meta.db"} {
+		t.Run(file, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, filepath.FromSlash(file))
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			garbage := make([]byte, 64*1024)
+			for i := range garbage {
+				garbage[i] = byte(i*7 + 3)
+			}
+			if err := os.WriteFile(path, garbage, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg := newTCPConfig(t, "bad")
+			cfg.DataDir = dir
+			cfg.FSM = &testFSM{}
+			n, err := New(cfg)
+			if err == nil {
+				n.Shutdown()
+				t.Fatalf("node started on a garbage %s", file)
+			}
+			if !errors.Is(err, ErrCorruptStore) {
+				t.Fatalf("want ErrCorruptStore, got %v", err)
+			}
+		})
 	}
 }
 
@@ -735,32 +741,6 @@ func singleNode(t *testing.T, id string, f raft.FSM) *Node {
 	t.Cleanup(func() { n.Shutdown() })
 	waitLeader(t, []*Node{n})
 	return n
-}
-
-func TestCorruptWALRefusesToStart(t *testing.T) {
-	dir := t.TempDir()
-	walDir := filepath.Join(dir, "raft", "wal")
-	if err := os.MkdirAll(walDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	garbage := make([]byte, 64*1024)
-	for i := range garbage {
-		garbage[i] = byte(i*5 + 1)
-	}
-	if err := os.WriteFile(filepath.Join(walDir, "wal-meta.db"), garbage, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := newTCPConfig(t, "badwal")
-	cfg.DataDir = dir
-	cfg.FSM = &testFSM{}
-	n, err := New(cfg)
-	if err == nil {
-		n.Shutdown()
-		t.Fatal("node started on a garbage WAL")
-	}
-	if !errors.Is(err, ErrCorruptStore) {
-		t.Fatalf("want ErrCorruptStore, got %v", err)
-	}
 }
 
 func TestPickBackend(t *testing.T) {
