@@ -67,8 +67,9 @@ type Node struct {
 
 // New opens (or creates) the node's stores under cfg.DataDir, starts raft and
 // memberlist, bootstraps if asked and there is no existing state, and starts
-// the join, gossip and leader loops. It refuses to start if raft.db fails its
-// consistency check (ErrCorruptStore).
+// the join, gossip and leader loops. It refuses to start if the raft log store
+// is damaged: a bolt raft.db failing its consistency check, or a WAL that
+// cannot be opened (ErrCorruptStore).
 func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -273,6 +273,13 @@ func (c *relayConn) fail(err error) bool {
 	return true
 }
 
+// alive reports whether the connection has not failed.
+func (c *relayConn) alive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err == nil
+}
+
 // delivered reports whether the stream up to end reached the kernel.
 func (c *relayConn) delivered(end uint64) bool {
 	c.mu.Lock()
@@ -448,9 +455,9 @@ type relayPool struct {
 
 type relayClient struct {
 	*relayConn
-	mu      sync.Mutex
-	nextID  uint64
-	pending map[uint64]chan relayAnswer
+	pendingMu sync.Mutex // guards nextID and pending (relayConn.mu guards the write side)
+	nextID    uint64
+	pending   map[uint64]chan relayAnswer
 }
 
 type relayAnswer struct {
@@ -466,10 +473,7 @@ func (p *relayPool) client(ctx context.Context, addr string) (*relayClient, erro
 		return nil, errRelayUnsupported
 	}
 	if c := p.clients[addr]; c != nil {
-		c.relayConn.mu.Lock()
-		dead := c.relayConn.err != nil
-		c.relayConn.mu.Unlock()
-		if !dead {
+		if c.alive() {
 			return c, nil
 		}
 		delete(p.clients, addr)
@@ -546,12 +550,12 @@ func (c *relayClient) readLoop() {
 		}
 		if err != nil {
 			c.fail(err)
-			c.mu.Lock()
+			c.pendingMu.Lock()
 			for id, ch := range c.pending {
 				ch <- relayAnswer{err: errRelayLost}
 				delete(c.pending, id)
 			}
-			c.mu.Unlock()
+			c.pendingMu.Unlock()
 			return
 		}
 		f := &fields{b: payload}
@@ -563,10 +567,10 @@ func (c *relayClient) readLoop() {
 			ans.resp = &http.Response{StatusCode: int(status), Status: fmt.Sprintf("%d %s", status, http.StatusText(int(status))),
 				Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}
 		}
-		c.mu.Lock()
+		c.pendingMu.Lock()
 		ch := c.pending[id]
 		delete(c.pending, id)
-		c.mu.Unlock()
+		c.pendingMu.Unlock()
 		if ch != nil {
 			ch <- ans
 		}
@@ -583,11 +587,11 @@ func (c *relayClient) do(ctx context.Context, r *http.Request, body []byte, self
 	p = appendField(p, body)
 
 	ch := make(chan relayAnswer, 1)
-	c.mu.Lock()
+	c.pendingMu.Lock()
 	c.nextID++
 	id := c.nextID
 	c.pending[id] = ch
-	c.mu.Unlock()
+	c.pendingMu.Unlock()
 	end, err := c.send(frameRequest, id, p)
 	if err != nil {
 		c.forget(id)
@@ -607,9 +611,9 @@ func (c *relayClient) do(ctx context.Context, r *http.Request, body []byte, self
 }
 
 func (c *relayClient) forget(id uint64) {
-	c.mu.Lock()
+	c.pendingMu.Lock()
 	delete(c.pending, id)
-	c.mu.Unlock()
+	c.pendingMu.Unlock()
 }
 
 func (p *relayPool) close() {
