@@ -450,6 +450,7 @@ type relayPool struct {
 	mu          sync.Mutex
 	closed      bool
 	clients     map[string]*relayClient // by leader base URL
+	dialing     map[string]*relayDial   // by leader base URL
 	unsupported map[string]time.Time    // leader URL -> when to try again
 }
 
@@ -465,31 +466,75 @@ type relayAnswer struct {
 	err  error
 }
 
-// client returns a live relay to addr, dialing one if needed.
+// client returns a live relay to addr, dialing one if needed. The dial runs
+// outside the pool's lock and at most one per address is in flight: callers
+// that arrive meanwhile share its outcome, so a leader that times out costs
+// them one dial's wait, not one each in turn.
 func (p *relayPool) client(ctx context.Context, addr string) (*relayClient, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return nil, errRelayUnsupported
 	}
 	if c := p.clients[addr]; c != nil {
 		if c.alive() {
+			p.mu.Unlock()
 			return c, nil
 		}
 		delete(p.clients, addr)
 	}
 	if until, ok := p.unsupported[addr]; ok && time.Now().Before(until) {
+		p.mu.Unlock()
 		return nil, errRelayUnsupported
 	}
+	d := p.dialing[addr]
+	if d == nil {
+		d = &relayDial{done: make(chan struct{})}
+		if p.dialing == nil {
+			p.dialing = map[string]*relayDial{}
+		}
+		p.dialing[addr] = d
+		// Not the caller's context: the dial serves every caller waiting on
+		// it, and dialRelay bounds it in time.
+		go p.dial(context.WithoutCancel(ctx), addr, d)
+	}
+	p.mu.Unlock()
+	select {
+	case <-d.done:
+		return d.c, d.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", errRelayNotSent, ctx.Err())
+	}
+}
+
+// relayDial is one dial in flight; done is closed when c and err are set.
+type relayDial struct {
+	done chan struct{}
+	c    *relayClient
+	err  error
+}
+
+func (p *relayPool) dial(ctx context.Context, addr string, d *relayDial) {
+	defer close(d.done)
 	c, err := dialRelay(ctx, addr, p.key)
-	if errors.Is(err, errRelayUnsupported) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.dialing, addr)
+	switch {
+	case errors.Is(err, errRelayUnsupported):
 		if p.unsupported == nil {
 			p.unsupported = map[string]time.Time{}
 		}
 		p.unsupported[addr] = time.Now().Add(relayRetryUnsupported)
-	}
-	if err != nil {
-		return nil, err
+		d.err = err
+		return
+	case err != nil:
+		d.err = err
+		return
+	case p.closed:
+		c.fail(errors.New("closing"))
+		d.err = errRelayUnsupported
+		return
 	}
 	if p.clients == nil {
 		p.clients = map[string]*relayClient{}
@@ -500,7 +545,7 @@ func (p *relayPool) client(ctx context.Context, addr string) (*relayClient, erro
 		delete(p.clients, a)
 	}
 	p.clients[addr] = c
-	return c, nil
+	d.c = c
 }
 
 func dialRelay(ctx context.Context, addr, key string) (*relayClient, error) {

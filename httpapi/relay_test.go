@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -162,5 +164,79 @@ func TestRelayFraming(t *testing.T) {
 	binary.BigEndian.PutUint32(huge, relayMaxFrame+100)
 	if _, _, _, err := readFrame(bufio.NewReader(bytes.NewReader(huge))); err == nil {
 		t.Fatal("oversized frame accepted")
+	}
+}
+
+// A leader that accepts connections but never answers the upgrade (hung, or
+// partitioned after the handshake) holds at most one dial: callers arriving
+// meanwhile share it instead of queueing behind one another's dials, a
+// caller that leaves is let go at once, and a relay to another leader is not
+// held up by it.
+func TestRelayDialIsSharedAndDoesNotBlockOthers(t *testing.T) {
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	_, follower, ts := relayPair(t)
+	pool := follower.srv.relay
+	hungURL := "http://" + hung.Addr().String()
+
+	const callers = 8
+	results := make(chan error, callers)
+	for i := 0; i < callers; i++ {
+		go func() {
+			_, err := pool.client(context.Background(), hungURL)
+			results <- err
+		}()
+	}
+	var first net.Conn
+	select {
+	case first = <-accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no dial reached the hung leader")
+	}
+	waitUntil(t, "the dial in flight", func() bool {
+		pool.mu.Lock()
+		defer pool.mu.Unlock()
+		return pool.dialing[hungURL] != nil
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := pool.client(ctx, hungURL); !errors.Is(err, errRelayNotSent) {
+		t.Fatalf("caller that left: %v, want a not-sent error", err)
+	}
+	c, err := pool.client(context.Background(), ts.URL)
+	if err != nil || c == nil {
+		t.Fatalf("relay to a live leader while another dial hangs: %v", err)
+	}
+
+	first.Close() // the upgrade fails: that leader speaks no relay
+	for i := 0; i < callers; i++ {
+		select {
+		case err := <-results:
+			if !errors.Is(err, errRelayUnsupported) {
+				t.Fatalf("caller %d: %v, want unsupported", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("callers still waiting after the dial ended")
+		}
+	}
+	select {
+	case c := <-accepted:
+		c.Close()
+		t.Fatal("a second dial reached the hung leader")
+	default:
 	}
 }
