@@ -146,21 +146,24 @@ func Start(opts Options) (*Cluster, error) {
 		c.Nodes = append(c.Nodes, n)
 	}
 	deadline := time.Now().Add(opts.StartTimeout)
+	// A cluster that never forms is stopped, and its nodes' logs go into
+	// the error: the caller has no Cluster to ask them from.
+	failed := func(err error) (*Cluster, error) {
+		c.Stop()
+		return nil, fmt.Errorf("%w\n%s", err, c.Logs(8000))
+	}
 	for i, n := range c.Nodes {
 		if err := c.launch(n); err != nil {
-			c.Stop()
-			return nil, err
+			return failed(err)
 		}
 		if i == 0 {
 			if _, err := c.WaitLeader(time.Until(deadline)); err != nil {
-				c.Stop()
-				return nil, err
+				return failed(err)
 			}
 		}
 	}
 	if err := c.WaitVoters(opts.Nodes, time.Until(deadline)); err != nil {
-		c.Stop()
-		return nil, err
+		return failed(err)
 	}
 	c.logf("cluster of %d up: %v", opts.Nodes, c.URLs())
 	return c, nil
