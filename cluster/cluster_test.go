@@ -722,6 +722,38 @@ func TestConcurrentAppliesGetTheirOwnAnswers(t *testing.T) {
 	if len(applied) != workers*each {
 		t.Fatalf("applied %d entries, want %d", len(applied), workers*each)
 	}
+	// Group commit: concurrent proposals shared log appends, and the
+	// status counts both.
+	st, err := n.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LogEntries < workers*each || st.LogBatches == 0 || st.LogBatches >= st.LogEntries {
+		t.Fatalf("log appends: %d entries in %d batches, want >= %d entries in fewer batches",
+			st.LogEntries, st.LogBatches, workers*each)
+	}
+}
+
+// The append counter passes on whether its store is monotonic: raft
+// compacts a monotonic store (raft-wal) differently after a snapshot
+// restore, so hiding it would change recovery.
+func TestCountingLogStoreKeepsMonotonic(t *testing.T) {
+	w, err := openWAL(t.TempDir(), testLogger(t, "wal"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if !(&countingLogStore{LogStore: w}).IsMonotonic() {
+		t.Error("raft-wal behind the counter is not reported monotonic")
+	}
+	b, err := openBolt(filepath.Join(t.TempDir(), raftDBName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if (&countingLogStore{LogStore: b}).IsMonotonic() {
+		t.Error("bolt behind the counter is reported monotonic")
+	}
 }
 
 // singleNode starts a bootstrapped one-node cluster on in-memory stores and

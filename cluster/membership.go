@@ -147,6 +147,12 @@ type Status struct {
 	// LastContact is the time since the leader was last heard from, as a
 	// Go duration ("0s" on the leader, "never" if never).
 	LastContact string `json:"last_contact"`
+	// LogBatches and LogEntries count, since this process started, the
+	// batches raft appended to this node's log (one write and one fsync
+	// each) and the entries in them: entries per batch is how much group
+	// commit is saving.
+	LogBatches uint64 `json:"log_batches"`
+	LogEntries uint64 `json:"log_entries"`
 }
 
 // Status reports this node's view of the cluster. It works on any node.
@@ -169,6 +175,8 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 		NodeID:       n.cfg.NodeID,
 		State:        n.raft.State().String(),
 		Nodes:        []NodeStatus{},
+		LogBatches:   n.stores.counted.appends.Load(),
+		LogEntries:   n.stores.counted.entries.Load(),
 	}
 	st.Leader.ID, st.Leader.HTTPAddr = n.Leader()
 	switch lc := n.raft.LastContact(); {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -68,6 +69,35 @@ type stores struct {
 	stable  raft.StableStore
 	snaps   raft.SnapshotStore
 	closer  io.Closer // the on-disk log/stable store, nil if overridden
+	counted *countingLogStore
+}
+
+// countingLogStore counts the batches raft appends to the log (each one
+// write and one fsync of the WAL) and the entries in them: their ratio is
+// how well group commit is working.
+type countingLogStore struct {
+	raft.LogStore
+	appends, entries atomic.Uint64
+}
+
+func (c *countingLogStore) StoreLog(l *raft.Log) error {
+	return c.StoreLogs([]*raft.Log{l})
+}
+
+func (c *countingLogStore) StoreLogs(logs []*raft.Log) error {
+	if err := c.LogStore.StoreLogs(logs); err != nil {
+		return err
+	}
+	c.appends.Add(1)
+	c.entries.Add(uint64(len(logs)))
+	return nil
+}
+
+// IsMonotonic passes on the wrapped store's answer: raft compacts a
+// monotonic store (raft-wal) differently after restoring a snapshot.
+func (c *countingLogStore) IsMonotonic() bool {
+	m, ok := c.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
 }
 
 // pickBackend decides which log backend serves raftDir: the one already on
@@ -131,6 +161,8 @@ func openStores(cfg *Config) (*stores, error) {
 			s.stable = stable
 		}
 	}
+	s.counted = &countingLogStore{LogStore: s.logs}
+	s.logs = s.counted
 	if cfg.LogStore == nil {
 		cached, err := raft.NewLogCache(logCacheSize, s.logs)
 		if err != nil {

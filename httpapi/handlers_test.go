@@ -610,7 +610,8 @@ func TestHealthSkillAndCluster(t *testing.T) {
 		t.Errorf("last_contact = %v, want an RFC 3339 time", h["last_contact"])
 	}
 	if h["ok"] != true || h["node_id"] != "n1" || h["role"] != "leader" || h["leader_id"] != "n1" ||
-		h["leader_addr"] != "http://n1.test:36725" || h["cpu_seconds"] != 1.5 || h["applied_index"] != 0.0 {
+		h["leader_addr"] != "http://n1.test:36725" || h["cpu_seconds"] != 1.5 || h["applied_index"] != 0.0 ||
+		h["log_batches"] != 4.0 || h["log_entries"] != 10.0 {
 		t.Errorf("health = %v", h)
 	}
 	s := e.do("GET", "/skill.md", "", nil)

@@ -118,6 +118,8 @@ type health struct {
 	LeaderAddr   string   `json:"leader_addr"`
 	AppliedIndex uint64   `json:"applied_index"`
 	CPUSeconds   *float64 `json:"cpu_seconds"`
+	LogBatches   uint64   `json:"log_batches"`
+	LogEntries   uint64   `json:"log_entries"`
 }
 
 func (a *api) health(ctx context.Context, node int) (*health, error) {
@@ -128,19 +130,28 @@ func (a *api) health(ctx context.Context, node int) (*health, error) {
 	return &h, nil
 }
 
-// cpuSeconds sums cpu_seconds over every node's /health.
-func (a *api) cpuSeconds(ctx context.Context) (total float64, perNode []float64, err error) {
+// counters is what every node's /health counts, summed over the nodes.
+type counters struct {
+	cpu              float64 // cpu_seconds
+	batches, entries uint64  // log_batches, log_entries (0 from servers that predate them)
+}
+
+// counters sums the counters over every node's /health; perNode holds each
+// node's cpu_seconds.
+func (a *api) counters(ctx context.Context) (total counters, perNode []float64, err error) {
 	perNode = make([]float64, len(a.nodes))
 	for i := range a.nodes {
 		h, err := a.health(ctx, i)
 		if err != nil {
-			return 0, nil, err
+			return counters{}, nil, err
 		}
 		if h.CPUSeconds == nil {
-			return 0, nil, fmt.Errorf("%s/health has no cpu_seconds", a.nodes[i])
+			return counters{}, nil, fmt.Errorf("%s/health has no cpu_seconds", a.nodes[i])
 		}
 		perNode[i] = *h.CPUSeconds
-		total += *h.CPUSeconds
+		total.cpu += *h.CPUSeconds
+		total.batches += h.LogBatches
+		total.entries += h.LogEntries
 	}
 	return total, perNode, nil
 }

@@ -92,6 +92,7 @@ type Result struct {
 	CreateMax       float64 `json:"create_max_ms"`
 	CreateServerCPU float64 `json:"create_server_cpu_s"`
 	CreateCPUPerJob float64 `json:"create_server_cpu_ms_per_job"`
+	CreateBatch     float64 `json:"create_entries_per_fsync,omitempty"`
 	QueuedAfterA    int     `json:"queued_after_create"`
 
 	LifecycleCompleted int64   `json:"lifecycle_completed"`
@@ -110,6 +111,7 @@ type Result struct {
 	LifecycleJobP99    float64 `json:"lifecycle_job_p99_ms"`
 	LifecycleServerCPU float64 `json:"lifecycle_server_cpu_s"`
 	LifecycleCPUPerJob float64 `json:"lifecycle_server_cpu_ms_per_job"`
+	LifecycleBatch     float64 `json:"lifecycle_entries_per_fsync,omitempty"`
 	LeftAfterB         int     `json:"jobs_not_done_after_lifecycle"`
 
 	MixedCreated     int64   `json:"mixed_created"`
@@ -127,6 +129,7 @@ type Result struct {
 	MixedCompleteP99 float64 `json:"mixed_complete_p99_ms"`
 	MixedServerCPU   float64 `json:"mixed_server_cpu_s"`
 	MixedCPUPerJob   float64 `json:"mixed_server_cpu_ms_per_job"`
+	MixedBatch       float64 `json:"mixed_entries_per_fsync,omitempty"`
 	LeftAfterC       int     `json:"jobs_not_done_after_mixed"`
 
 	VerifyErrors     int64     `json:"verify_errors"`
@@ -414,18 +417,42 @@ func (r *runner) waitLeader(ctx context.Context, max time.Duration) (string, err
 	return "", fmt.Errorf("cluster not ready within %v: %v", max, last)
 }
 
-// sampleCPU returns the summed cpu_seconds of all nodes and adds the
-// per-node values (as deltas via the returned func) to r.cpuSum.
-func (r *runner) sampleCPU(ctx context.Context) (func() float64, error) {
-	t0, per0, err := r.a.cpuSeconds(ctx)
+// phaseCost is what the nodes spent on one phase, summed over the nodes.
+type phaseCost struct {
+	cpu              float64 // seconds
+	batches, entries uint64  // raft log appends (one fsync each) and their entries
+}
+
+// raft describes the phase's log appends: entries per fsync'ed batch, and
+// batches (fsyncs) per job over all nodes.
+func (c phaseCost) raft(jobs int64) string {
+	if c.batches == 0 || jobs <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("              raft log: %.1f entries per fsync'ed append, %.2f appends per job (all nodes)\n",
+		c.perBatch(), float64(c.batches)/float64(jobs))
+}
+
+// perBatch is the mean number of entries per log append, 0 if unknown.
+func (c phaseCost) perBatch() float64 {
+	if c.batches == 0 {
+		return 0
+	}
+	return round3(float64(c.entries) / float64(c.batches))
+}
+
+// sampleCost reads the nodes' counters now; the returned func reads them
+// again and returns the difference (and adds the per-node CPU to r.cpuSum).
+func (r *runner) sampleCost(ctx context.Context) (func() phaseCost, error) {
+	t0, per0, err := r.a.counters(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return func() float64 {
-		t1, per1, err := r.a.cpuSeconds(ctx)
+	return func() phaseCost {
+		t1, per1, err := r.a.counters(ctx)
 		if err != nil {
-			r.printf("    could not sample server CPU after the phase: %v\n", err)
-			return 0
+			r.printf("    could not sample the servers' counters after the phase: %v\n", err)
+			return phaseCost{}
 		}
 		if r.cpuSum == nil {
 			r.cpuSum = make([]float64, len(per1))
@@ -433,7 +460,7 @@ func (r *runner) sampleCPU(ctx context.Context) (func() float64, error) {
 		for i := range per1 {
 			r.cpuSum[i] += per1[i] - per0[i]
 		}
-		return round3(t1 - t0)
+		return phaseCost{cpu: round3(t1.cpu - t0.cpu), batches: t1.batches - t0.batches, entries: t1.entries - t0.entries}
 	}, nil
 }
 
@@ -680,7 +707,7 @@ func (r *runner) phaseCreate(ctx context.Context) error {
 	defer pcancel()
 	var st prodStats
 	var next atomic.Int64
-	cpuDone, err := r.sampleCPU(ctx)
+	costDone, err := r.sampleCost(ctx)
 	if err != nil {
 		return err
 	}
@@ -697,7 +724,8 @@ func (r *runner) phaseCreate(ctx context.Context) error {
 	el := time.Since(start)
 	timedOut := pctx.Err() == context.DeadlineExceeded
 	res := r.res
-	res.CreateServerCPU = cpuDone()
+	cost := costDone()
+	res.CreateServerCPU = cost.cpu
 	s := st.lat.summary()
 	res.CreateOK, res.CreateErrors = st.ok.Load(), st.errN.Load()
 	if miss := int64(cfg.Jobs) - res.CreateOK - res.CreateErrors; miss > 0 {
@@ -720,9 +748,10 @@ func (r *runner) phaseCreate(ctx context.Context) error {
 		r.printf("    verify: %d jobs queued in %s, but %d creates were acknowledged\n", q, stream, res.CreateOK)
 		res.VerifyErrors += abs64(int64(q) - res.CreateOK)
 	}
-	r.printf("[A create]    %d jobs (%d errors) in %.3fs => %.0f jobs/s | create ms p50 %.3f p99 %.3f mean %.3f max %.3f | server CPU %.2fs (%.3f ms/job) | queued %d\n",
+	res.CreateBatch = cost.perBatch()
+	r.printf("[A create]    %d jobs (%d errors) in %.3fs => %.0f jobs/s | create ms p50 %.3f p99 %.3f mean %.3f max %.3f | server CPU %.2fs (%.3f ms/job) | queued %d\n%s",
 		res.CreateOK, res.CreateErrors, el.Seconds(), res.CreateJobsPerS, s.P50, s.P99, s.Mean, s.Max,
-		res.CreateServerCPU, res.CreateCPUPerJob, q)
+		res.CreateServerCPU, res.CreateCPUPerJob, q, cost.raft(res.CreateOK))
 	if st.eb.err != nil {
 		r.printf("    first create error: %v\n", st.eb.err)
 	}
@@ -757,7 +786,7 @@ func (r *runner) phaseLifecycle(ctx context.Context, cleanupOnly bool) error {
 	pctx, pcancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
 	defer pcancel()
 	var st workStats
-	cpuDone, err := r.sampleCPU(ctx)
+	costDone, err := r.sampleCost(ctx)
 	if err != nil {
 		return err
 	}
@@ -778,7 +807,8 @@ func (r *runner) phaseLifecycle(ctx context.Context, cleanupOnly bool) error {
 	if e := st.endNs.Load(); e > 0 {
 		el = time.Duration(e)
 	}
-	cpu := cpuDone()
+	cost := costDone()
+	cpu := cost.cpu
 	left, verr := r.verifyDone(ctx, stream, r.minA, int(target.Load()))
 	if verr != nil {
 		return fmt.Errorf("after lifecycle: %w", verr)
@@ -803,13 +833,14 @@ func (r *runner) phaseLifecycle(ctx context.Context, cleanupOnly bool) error {
 	res.CompleteP50, res.CompleteP99, res.CompleteMax = p.P50, p.P99, p.Max
 	res.LifecycleJobP50, res.LifecycleJobP99 = j.P50, j.P99
 	res.LifecycleCPUPerJob = perJobMs(cpu, res.LifecycleCompleted)
+	res.LifecycleBatch = cost.perBatch()
 	res.LeftAfterB = left
 	res.VerifyErrors += int64(left)
 	r.printf("[B lifecycle] %d/%d jobs completed (%d errors, %d redeliveries, %d empty claims) in %.3fs => %.0f jobs/s\n"+
 		"              claim ms p50 %.3f p99 %.3f max %.3f | heartbeat ms p50 %.3f p99 %.3f max %.3f | complete ms p50 %.3f p99 %.3f max %.3f\n"+
-		"              per job (claim start->complete ack) ms p50 %.3f p99 %.3f | server CPU %.2fs (%.3f ms/job) | not done %d\n",
+		"              per job (claim start->complete ack) ms p50 %.3f p99 %.3f | server CPU %.2fs (%.3f ms/job) | not done %d\n%s",
 		res.LifecycleCompleted, target.Load(), res.LifecycleErrors, res.LifecycleRedeliv, res.LifecycleEmpty, el.Seconds(), res.LifecycleJobsPerS,
-		c.P50, c.P99, c.Max, h.P50, h.P99, h.Max, p.P50, p.P99, p.Max, j.P50, j.P99, cpu, res.LifecycleCPUPerJob, left)
+		c.P50, c.P99, c.Max, h.P50, h.P99, h.Max, p.P50, p.P99, p.Max, j.P50, j.P99, cpu, res.LifecycleCPUPerJob, left, cost.raft(res.LifecycleCompleted))
 	if st.eb.err != nil {
 		r.printf("    first lifecycle error: %v\n", st.eb.err)
 	}
@@ -880,12 +911,13 @@ func (r *runner) phaseMixed(ctx context.Context) error {
 	cfg := r.cfg
 	stream := r.runID + "-c"
 	res := r.res
-	cpuDone, err := r.sampleCPU(ctx)
+	costDone, err := r.sampleCost(ctx)
 	if err != nil {
 		return err
 	}
 	m := r.mixedRound(ctx, ctx, stream, cfg.MixedJobs)
-	cpu := cpuDone()
+	cost := costDone()
+	cpu := cost.cpu
 	res.MixedServerCPU = cpu
 	res.MixedCreated, res.MixedCompleted = m.p.ok.Load(), m.w.completed.Load()
 	res.MixedErrors, res.MixedRedeliv = m.errors(), m.w.redeliv.Load()
@@ -900,6 +932,7 @@ func (r *runner) phaseMixed(ctx context.Context) error {
 	res.MixedClaimP50, res.MixedClaimP99 = cl.P50, cl.P99
 	res.MixedCompleteP50, res.MixedCompleteP99 = p.P50, p.P99
 	res.MixedCPUPerJob = perJobMs(cpu, res.MixedCompleted)
+	res.MixedBatch = cost.perBatch()
 	left, verr := r.verifyDone(ctx, stream, m.minIndex(), int(res.MixedCreated))
 	if verr != nil {
 		return fmt.Errorf("after mixed: %w", verr)
@@ -908,9 +941,9 @@ func (r *runner) phaseMixed(ctx context.Context) error {
 	res.VerifyErrors += int64(left)
 	r.printf("[C mixed]     %d created, %d completed (%d errors, %d redeliveries) in %.3fs => %.0f jobs/s end-to-end\n"+
 		"              e2e (create sent->complete ack) ms p50 %.3f p99 %.3f max %.3f | create ms p50 %.3f p99 %.3f | claim ms p50 %.3f p99 %.3f | complete ms p50 %.3f p99 %.3f\n"+
-		"              server CPU %.2fs (%.3f ms/job) | not done %d\n",
+		"              server CPU %.2fs (%.3f ms/job) | not done %d\n%s",
 		res.MixedCreated, res.MixedCompleted, res.MixedErrors, res.MixedRedeliv, m.el.Seconds(), res.MixedJobsPerS,
-		e.P50, e.P99, e.Max, c.P50, c.P99, cl.P50, cl.P99, p.P50, p.P99, cpu, res.MixedCPUPerJob, left)
+		e.P50, e.P99, e.Max, c.P50, c.P99, cl.P50, cl.P99, p.P50, p.P99, cpu, res.MixedCPUPerJob, left, cost.raft(res.MixedCompleted))
 	if m.p.eb.err != nil {
 		r.printf("    first mixed create error: %v\n", m.p.eb.err)
 	}
