@@ -4,6 +4,7 @@ package systemtest
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/spine-queue/spine/internal/testcluster"
@@ -46,4 +47,20 @@ func startCluster(t *testing.T, nodes int, env map[string]string) *testcluster.C
 		}
 	})
 	return c
+}
+
+// A node that exits while the cluster forms fails the start at once, with
+// its log, instead of leaving the caller to wait out the start timeout.
+func TestClusterStartReportsANodeThatExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process system test (skipped with -short)")
+	}
+	_, err := testcluster.Start(testcluster.Options{Binary: binary, Dir: t.TempDir(), Nodes: 3,
+		Env: map[string]string{"LEASE_SECONDS": "-5"}, Logf: t.Logf})
+	if err == nil {
+		t.Fatal("a cluster of nodes that refuse their configuration started")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "exited while the cluster was forming") || !strings.Contains(msg, "LEASE_SECONDS") {
+		t.Fatalf("start error does not name the exit and its cause:\n%v", err)
+	}
 }

@@ -88,13 +88,43 @@ type Cluster struct {
 	client *http.Client
 }
 
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// ports this process has handed out: a port picked by listening on :0 and
+// closing is free only until someone binds it, and the kernel may offer the
+// same one again (two nodes of one cluster were once given the same gossip
+// port), so no port is handed out twice.
+var (
+	portsMu sync.Mutex
+	ports   = map[int]bool{}
+)
+
+// freePort returns a loopback address free for TCP and, for udp, also for
+// UDP on the same port (memberlist binds both).
+func freePort(udp bool) (string, error) {
+	for tries := 0; tries < 100; tries++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		addr := l.Addr().(*net.TCPAddr)
+		ok := true
+		if udp {
+			u, err := net.ListenPacket("udp", addr.String())
+			if err != nil {
+				ok = false
+			} else {
+				u.Close()
+			}
+		}
+		l.Close()
+		portsMu.Lock()
+		if ok && !ports[addr.Port] {
+			ports[addr.Port] = true
+			portsMu.Unlock()
+			return addr.String(), nil
+		}
+		portsMu.Unlock()
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", errors.New("testcluster: no free port after 100 tries")
 }
 
 func (c *Cluster) logf(format string, args ...interface{}) {
@@ -104,7 +134,9 @@ func (c *Cluster) logf(format string, args ...interface{}) {
 }
 
 // Start launches the nodes: the first bootstraps, the rest join it. It
-// returns once every node is a voter and a leader serves.
+// returns once every node is a voter and a leader serves. A node that exits
+// while the cluster forms fails Start at once; if it exited because a port
+// was taken meanwhile by another process, Start tries again on new ports.
 func Start(opts Options) (*Cluster, error) {
 	if opts.Binary == "" || opts.Dir == "" {
 		return nil, errors.New("testcluster: Binary and Dir are required")
@@ -115,6 +147,29 @@ func Start(opts Options) (*Cluster, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 60 * time.Second
 	}
+	deadline := time.Now().Add(opts.StartTimeout)
+	for attempt := 1; ; attempt++ {
+		c, err := startOnce(opts, deadline)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 3 || time.Now().After(deadline) {
+			return nil, err
+		}
+		if opts.Logf != nil {
+			opts.Logf("testcluster: a port was taken by another process; starting again on new ports")
+		}
+		for i := 1; i <= opts.Nodes; i++ {
+			_ = os.RemoveAll(filepath.Join(opts.Dir, fmt.Sprintf("n%d", i)))
+			_ = os.Remove(filepath.Join(opts.Dir, fmt.Sprintf("n%d.log", i)))
+		}
+	}
+}
+
+// errPortTaken marks a start that failed because a node could not bind.
+var errPortTaken = errors.New("a node could not bind its port")
+
+func startOnce(opts Options, deadline time.Time) (*Cluster, error) {
 	c := &Cluster{opts: opts, client: &http.Client{Timeout: 5 * time.Second}}
 	env := append(os.Environ(),
 		"HEAD_TOKEN="+HeadToken, "LEFT_CLAW_TOKEN="+LeftToken, "RIGHT_CLAW_TOKEN="+RightToken,
@@ -126,13 +181,13 @@ func Start(opts Options) (*Cluster, error) {
 		n := &Node{ID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(opts.Dir, fmt.Sprintf("n%d", i)),
 			LogPath: filepath.Join(opts.Dir, fmt.Sprintf("n%d.log", i)), env: env}
 		var err error
-		if n.HTTPAddr, err = freePort(); err != nil {
+		if n.HTTPAddr, err = freePort(false); err != nil {
 			return nil, err
 		}
-		if n.RaftAddr, err = freePort(); err != nil {
+		if n.RaftAddr, err = freePort(false); err != nil {
 			return nil, err
 		}
-		if n.GossipAddr, err = freePort(); err != nil {
+		if n.GossipAddr, err = freePort(true); err != nil {
 			return nil, err
 		}
 		n.URL = "http://" + n.HTTPAddr
@@ -145,29 +200,61 @@ func Start(opts Options) (*Cluster, error) {
 		}
 		c.Nodes = append(c.Nodes, n)
 	}
-	deadline := time.Now().Add(opts.StartTimeout)
 	// A cluster that never forms is stopped, and its nodes' logs go into
 	// the error: the caller has no Cluster to ask them from.
 	failed := func(err error) (*Cluster, error) {
 		c.Stop()
-		return nil, fmt.Errorf("%w\n%s", err, c.Logs(8000))
+		logs := c.Logs(8000)
+		if strings.Contains(logs, "address already in use") {
+			err = fmt.Errorf("%w: %v", errPortTaken, err)
+		}
+		return nil, fmt.Errorf("%w\n%s", err, logs)
+	}
+	// wait polls cond until it holds, the deadline passes, or a launched
+	// node exits (it will not come back by itself).
+	wait := func(cond func() error) error {
+		for {
+			for _, n := range c.Nodes {
+				if n.launched() && !n.Running() {
+					return &exitedError{n.ID}
+				}
+			}
+			err := cond()
+			if err == nil {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("not within %v: %w", opts.StartTimeout, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	for i, n := range c.Nodes {
 		if err := c.launch(n); err != nil {
 			return failed(err)
 		}
 		if i == 0 {
-			if _, err := c.WaitLeader(time.Until(deadline)); err != nil {
+			if err := wait(func() error {
+				if c.Leader() == nil {
+					return errors.New("no leader")
+				}
+				return nil
+			}); err != nil {
 				return failed(err)
 			}
 		}
 	}
-	if err := c.WaitVoters(opts.Nodes, time.Until(deadline)); err != nil {
+	if err := wait(func() error { return c.votersAlive(opts.Nodes) }); err != nil {
 		return failed(err)
 	}
 	c.logf("cluster of %d up: %v", opts.Nodes, c.URLs())
 	return c, nil
 }
+
+// exitedError stops a wait: a node exited while the cluster formed.
+type exitedError struct{ id string }
+
+func (e *exitedError) Error() string { return e.id + " exited while the cluster was forming" }
 
 func (c *Cluster) launch(n *Node) error {
 	n.mu.Lock()
@@ -212,6 +299,13 @@ func (n *Node) Pid() int {
 	default:
 		return n.cmd.Process.Pid
 	}
+}
+
+// launched reports whether the node's process was ever started.
+func (n *Node) launched() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil
 }
 
 // Running reports whether the node's process is alive.
@@ -342,24 +436,26 @@ func (c *Cluster) WaitLeader(timeout time.Duration) (*Node, error) {
 // /cluster/status: the Raft configuration joined with its gossip) shows at
 // least n voters, each alive.
 func (c *Cluster) WaitVoters(n int, timeout time.Duration) error {
-	return Eventually(timeout, 100*time.Millisecond, func() error {
-		if c.Leader() == nil {
-			return errors.New("no leader")
+	return Eventually(timeout, 100*time.Millisecond, func() error { return c.votersAlive(n) })
+}
+
+func (c *Cluster) votersAlive(n int) error {
+	if c.Leader() == nil {
+		return errors.New("no leader")
+	}
+	for _, node := range c.Nodes {
+		if !node.Running() {
+			continue
 		}
-		for _, node := range c.Nodes {
-			if !node.Running() {
-				continue
-			}
-			voters, err := c.aliveVoters(node)
-			if err != nil {
-				return err
-			}
-			if voters < n {
-				return fmt.Errorf("%s sees %d of %d voters alive", node.ID, voters, n)
-			}
+		voters, err := c.aliveVoters(node)
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+		if voters < n {
+			return fmt.Errorf("%s sees %d of %d voters alive", node.ID, voters, n)
+		}
+	}
+	return nil
 }
 
 func (c *Cluster) aliveVoters(node *Node) (int, error) {
