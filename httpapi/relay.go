@@ -520,18 +520,17 @@ func (p *relayPool) dial(ctx context.Context, addr string, d *relayDial) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.dialing, addr)
-	switch {
-	case errors.Is(err, errRelayUnsupported):
+	if errors.Is(err, errRelayUnsupported) {
 		if p.unsupported == nil {
 			p.unsupported = map[string]time.Time{}
 		}
 		p.unsupported[addr] = time.Now().Add(relayRetryUnsupported)
+	}
+	if err != nil {
 		d.err = err
 		return
-	case err != nil:
-		d.err = err
-		return
-	case p.closed:
+	}
+	if p.closed {
 		c.fail(errors.New("closing"))
 		d.err = errRelayUnsupported
 		return

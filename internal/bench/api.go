@@ -130,7 +130,8 @@ func (a *api) health(ctx context.Context, node int) (*health, error) {
 	return &h, nil
 }
 
-// counters is what every node's /health counts, summed over the nodes.
+// counters is what the nodes' /health answers count, summed over the nodes
+// (or the difference of two such sums over a phase).
 type counters struct {
 	cpu              float64 // cpu_seconds
 	batches, entries uint64  // log_batches, log_entries (0 from servers that predate them)

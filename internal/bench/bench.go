@@ -417,15 +417,9 @@ func (r *runner) waitLeader(ctx context.Context, max time.Duration) (string, err
 	return "", fmt.Errorf("cluster not ready within %v: %v", max, last)
 }
 
-// phaseCost is what the nodes spent on one phase, summed over the nodes.
-type phaseCost struct {
-	cpu              float64 // seconds
-	batches, entries uint64  // raft log appends (one fsync each) and their entries
-}
-
-// raft describes the phase's log appends: entries per fsync'ed batch, and
-// batches (fsyncs) per job over all nodes.
-func (c phaseCost) raft(jobs int64) string {
+// raft describes a phase's log appends (c holds the phase's differences):
+// entries per fsync'ed append, and appends per job over all nodes.
+func (c counters) raft(jobs int64) string {
 	if c.batches == 0 || jobs <= 0 {
 		return ""
 	}
@@ -434,7 +428,7 @@ func (c phaseCost) raft(jobs int64) string {
 }
 
 // perBatch is the mean number of entries per log append, 0 if unknown.
-func (c phaseCost) perBatch() float64 {
+func (c counters) perBatch() float64 {
 	if c.batches == 0 {
 		return 0
 	}
@@ -442,17 +436,17 @@ func (c phaseCost) perBatch() float64 {
 }
 
 // sampleCost reads the nodes' counters now; the returned func reads them
-// again and returns the difference (and adds the per-node CPU to r.cpuSum).
-func (r *runner) sampleCost(ctx context.Context) (func() phaseCost, error) {
+// again and returns the differences (and adds the per-node CPU to r.cpuSum).
+func (r *runner) sampleCost(ctx context.Context) (func() counters, error) {
 	t0, per0, err := r.a.counters(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return func() phaseCost {
+	return func() counters {
 		t1, per1, err := r.a.counters(ctx)
 		if err != nil {
 			r.printf("    could not sample the servers' counters after the phase: %v\n", err)
-			return phaseCost{}
+			return counters{}
 		}
 		if r.cpuSum == nil {
 			r.cpuSum = make([]float64, len(per1))
@@ -460,7 +454,11 @@ func (r *runner) sampleCost(ctx context.Context) (func() phaseCost, error) {
 		for i := range per1 {
 			r.cpuSum[i] += per1[i] - per0[i]
 		}
-		return phaseCost{cpu: round3(t1.cpu - t0.cpu), batches: t1.batches - t0.batches, entries: t1.entries - t0.entries}
+		d := counters{cpu: round3(t1.cpu - t0.cpu)}
+		if t1.batches >= t0.batches && t1.entries >= t0.entries { // else a node restarted: unknown
+			d.batches, d.entries = t1.batches-t0.batches, t1.entries-t0.entries
+		}
+		return d
 	}, nil
 }
 
