@@ -35,6 +35,11 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, c *call) e
 	if s.cfg.CPUSeconds != nil {
 		out["cpu_seconds"] = s.cfg.CPUSeconds()
 	}
+	if s.cfg.TimerSlack != nil {
+		if d := s.cfg.TimerSlack(); d >= 0 {
+			out["timer_slack_ns"] = d.Nanoseconds()
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -604,14 +605,17 @@ func TestClusterErrors(t *testing.T) {
 }
 
 func TestHealthSkillAndCluster(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.CPUSeconds = func() float64 { return 1.5 } })
+	e := newEnv(t, func(c *Config) {
+		c.CPUSeconds = func() float64 { return 1.5 }
+		c.TimerSlack = func() time.Duration { return 5 * time.Millisecond }
+	})
 	h := e.do("GET", "/health", "", nil).json(t)
 	if lc, _ := h["last_contact"].(string); !strings.HasPrefix(lc, "20") {
 		t.Errorf("last_contact = %v, want an RFC 3339 time", h["last_contact"])
 	}
 	if h["ok"] != true || h["node_id"] != "n1" || h["role"] != "leader" || h["leader_id"] != "n1" ||
 		h["leader_addr"] != "http://n1.test:36725" || h["cpu_seconds"] != 1.5 || h["applied_index"] != 0.0 ||
-		h["log_batches"] != 4.0 || h["log_entries"] != 10.0 {
+		h["log_batches"] != 4.0 || h["log_entries"] != 10.0 || h["timer_slack_ns"] != 5e6 {
 		t.Errorf("health = %v", h)
 	}
 	s := e.do("GET", "/skill.md", "", nil)

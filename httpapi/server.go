@@ -60,6 +60,9 @@ type Config struct {
 	SkillMD []byte
 	// CPUSeconds, when set, reports this process's CPU time in /health.
 	CPUSeconds func() float64
+	// TimerSlack, when set, reports the process's timer slack in /health
+	// (negative: unknown, and then omitted).
+	TimerSlack func() time.Duration
 	Logger     hclog.Logger
 	// DisableRelay makes this node forward every request to the leader as
 	// its own HTTP exchange instead of over the relay connection.

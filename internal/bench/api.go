@@ -120,6 +120,7 @@ type health struct {
 	CPUSeconds   *float64 `json:"cpu_seconds"`
 	LogBatches   uint64   `json:"log_batches"`
 	LogEntries   uint64   `json:"log_entries"`
+	TimerSlackNS *int64   `json:"timer_slack_ns"`
 }
 
 func (a *api) health(ctx context.Context, node int) (*health, error) {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -135,8 +136,11 @@ type Result struct {
 	VerifyErrors     int64     `json:"verify_errors"`
 	ServerCPUSeconds []float64 `json:"server_cpu_s,omitempty"` // per node, during the measured phases
 	ServerPeakRSSMiB []float64 `json:"server_peak_rss_mib,omitempty"`
-	ClientCPUSeconds float64   `json:"client_cpu_s"`
-	TotalSeconds     float64   `json:"total_s"`
+	// ServerTimerSlackNS is each node's timer slack as its /health reports
+	// it (SPINE_TIMER_SLACK; -1: not reported).
+	ServerTimerSlackNS []int64 `json:"server_timer_slack_ns,omitempty"`
+	ClientCPUSeconds   float64 `json:"client_cpu_s"`
+	TotalSeconds       float64 `json:"total_s"`
 }
 
 // errBox keeps the first error seen by many goroutines.
@@ -316,7 +320,7 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	r.res.Leader = leader
-	r.printf("cluster: leader %s (%s), all %d nodes answer /health\n", leader, cfg.Addrs[r.leader], len(cfg.Addrs))
+	r.printf("cluster: leader %s (%s), all %d nodes answer /health; timer slack %s\n", leader, cfg.Addrs[r.leader], len(cfg.Addrs), slackList(r.res.ServerTimerSlackNS))
 
 	// Warm-up (not measured): a small mixed round through every producer
 	// and worker opens the client's keep-alive connections and the
@@ -386,11 +390,16 @@ func (r *runner) waitLeader(ctx context.Context, max time.Duration) (string, err
 	for i := 0; i < 1000 && time.Now().Before(deadline); i++ {
 		leader, idx := "", -1
 		last = nil
+		slack := make([]int64, len(r.cfg.Addrs))
 		for n := range r.cfg.Addrs {
 			h, err := r.a.health(ctx, n)
 			if err != nil {
 				last = err
 				break
+			}
+			slack[n] = -1
+			if h.TimerSlackNS != nil {
+				slack[n] = *h.TimerSlackNS
 			}
 			if h.LeaderID == "" || (leader != "" && h.LeaderID != leader) {
 				last = fmt.Errorf("nodes do not agree on a leader (%s says %q)", r.cfg.Addrs[n], h.LeaderID)
@@ -406,6 +415,7 @@ func (r *runner) waitLeader(ctx context.Context, max time.Duration) (string, err
 		}
 		if last == nil {
 			r.leader = idx
+			r.res.ServerTimerSlackNS = slack
 			return leader, nil
 		}
 		select {
@@ -415,6 +425,23 @@ func (r *runner) waitLeader(ctx context.Context, max time.Duration) (string, err
 		}
 	}
 	return "", fmt.Errorf("cluster not ready within %v: %v", max, last)
+}
+
+// slackList describes the nodes' timer slack: one value when they agree.
+func slackList(ns []int64) string {
+	parts := make([]string, len(ns))
+	same := true
+	for i, v := range ns {
+		parts[i] = "unknown"
+		if v >= 0 {
+			parts[i] = time.Duration(v).String()
+		}
+		same = same && v == ns[0]
+	}
+	if same && len(parts) > 0 {
+		return parts[0] + " on every node"
+	}
+	return strings.Join(parts, " / ")
 }
 
 // raft describes a phase's log appends (c holds the phase's differences):

@@ -1,0 +1,98 @@
+//go:build linux
+
+package systemtest
+
+import (
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spine-queue/spine/internal/testcluster"
+	"golang.org/x/sys/unix"
+)
+
+// ownTimerSlack is the timer slack of the calling thread of this test
+// process: what a child started from it inherits.
+func ownTimerSlack(t *testing.T) time.Duration {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	v, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, unix.PR_GET_TIMERSLACK, 0, 0, 0, 0, 0)
+	if errno != 0 {
+		t.Fatalf("prctl(PR_GET_TIMERSLACK): %v", errno)
+	}
+	return time.Duration(v)
+}
+
+// slackOf asks every running node of c for its timer slack.
+func slackOf(t *testing.T, c *testcluster.Cluster) map[string]time.Duration {
+	t.Helper()
+	out := map[string]time.Duration{}
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		h, err := c.Health(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.TimerSlackNS == nil {
+			t.Fatalf("%s: /health has no timer_slack_ns", n.ID)
+		}
+		out[n.ID] = time.Duration(*h.TimerSlackNS)
+	}
+	return out
+}
+
+// Every node runs with the configured timer slack (default 5 ms), which it
+// can only give all its threads by re-executing itself at start: the /health
+// handler's thread showing it proves the re-exec happened, and the node kept
+// its pid (the harness still holds and kills it by that pid). A node that is
+// killed and restarted comes back with the same slack and its data, and the
+// cluster keeps serving writes across the kill.
+func TestNodesRunWithTimerSlack(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	if own := ownTimerSlack(t); own == 5*time.Millisecond {
+		t.Skipf("this test process already runs with 5ms of timer slack; the test could not tell a re-exec from inheritance")
+	}
+	for id, d := range slackOf(t, c) {
+		if d != 5*time.Millisecond {
+			t.Errorf("%s: timer slack %v, want the default 5ms", id, d)
+		}
+	}
+	l, err := c.WaitLeader(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kill(l); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Health(l); err == nil {
+		t.Fatalf("%s still answers after SIGKILL of the pid the harness started: the re-exec moved the node to another process", l.ID)
+	}
+	if _, err := c.WaitLeader(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(l); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitVoters(3, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := slackOf(t, c)[l.ID]; got != 5*time.Millisecond {
+		t.Errorf("restarted %s: timer slack %v, want 5ms", l.ID, got)
+	}
+}
+
+// SPINE_TIMER_SLACK sets the slack; 0 leaves the one the node inherited.
+func TestTimerSlackSetting(t *testing.T) {
+	c := startCluster(t, 1, map[string]string{"SPINE_TIMER_SLACK": "3ms"})
+	if got := slackOf(t, c)["n1"]; got != 3*time.Millisecond {
+		t.Errorf("SPINE_TIMER_SLACK=3ms: node reports %v", got)
+	}
+	own := ownTimerSlack(t)
+	c0 := startCluster(t, 1, map[string]string{"SPINE_TIMER_SLACK": "0"})
+	if got := slackOf(t, c0)["n1"]; got != own {
+		t.Errorf("SPINE_TIMER_SLACK=0: node reports %v, want the inherited %v", got, own)
+	}
+}
