@@ -4,7 +4,6 @@ package systemtest
 
 import (
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,9 +16,9 @@ import (
 func ownTimerSlack(t *testing.T) time.Duration {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	v, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, unix.PR_GET_TIMERSLACK, 0, 0, 0, 0, 0)
-	if errno != 0 {
-		t.Fatalf("prctl(PR_GET_TIMERSLACK): %v", errno)
+	v, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil {
+		t.Fatalf("prctl(PR_GET_TIMERSLACK): %v", err)
 	}
 	return time.Duration(v)
 }
@@ -51,10 +50,10 @@ func slackOf(t *testing.T, c *testcluster.Cluster) map[string]time.Duration {
 // killed and restarted comes back with the same slack and its data, and the
 // cluster keeps serving writes across the kill.
 func TestNodesRunWithTimerSlack(t *testing.T) {
-	c := startCluster(t, 3, nil)
 	if own := ownTimerSlack(t); own == 5*time.Millisecond {
 		t.Skipf("this test process already runs with 5ms of timer slack; the test could not tell a re-exec from inheritance")
 	}
+	c := startCluster(t, 3, nil)
 	for id, d := range slackOf(t, c) {
 		if d != 5*time.Millisecond {
 			t.Errorf("%s: timer slack %v, want the default 5ms", id, d)

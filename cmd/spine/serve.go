@@ -126,12 +126,9 @@ Flags:
 	if c.AdvertiseHTTP == "" {
 		c.AdvertiseHTTP = "http://" + c.HTTPAddr
 	}
-	if *slack == "0" {
-		c.TimerSlack = 0
-	} else if d, err := time.ParseDuration(*slack); err != nil || d < 0 || d > time.Second {
+	var err error
+	if c.TimerSlack, err = time.ParseDuration(*slack); err != nil || c.TimerSlack < 0 || c.TimerSlack > time.Second {
 		return nil, fmt.Errorf("--timer-slack / SPINE_TIMER_SLACK=%q must be a duration from 0 to 1s, such as 5ms", *slack)
-	} else {
-		c.TimerSlack = d
 	}
 	ms := func(flagVal *time.Duration, env string) error {
 		if *flagVal != 0 {

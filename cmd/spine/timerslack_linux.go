@@ -24,7 +24,7 @@ const reexecMarker = "SPINE_INTERNAL_TIMER_SLACK_REEXEC"
 // spinning scheduler thread naps 3 µs before stealing work. On a node that
 // fsyncs every commit that is thousands of wake-ups and context switches a
 // second, none of them useful: with 5 ms of slack the same cluster carries
-// 20-40% more jobs per second at 25-30% less CPU per job, with lower tail
+// 20-40% more jobs per second at about 30% less CPU per job, with lower tail
 // latency at both light and heavy load (docs/performance.md). Timers the
 // node relies on (Raft's 50-500 ms, lease and long-poll deadlines) do not
 // notice a few milliseconds.
@@ -70,9 +70,9 @@ func applyTimerSlack(want time.Duration) error {
 // currentTimerSlack is the calling thread's timer slack. Every thread of a
 // process that applyTimerSlack re-executed has the same one.
 func currentTimerSlack() (time.Duration, error) {
-	v, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, unix.PR_GET_TIMERSLACK, 0, 0, 0, 0, 0)
-	if errno != 0 {
-		return 0, fmt.Errorf("prctl(PR_GET_TIMERSLACK): %w", errno)
+	v, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil {
+		return 0, fmt.Errorf("prctl(PR_GET_TIMERSLACK): %w", err)
 	}
 	return time.Duration(v), nil
 }
