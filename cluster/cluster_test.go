@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -59,7 +60,7 @@ func TestClusterTCPFailoverAndRestart(t *testing.T) {
 		cfgs[i].SnapshotInterval = 50 * time.Millisecond
 		cfgs[i].SnapshotThreshold = 4
 		cfgs[i].TrailingLogs = 2
-		// raft-wal compacts by dropping whole sealed segments: tiny ones.
+		// Tiny WAL segments so compaction also deletes segment files.
 		cfgs[i].walSegmentSize = 1024
 	}
 	nodes := []*tcpNode{startTCP(t, cfgs[0]), startTCP(t, cfgs[1]), startTCP(t, cfgs[2])}
@@ -854,4 +855,40 @@ func TestBoltBackendRestart(t *testing.T) {
 	}
 	defer n2.Shutdown()
 	waitFor(t, 5*time.Second, "replayed commands", func() bool { return len(fsmB.list()) >= 5 })
+}
+
+// A compacted entry must be gone for raft: otherwise a leader streams a
+// lagging follower entries its snapshot replaced instead of the snapshot.
+// raft-wal alone keeps serving them until their segment is deleted.
+func TestLogStoreHidesCompactedEntries(t *testing.T) {
+	w, err := openWAL(t.TempDir(), hclog.NewNullLogger(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	store := &countingLogStore{LogStore: w}
+	var logs []*raft.Log
+	for i := uint64(1); i <= 10; i++ {
+		logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte{byte(i)}})
+	}
+	if err := store.StoreLogs(logs); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.DeleteRange(1, 6); err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	for i := uint64(1); i <= 6; i++ {
+		if err := store.GetLog(i, &l); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Fatalf("GetLog(%d) after compaction: err=%v, want ErrLogNotFound", i, err)
+		}
+	}
+	for i := uint64(7); i <= 10; i++ {
+		if err := store.GetLog(i, &l); err != nil || l.Index != i || l.Data[0] != byte(i) {
+			t.Fatalf("GetLog(%d) = %+v, %v", i, l, err)
+		}
+	}
+	if first, _ := store.FirstIndex(); first != 7 {
+		t.Fatalf("first index %d, want 7", first)
+	}
 }

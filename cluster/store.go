@@ -93,6 +93,22 @@ func (c *countingLogStore) StoreLogs(logs []*raft.Log) error {
 	return nil
 }
 
+// GetLog refuses entries below the log's first index. raft-wal truncates
+// the head of its log logically and keeps serving the dropped entries while
+// their segment is still on disk; a leader would then stream a follower
+// entries that a snapshot has replaced, instead of the snapshot raft expects
+// to send once it has compacted them away.
+func (c *countingLogStore) GetLog(index uint64, l *raft.Log) error {
+	first, err := c.LogStore.FirstIndex()
+	if err != nil {
+		return err
+	}
+	if index < first {
+		return raft.ErrLogNotFound
+	}
+	return c.LogStore.GetLog(index, l)
+}
+
 // IsMonotonic passes on the wrapped store's answer: raft compacts a
 // monotonic store (raft-wal) differently after restoring a snapshot.
 func (c *countingLogStore) IsMonotonic() bool {
