@@ -222,3 +222,35 @@ func (r *Reader) NextLeaseExpiry() int64 {
 	}
 	return raw.(*Job).Lease.ExpiresAt
 }
+
+// Heartbeat answers heartbeat c from this view when the heartbeat needs no
+// log entry: the job is missing, or the caller may not heartbeat it (the
+// entry would be refused the same way), or the caller holds the lease and
+// it still has more than (1 - renewFraction) of its length left at c.Now, so
+// extending it would move its expiry by less than renewFraction of a lease.
+// It runs the same checks the heartbeat entry runs. ok is false when the
+// lease is due for renewal and the heartbeat must be written.
+//
+// Only a linearizable view (the leader's, after a read index) may answer a
+// client: the answer is then the committed lease, which no failover loses.
+func (r *Reader) Heartbeat(c *HeartbeatCommand, renewFraction float64) (res *Result, ok bool) {
+	raw, err := r.txn.First(tableJobs, indexID, c.Ref.JobID)
+	if err != nil {
+		return nil, false
+	}
+	if raw == nil {
+		return notFound(c.Ref.JobID), true
+	}
+	j := raw.(*Job)
+	if err := authorize("heartbeat", j, c.Ref, c.Actor); err != nil {
+		return &Result{Job: j, Err: err}, true
+	}
+	if renewFraction <= 0 {
+		return nil, false
+	}
+	lease := j.leaseNanos(c.LeaseNanos)
+	if float64(j.Lease.ExpiresAt-c.Now) < float64(lease)*(1-renewFraction) {
+		return nil, false
+	}
+	return &Result{Job: j}, true
+}

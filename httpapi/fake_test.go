@@ -54,6 +54,9 @@ type fakeCluster struct {
 	removed     []string
 	transferTo  []string
 	opErr       error
+	// readIndexes counts ConsistentIndex calls; readIndexErr fails them.
+	readIndexes  int
+	readIndexErr error
 
 	leaderCh chan struct{}
 }
@@ -130,6 +133,10 @@ func (c *fakeCluster) LeaderCh() <-chan struct{} { return c.leaderCh }
 func (c *fakeCluster) ConsistentIndex(ctx context.Context) (uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.readIndexes++
+	if c.readIndexErr != nil {
+		return 0, c.readIndexErr
+	}
 	return c.index, nil
 }
 

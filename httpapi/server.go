@@ -64,6 +64,13 @@ type Config struct {
 	// (negative: unknown, and then omitted).
 	TimerSlack func() time.Duration
 	Logger     hclog.Logger
+	// LeaseRenewFraction: a heartbeat writes a log entry only when it would
+	// move the lease's expiry by at least this fraction of the lease; one
+	// that comes sooner is answered from the committed lease after a read
+	// index (SPINE_LEASE_RENEW_FRACTION; the server's default is 0.1).
+	// Unlike the other fields, zero is not replaced by a default: it means
+	// every heartbeat is written.
+	LeaseRenewFraction float64
 	// DisableRelay makes this node forward every request to the leader as
 	// its own HTTP exchange instead of over the relay connection.
 	DisableRelay bool
@@ -345,6 +352,12 @@ func (s *Server) apply(ctx context.Context, w http.ResponseWriter, t fsm.Command
 	if !ok {
 		return nil, fmt.Errorf("apply %s: unexpected response %T", t, resp)
 	}
+	return s.result(res)
+}
+
+// result turns the state machine's refusal into the API's error, carrying
+// the job it refers to.
+func (s *Server) result(res *fsm.Result) (*fsm.Result, error) {
 	if res.Err != nil {
 		ae := classify(res.Err)
 		if res.Job != nil {
@@ -353,6 +366,36 @@ func (s *Server) apply(ctx context.Context, w http.ResponseWriter, t fsm.Command
 		return res, ae
 	}
 	return res, nil
+}
+
+// heartbeat extends a lease, or answers from the committed lease when it
+// is fresh enough (Config.LeaseRenewFraction) that a log entry would only
+// move its expiry by a little. The answer is taken from a linearizable view:
+// the leader confirms its leadership with a quorum and waits until it has
+// applied everything committed before the heartbeat arrived, so the lease
+// it reports is one a new leader will have too. A refusal found the same
+// way is answered the same way, with no entry.
+func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, cmd *fsm.HeartbeatCommand) (*fsm.Result, error) {
+	if f := s.cfg.LeaseRenewFraction; f > 0 {
+		// A local look first, so a heartbeat that will be written pays for
+		// no quorum round trip.
+		if _, ok := s.state.Read().Heartbeat(cmd, f); ok {
+			idx, err := s.cluster.ConsistentIndex(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if err := s.cluster.WaitForApplied(ctx, idx); err != nil {
+				return nil, err
+			}
+			if res, ok := s.state.Read().Heartbeat(cmd, f); ok {
+				if w != nil {
+					s.setIndex(w, s.cluster.AppliedIndex())
+				}
+				return s.result(res)
+			}
+		}
+	}
+	return s.apply(ctx, w, fsm.CmdHeartbeat, cmd)
 }
 
 func (s *Server) now() int64 { return s.cfg.Now().UnixNano() }
