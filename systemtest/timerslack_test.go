@@ -3,7 +3,11 @@
 package systemtest
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +47,24 @@ func slackOf(t *testing.T, c *testcluster.Cluster) map[string]time.Duration {
 	return out
 }
 
+// wantProcessName checks that n's process is named after the spine binary,
+// as the kernel names a process after the file it executes: the re-exec
+// must not turn every node into "exe" in ps, top and pkill.
+func wantProcessName(t *testing.T, n *testcluster.Node) {
+	t.Helper()
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(n.Pid()) + "/comm")
+	if err != nil {
+		t.Fatalf("%s: %v", n.ID, err)
+	}
+	want := filepath.Base(binary)
+	if len(want) > 15 { // TASK_COMM_LEN - 1
+		want = want[:15]
+	}
+	if got := strings.TrimSpace(string(comm)); got != want {
+		t.Errorf("%s: process name %q, want %q (the binary's name)", n.ID, got, want)
+	}
+}
+
 // Every node runs with the configured timer slack (default 5 ms), which it
 // can only give all its threads by re-executing itself at start: the /health
 // handler's thread showing it proves the re-exec happened, and the node kept
@@ -58,6 +80,9 @@ func TestNodesRunWithTimerSlack(t *testing.T) {
 		if d != 5*time.Millisecond {
 			t.Errorf("%s: timer slack %v, want the default 5ms", id, d)
 		}
+	}
+	for _, n := range c.Nodes {
+		wantProcessName(t, n)
 	}
 	l, err := c.WaitLeader(10 * time.Second)
 	if err != nil {
@@ -81,6 +106,7 @@ func TestNodesRunWithTimerSlack(t *testing.T) {
 	if got := slackOf(t, c)[l.ID]; got != 5*time.Millisecond {
 		t.Errorf("restarted %s: timer slack %v, want 5ms", l.ID, got)
 	}
+	wantProcessName(t, l)
 }
 
 // SPINE_TIMER_SLACK sets the slack; 0 leaves the one the node inherited.

@@ -61,10 +61,29 @@ func applyTimerSlack(want time.Duration) error {
 		return fmt.Errorf("prctl(PR_SET_TIMERSLACK): %w", err)
 	}
 	env := append(os.Environ(), reexecMarker+"=1")
-	err = syscall.Exec("/proc/self/exe", os.Args, env)
+	err = syscall.Exec(execPath(), os.Args, env)
 	// Still here: the exec failed. Put this thread back as it was.
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(cur.Nanoseconds()), 0, 0, 0)
 	return fmt.Errorf("re-execute with timer slack %v: %w", want, err)
+}
+
+// execPath is the file to re-execute: the path of this very binary. The
+// kernel names a process after the file it executes, so re-executing
+// /proc/self/exe would show every node as "exe" in ps, top and pkill. If the
+// path no longer holds this binary (replaced or deleted since start), it is
+// /proc/self/exe, which always does.
+func execPath() string {
+	const self = "/proc/self/exe"
+	p, err := os.Executable()
+	if err != nil {
+		return self
+	}
+	onDisk, err1 := os.Stat(p)
+	running, err2 := os.Stat(self)
+	if err1 != nil || err2 != nil || !os.SameFile(onDisk, running) {
+		return self
+	}
+	return p
 }
 
 // currentTimerSlack is the calling thread's timer slack. Every thread of a
