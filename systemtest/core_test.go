@@ -543,7 +543,7 @@ func coreStartExtraNode(t *testing.T, id string) *coreExtraNode {
 		"--raft-addr", n.raft, "--gossip-addr", n.gossip)
 	n.cmd.Env = append(os.Environ(), "HEAD_TOKEN="+apiHead, "LEFT_CLAW_TOKEN="+apiLeft, "RIGHT_CLAW_TOKEN="+apiRight, "SPINE_LOG_LEVEL=debug")
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	n.cmd.SysProcAttr = testcluster.NodeProcAttr()
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

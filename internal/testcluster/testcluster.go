@@ -269,8 +269,7 @@ func (c *Cluster) launch(n *Node) error {
 	cmd := exec.Command(c.opts.Binary, n.args...)
 	cmd.Env = n.env
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// The node dies with the test process even if cleanup never runs.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = NodeProcAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", n.ID, err)
