@@ -4,84 +4,30 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-
-	"github.com/hashicorp/go-memdb"
 )
 
 // maxDeadSkips bounds how many out-of-attempts jobs one claim-next entry
 // may mark dead before giving up, so no entry does unbounded work.
 const maxDeadSkips = 64
 
-// batch is the state one ApplyBatch shares across its entries.
-//
-// Lookups by id and idempotency key do not read the write transaction: a
-// memdb read of an index the transaction has modified clones that index's
-// radix transaction, which throws away its cache of already-copied nodes, so
-// the next insert copies its whole path again (this made every create copy
-// about six radix nodes). Instead they read the jobs written so far in this
-// batch, then a read transaction taken when the batch began.
-type batch struct {
-	txn  *memdb.Txn // the batch's write transaction
-	base *memdb.Txn // read view of the state before the batch
-	// written holds the latest version of each job put in this batch, by
-	// id; idem maps the idempotency keys of jobs created in it to their ids.
-	written map[string]*Job
-	idem    map[string]string
-	size    int // entries in the batch, to size the maps
-}
-
-func (b *batch) job(id string) *Job {
-	if j, ok := b.written[id]; ok {
-		return j
-	}
-	raw, err := b.base.First(tableJobs, indexID, id)
-	if err != nil {
-		panic(err)
-	}
-	if raw == nil {
-		return nil
-	}
-	return raw.(*Job)
-}
-
-func (b *batch) jobByIdem(key string) *Job {
-	if id, ok := b.idem[key]; ok {
-		return b.job(id)
-	}
-	raw, err := b.base.First(tableJobs, indexIdem, key)
-	if err != nil {
-		panic(err)
-	}
-	if raw == nil {
-		return nil
-	}
-	// The job may have changed earlier in this batch: answer its latest
-	// version, not the one the batch started from.
-	return b.job(raw.(*Job).ID)
-}
-
-// applier applies one command inside the batch's write transaction. Every
-// method validates fully before it writes, so a refused command leaves the
-// transaction as it found it.
+// applier applies one command to the writer's indexes. Every method
+// validates fully before it writes, so a refused command leaves the state as
+// it found it.
 type applier struct {
-	*batch
+	*writer
 	index       uint64
 	maxAttempts int
 	in          *interner
 }
 
-func (a *applier) get(id string) (*Job, error) { return a.job(id), nil }
+func (a *applier) get(id string) (*Job, error) { return a.t.job(id), nil }
 
-func (a *applier) put(j *Job, now int64) {
+// put stores j in place of old, the stored version it is a modified copy
+// of (nil for a new job).
+func (a *applier) put(old, j *Job, now int64) {
 	j.ModifyIndex = a.index
 	j.UpdatedAt = now
-	if err := a.txn.Insert(tableJobs, j); err != nil {
-		panic(fmt.Sprintf("fsm: insert job %s: %v", j.ID, err))
-	}
-	if a.written == nil {
-		a.written = make(map[string]*Job, a.size)
-	}
-	a.written[j.ID] = j
+	a.putJob(old, j)
 }
 
 // jobWithCreated is a new job and the backing array of its history.
@@ -106,7 +52,7 @@ func (a *applier) create(c *CreateCommand) *Result {
 		return fail(fmt.Errorf("create: %w: id and payload are required", ErrInvalid))
 	}
 	if c.IdempotencyKey != "" {
-		if j := a.jobByIdem(c.IdempotencyKey); j != nil {
+		if j := a.t.jobByIdem(c.IdempotencyKey); j != nil {
 			return &Result{Job: j, Duplicate: true}
 		}
 	}
@@ -139,13 +85,7 @@ func (a *applier) create(c *CreateCommand) *Result {
 	}
 	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued}
 	j.History = jc.ev[:1:1]
-	a.put(j, c.Now)
-	if j.IdempotencyKey != "" {
-		if a.idem == nil {
-			a.idem = make(map[string]string)
-		}
-		a.idem[j.IdempotencyKey] = j.ID
-	}
+	a.put(nil, j, c.Now)
 	return &Result{Job: j}
 }
 
@@ -193,38 +133,8 @@ func (a *applier) claim(c *ClaimCommand) *Result {
 	return &Result{}
 }
 
-// nextQueued returns the longest-waiting queued job of the first stream (in
-// order) that has one the claimant may take.
 func (a *applier) nextQueued(streams, targets []string) *Job {
-	return nextQueued(a.txn, streams, targets, nil)
-}
-
-func nextQueued(txn *memdb.Txn, streams, targets []string, ws memdb.WatchSet) *Job {
-	for _, s := range streams {
-		var best *Job
-		consider := func(target string) {
-			watch, raw, err := txn.FirstWatch(tableJobs, indexQueue+prefix, s, target)
-			if err != nil {
-				panic(err)
-			}
-			ws.Add(watch)
-			if raw != nil {
-				if j := raw.(*Job); best == nil || j.QueueIndex < best.QueueIndex {
-					best = j
-				}
-			}
-		}
-		consider("")
-		for _, t := range targets {
-			if t != "" {
-				consider(t)
-			}
-		}
-		if best != nil {
-			return best
-		}
-	}
-	return nil
+	return a.t.nextQueued(streams, targets)
 }
 
 func (a *applier) start(old *Job, c *ClaimCommand) *Job {
@@ -245,7 +155,7 @@ func (a *applier) start(old *Job, c *ClaimCommand) *Job {
 	})
 	j.addEvent(Event{At: c.Now, Type: EventClaimed, Actor: a.in.actor(c.Actor), From: StateQueued, To: StateRunning,
 		AttemptID: c.AttemptID, WorkerID: c.Actor.WorkerID, Text: "attempt " + strconv.Itoa(j.Attempts) + " of " + strconv.Itoa(j.MaxAttempts)})
-	a.put(j, c.Now)
+	a.put(old, j, c.Now)
 	return j
 }
 
@@ -255,7 +165,7 @@ func (a *applier) kill(old *Job, now int64, actor, why string) *Job {
 	j.State = StateDead
 	j.FinishedAt = now
 	j.addEvent(Event{At: now, Type: EventDead, Actor: actor, From: old.State, To: StateDead, Text: why})
-	a.put(j, now)
+	a.put(old, j, now)
 	return j
 }
 
@@ -333,7 +243,7 @@ func (a *applier) heartbeat(c *HeartbeatCommand) *Result {
 	j := copyJob(old)
 	j.Lease.ExpiresAt = c.Now + j.leaseNanos(c.LeaseNanos)
 	j.addEvent(Event{At: c.Now, Type: EventHeartbeat, Actor: a.in.actor(c.Actor), AttemptID: j.Lease.AttemptID, WorkerID: c.Actor.WorkerID})
-	a.put(j, c.Now)
+	a.put(old, j, c.Now)
 	return &Result{Job: j}
 }
 
@@ -352,7 +262,7 @@ func (a *applier) complete(c *CompleteCommand) *Result {
 	j.FinishedAt = c.Now
 	j.addEvent(Event{At: c.Now, Type: EventCompleted, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateDone,
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID})
-	a.put(j, c.Now)
+	a.put(old, j, c.Now)
 	return &Result{Job: j}
 }
 
@@ -387,7 +297,7 @@ func (a *applier) fail(c *FailCommand) *Result {
 	at.Requeued, at.DLQ = res.Requeued, res.DLQ
 	j.addEvent(Event{At: c.Now, Type: EventFailed, Actor: a.in.actor(c.Actor), From: StateRunning, To: j.State,
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: jerr.Message})
-	a.put(j, c.Now)
+	a.put(old, j, c.Now)
 	return res
 }
 
@@ -404,7 +314,7 @@ func (a *applier) release(c *ReleaseCommand) *Result {
 	j.QueueIndex = a.index
 	j.addEvent(Event{At: c.Now, Type: EventReleased, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateQueued,
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: c.Reason})
-	a.put(j, c.Now)
+	a.put(old, j, c.Now)
 	return &Result{Job: j, Requeued: true}
 }
 
@@ -414,17 +324,13 @@ func (a *applier) reap(c *ReapCommand) *Result {
 	}
 	// Collect first: the lease index changes under us as we write.
 	var expired []*Job
-	it, err := a.txn.LowerBound(tableJobs, indexLease, uint64(0))
-	if err != nil {
-		panic(err)
-	}
-	for raw := it.Next(); raw != nil && len(expired) < c.Max; raw = it.Next() {
-		j := raw.(*Job)
-		if j.Lease.ExpiresAt > c.Now {
-			break
+	a.t.lease.Ascend(func(it timeItem) bool {
+		if len(expired) == c.Max || it.at > c.Now {
+			return false
 		}
-		expired = append(expired, j)
-	}
+		expired = append(expired, it.j)
+		return true
+	})
 	res := &Result{}
 	for _, old := range expired {
 		j := copyJob(old)
@@ -438,7 +344,7 @@ func (a *applier) reap(c *ReapCommand) *Result {
 		}
 		j.addEvent(Event{At: c.Now, Type: EventReaped, Actor: "reaper", From: StateRunning, To: j.State,
 			AttemptID: at.ID, WorkerID: at.WorkerID, Text: "lease expired"})
-		a.put(j, c.Now)
+		a.put(old, j, c.Now)
 		res.Jobs = append(res.Jobs, j)
 	}
 	return res
@@ -452,27 +358,15 @@ func (a *applier) purge(c *PurgeCommand) *Result {
 	}
 	// Collect first: the index changes under us as we delete.
 	var old []*Job
-	it, err := a.txn.LowerBound(tableJobs, indexFinished, uint64(0))
-	if err != nil {
-		panic(err)
-	}
-	for raw := it.Next(); raw != nil && len(old) < c.Max; raw = it.Next() {
-		j := raw.(*Job)
-		if j.FinishedAt >= c.Before {
-			break
+	a.t.finished.Ascend(func(it timeItem) bool {
+		if len(old) == c.Max || it.at >= c.Before {
+			return false
 		}
-		old = append(old, j)
-	}
+		old = append(old, it.j)
+		return true
+	})
 	for _, j := range old {
-		if err := a.txn.Delete(tableJobs, j); err != nil {
-			panic(fmt.Sprintf("fsm: purge job %s: %v", j.ID, err))
-		}
-		if a.written == nil {
-			a.written = make(map[string]*Job, a.size)
-		}
-		// A tombstone: later entries of this batch must not find it in the
-		// pre-batch view.
-		a.written[j.ID] = nil
+		a.putJob(j, nil)
 	}
 	return &Result{Jobs: old}
 }
@@ -491,7 +385,7 @@ func (a *applier) comment(c *CommentCommand) *Result {
 	j := copyJob(old)
 	j.Comments = append(j.Comments, Comment{At: c.Now, Actor: a.in.actor(c.Actor), Text: c.Text})
 	j.addEvent(Event{At: c.Now, Type: EventComment, Actor: a.in.actor(c.Actor), Text: c.Text})
-	a.put(j, c.Now)
+	a.put(old, j, c.Now)
 	return &Result{Job: j}
 }
 
@@ -512,7 +406,7 @@ func (a *applier) redrive(c *RedriveCommand) *Result {
 	j.QueueIndex = a.index
 	j.FinishedAt = 0
 	j.addEvent(Event{At: c.Now, Type: EventRedriven, Actor: a.in.actor(c.Actor), From: old.State, To: StateQueued})
-	a.put(j, c.Now)
+	a.put(old, j, c.Now)
 	return &Result{Job: j}
 }
 
@@ -520,37 +414,26 @@ func (a *applier) blobChunk(c *BlobChunkCommand) *Result {
 	if c.BlobID == "" || c.Seq < 0 {
 		return fail(fmt.Errorf("blob chunk: %w", ErrInvalid))
 	}
-	if err := a.txn.Insert(tableChunks, &BlobChunk{BlobID: c.BlobID, Seq: c.Seq, Data: c.Data}); err != nil {
-		panic(err)
-	}
+	a.putChunk(&BlobChunk{BlobID: c.BlobID, Seq: c.Seq, Data: c.Data})
 	return &Result{}
 }
 
 func (a *applier) blobCommit(c *BlobCommitCommand) *Result {
-	raw, err := a.txn.First(tableBlobs, indexID, c.BlobID)
-	if err != nil {
-		panic(err)
-	}
-	if raw != nil {
-		return &Result{Blob: raw.(*Blob), Duplicate: true}
+	if b := a.t.blob(c.BlobID); b != nil {
+		return &Result{Blob: b, Duplicate: true}
 	}
 	var size int64
 	for i := 0; i < c.Chunks; i++ {
-		ch, err := a.txn.First(tableChunks, indexID, c.BlobID, uint64(i))
-		if err != nil {
-			panic(err)
-		}
+		ch := a.t.chunk(c.BlobID, i)
 		if ch == nil {
 			return fail(fmt.Errorf("blob %s chunk %d: %w", c.BlobID, i, ErrBlobIncomplete))
 		}
-		size += int64(len(ch.(*BlobChunk).Data))
+		size += int64(len(ch.Data))
 	}
 	if size != c.Size {
 		return fail(fmt.Errorf("blob %s: %w: have %d bytes, want %d", c.BlobID, ErrBlobIncomplete, size, c.Size))
 	}
 	b := &Blob{ID: c.BlobID, Size: c.Size, ContentType: c.ContentType, Chunks: c.Chunks, CreatedAt: c.Now}
-	if err := a.txn.Insert(tableBlobs, b); err != nil {
-		panic(err)
-	}
+	a.putBlob(b)
 	return &Result{Blob: b}
 }

@@ -137,16 +137,6 @@ func TestDecodeErrorPanicsInApply(t *testing.T) {
 	h.f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{byte(CmdCreate), bodyV1, 0xff}})
 }
 
-func TestAppendUintOrder(t *testing.T) {
-	vals := []uint64{0, 1, 2, 15, 16, 17, 255, 256, 4095, 4096, 1 << 32, 1<<63 - 1, 1 << 63, ^uint64(0)}
-	for i := 1; i < len(vals); i++ {
-		a, b := appendUint(nil, vals[i-1]), appendUint(nil, vals[i])
-		if bytes.Compare(a, b) >= 0 || bytes.HasPrefix(b, a) {
-			t.Fatalf("key(%d)=%x not below key(%d)=%x", vals[i-1], a, vals[i], b)
-		}
-	}
-}
-
 // FuzzDecode: decoding never panics, and what decodes re-encodes to an
 // entry that decodes to the same command.
 func FuzzDecode(f *testing.F) {

@@ -7,9 +7,12 @@
 // stamped with the time, the new ids and the lease tokens, so applying the
 // same log on any node gives the same state.
 //
-// State lives in go-memdb. Its indexes answer the hot questions in O(log n):
-// "the oldest queued job of stream S for target T" (the queue index) and
-// "running jobs whose lease expires before T" (the lease index). Readers take
-// a read transaction, which is an immutable snapshot; watch channels from
-// those reads drive long-poll claims.
+// State lives in copy-on-write B-trees (store.go), one per question the
+// state machine asks, each answering in O(log n): "the oldest queued job of
+// stream S for target T" (the queue index), "running jobs whose lease
+// expires before T" (the lease index), jobs by id, by idempotency key, by
+// state and by finish time. The apply goroutine changes its own copy and
+// publishes an immutable view after each batch; readers and snapshots use a
+// view without locks. Long-poll claims wait on a Watch that fires when a job
+// enters one of their queue lanes.
 package fsm

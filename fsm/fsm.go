@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/raft"
 )
 
@@ -43,11 +42,14 @@ type FSM struct {
 	cfg    Config
 	logger hclog.Logger
 
-	mu sync.RWMutex // guards db and abandonCh swaps on restore
-	db *memdb.MemDB
-	// abandonCh is closed when a restore replaces db, waking watchers of the
-	// old one.
-	abandonCh chan struct{}
+	// w is the writer's working set of indexes; only ApplyBatch and Restore
+	// (raft's one FSM goroutine) touch it, under wmu.
+	wmu sync.Mutex
+	w   writer
+	// view is the latest published, read-only state (see current).
+	view atomic.Pointer[tables]
+	// waiters are long-polling claimants, woken when a job is queued.
+	waiters waiters
 
 	applied atomic.Uint64
 
@@ -64,21 +66,14 @@ func New(cfg Config) (*FSM, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	db, err := memdb.NewMemDB(schema())
-	if err != nil {
-		return nil, fmt.Errorf("memdb schema: %w", err)
-	}
-	return &FSM{cfg: cfg, logger: cfg.Logger.Named("fsm"), db: db, abandonCh: make(chan struct{}), intern: newInterner()}, nil
+	f := &FSM{cfg: cfg, logger: cfg.Logger.Named("fsm"), intern: newInterner()}
+	f.w.t = newTables()
+	f.view.Store(f.w.publishAll())
+	return f, nil
 }
 
 // AppliedIndex is the Raft index of the last entry applied.
 func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
-
-func (f *FSM) memdb() *memdb.MemDB {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.db
-}
 
 // Apply applies one committed log entry. It returns a *Result for command
 // entries and nil for others.
@@ -86,31 +81,59 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
 
-// ApplyBatch applies committed entries in one memdb transaction, so a batch
-// costs one commit however many entries it holds.
+// ApplyBatch applies committed entries to the writer's indexes. It does not
+// publish them: the next reader that needs them does (see current), so a
+// node nobody reads from (a follower, mostly) copies no tree nodes at all,
+// and a busy leader publishes at most once per batch.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
+	f.wmu.Lock()
 	f.intern.mu.Lock()
-	defer f.intern.mu.Unlock()
-	db := f.memdb()
-	txn := db.Txn(true)
-	defer txn.Abort()
-	// Taken under the write lock, so it is exactly the state txn starts from.
-	b := &batch{txn: txn, base: db.Txn(false), size: len(logs)}
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		out[i] = f.applyOne(b, l.Index, l.Data)
+		out[i] = f.applyOne(&f.w, l.Index, l.Data)
 	}
-	txn.Commit()
+	f.intern.mu.Unlock()
 	if n := len(logs); n > 0 {
-		f.applied.Store(logs[n-1].Index)
+		f.w.index = logs[n-1].Index
+		f.applied.Store(f.w.index)
+	}
+	woken := f.w.woken
+	f.w.woken = nil
+	f.wmu.Unlock()
+	if len(woken) > 0 {
+		f.waiters.fire(woken, false)
 	}
 	return out
 }
 
-func (f *FSM) applyOne(b *batch, index uint64, data []byte) interface{} {
+// current returns a view holding every entry applied so far: the latest
+// published one when it is up to date, else a new one published now. A
+// reader that waited for an index to be applied therefore sees it.
+func (f *FSM) current() *tables {
+	if v := f.view.Load(); v.index == f.applied.Load() {
+		return v
+	}
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	return f.publishLocked()
+}
+
+// publishLocked publishes the writer's state if the latest view is behind
+// it. The caller holds wmu.
+func (f *FSM) publishLocked() *tables {
+	v := f.view.Load()
+	if v.index != f.w.index {
+		v = f.w.publish(v)
+		v.index = f.w.index
+		f.view.Store(v)
+	}
+	return v
+}
+
+func (f *FSM) applyOne(w *writer, index uint64, data []byte) interface{} {
 	if len(data) == 0 {
 		panic(fmt.Sprintf("fsm: empty log entry at index %d", index))
 	}
@@ -122,7 +145,7 @@ func (f *FSM) applyOne(b *batch, index uint64, data []byte) interface{} {
 		}
 		panic(fmt.Sprintf("fsm: unknown command type %d at index %d", uint8(t), index))
 	}
-	a := applier{batch: b, index: index, maxAttempts: f.cfg.DefaultMaxAttempts, in: f.intern}
+	a := applier{writer: w, index: index, maxAttempts: f.cfg.DefaultMaxAttempts, in: f.intern}
 	if t == CmdCreate {
 		var c CreateCommand
 		if err := decodeCreate(&c, data[1:], f.intern); err != nil {
@@ -164,31 +187,34 @@ func (f *FSM) applyOne(b *batch, index uint64, data []byte) interface{} {
 }
 
 // Snapshot captures the state as of now; Persist streams it without holding
-// any lock (memdb snapshots are immutable).
+// any lock (a published view never changes).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return &snapshot{db: f.memdb().Snapshot(), index: f.AppliedIndex()}, nil
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	v := f.publishLocked()
+	return &snapshot{t: v, index: v.index}, nil
 }
 
 // Restore replaces the whole state with the snapshot's.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	db, index, err := readSnapshot(rc)
+	t, index, err := readSnapshot(rc)
 	if err != nil {
 		return err
 	}
+	f.wmu.Lock()
+	f.w = writer{t: t, index: index}
+	v := f.w.publishAll()
+	v.index = index
+	f.view.Store(v)
 	f.applied.Store(index)
-	f.mu.Lock()
-	old := f.abandonCh
-	f.db = db
-	f.abandonCh = make(chan struct{})
-	f.mu.Unlock()
-	close(old)
+	f.wmu.Unlock()
+	// Every waiter looks again at the new state.
+	f.waiters.fire(nil, true)
 	return nil
 }
 
 // Read returns a consistent read-only view of the current state.
 func (f *FSM) Read() *Reader {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return &Reader{txn: f.db.Txn(false), abandonCh: f.abandonCh, defaultMax: f.cfg.DefaultMaxAttempts}
+	return &Reader{t: f.current(), f: f}
 }

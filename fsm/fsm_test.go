@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -313,25 +314,19 @@ func TestMaxAttempts(t *testing.T) {
 func TestClaimKillsExhaustedJob(t *testing.T) {
 	h := newHarness(t)
 	j := h.create(CreateCommand{MaxAttempts: 2})
-	// Forge the edge case inside a write txn: attempts already at the limit.
-	txn := h.f.memdb().Txn(true)
+	// Forge the edge case: attempts already at the limit.
 	c := copyJob(j)
 	c.Attempts = 2
-	if err := txn.Insert(tableJobs, c); err != nil {
-		t.Fatal(err)
-	}
-	txn.Commit()
+	h.f.forge(c)
 	r := h.claim(j.ID, left)
 	if !errors.Is(r.Err, ErrMaxAttempts) || r.Job.State != StateDead {
 		t.Fatalf("claim: err %v job %+v", r.Err, r.Job)
 	}
 	// claim-next skips (and kills) such jobs and takes the next one.
 	k := h.create(CreateCommand{MaxAttempts: 2})
-	txn = h.f.memdb().Txn(true)
 	c = copyJob(k)
 	c.Attempts = 2
-	_ = txn.Insert(tableJobs, c)
-	txn.Commit()
+	h.f.forge(c)
 	ok := h.create(CreateCommand{})
 	r = h.claimNext([]string{DefaultStream}, left)
 	if !r.Claimed || r.Job.ID != ok.ID {
@@ -590,20 +585,67 @@ func TestClaimNextOrderAndTargets(t *testing.T) {
 	}
 }
 
+// fired reports whether a watch has fired. Watches fire inside ApplyBatch,
+// so after an apply returns the answer is settled.
+func fired(wt *Watch) bool {
+	select {
+	case <-wt.ch:
+		return true
+	default:
+		return false
+	}
+}
+
 func TestWatchFiresOnCreate(t *testing.T) {
 	h := newHarness(t)
 	j, ws := h.f.Read().NextClaimable([]string{"a", "b"}, []string{"left_claw"})
 	if j != nil {
 		t.Fatal("queue not empty")
 	}
+	// Jobs this claimant cannot take do not wake it: another stream, or a
+	// job targeted at someone else.
 	h.create(CreateCommand{Stream: "other"})
-	// A job in another stream must not be reported; the watch may or may not fire.
+	h.create(CreateCommand{Stream: "a", Target: "right_claw"})
+	if fired(ws) {
+		t.Fatal("watch fired for a job the claimant cannot take")
+	}
 	h.create(CreateCommand{Stream: "b", Target: "left_claw"})
-	ch := make(chan struct{})
-	go func() { ws.Watch(nil); close(ch) }()
-	<-ch // would hang (test timeout) if the watch did not fire
+	if !fired(ws) {
+		t.Fatal("watch did not fire for a job queued in a watched lane")
+	}
+	if err := ws.WatchCtx(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if j, _ := h.f.Read().NextClaimable([]string{"a", "b"}, []string{"left_claw"}); j == nil || j.Stream != "b" {
 		t.Fatalf("next claimable %+v", j)
+	}
+}
+
+// A job that goes back to its queue (fail with requeue, release, reap)
+// wakes the claimants of its lane, and a watch given up leaves nothing
+// registered.
+func TestWatchRequeueAndCleanup(t *testing.T) {
+	h := newHarness(t)
+	h.create(CreateCommand{Stream: "s"})
+	r := h.claimNext([]string{"s"}, left)
+	_, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw"})
+	mustOK(t, h.apply(CmdRelease, &ReleaseCommand{Now: h.now, Ref: LeaseRef{JobID: r.Job.ID}, Actor: left}))
+	if !fired(ws) {
+		t.Fatal("release did not wake a waiting claimant")
+	}
+	_ = ws.WatchCtx(context.Background())
+
+	_, ws = h.f.Read().NextClaimable([]string{"idle"}, []string{"left_claw"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ws.WatchCtx(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WatchCtx on an ended context: %v", err)
+	}
+	h.f.waiters.mu.Lock()
+	n := len(h.f.waiters.lanes)
+	h.f.waiters.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d lanes still registered after every watch ended", n)
 	}
 }
 
@@ -791,17 +833,18 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if stateHash(t, f1) != stateHash(t, f2) {
 		t.Fatal("restored state differs")
 	}
+	checkIndexes(t, f2)
 	if f2.AppliedIndex() != 2002 {
 		t.Fatalf("applied index %d", f2.AppliedIndex())
 	}
 	// A restore wakes watchers of the old state.
 	_, ws := f2.Read().NextClaimable([]string{"zzz"}, nil)
-	f3, _ := New(Config{})
-	_ = f3
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(raw))); err != nil {
 		t.Fatal(err)
 	}
-	ws.Watch(nil)
+	if !fired(ws) {
+		t.Fatal("restore did not wake a waiting claimant")
+	}
 
 	// Truncated or corrupted snapshots are refused.
 	for _, bad := range [][]byte{raw[:len(raw)/2], raw[:len(raw)-3], append([]byte{9}, raw[1:]...)} {
@@ -823,4 +866,15 @@ func TestUnknownCommand(t *testing.T) {
 		}
 	}()
 	h.f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: []byte{77}})
+}
+
+// forge stores j as though a command had, for states no command sequence
+// reaches.
+func (f *FSM) forge(j *Job) {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	f.w.putJob(f.w.t.job(j.ID), j)
+	v := f.w.publish(f.view.Load())
+	v.index = f.w.index
+	f.view.Store(v)
 }

@@ -3,39 +3,27 @@ package fsm
 import (
 	"fmt"
 
-	"github.com/hashicorp/go-memdb"
+	"github.com/google/btree"
 )
 
 // Reader is a consistent, read-only view of the state at one moment. It is
-// cheap to take and never blocks writers.
+// cheap to take (one atomic load) and never blocks writers.
 type Reader struct {
-	txn        *memdb.Txn
-	abandonCh  chan struct{}
-	defaultMax int
+	t *tables
+	f *FSM
 }
 
 // Job returns the job with the given id, or ErrNotFound.
 func (r *Reader) Job(id string) (*Job, error) {
-	raw, err := r.txn.First(tableJobs, indexID, id)
-	if err != nil {
-		return nil, err
+	if j := r.t.job(id); j != nil {
+		return j, nil
 	}
-	if raw == nil {
-		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
-	}
-	return raw.(*Job), nil
+	return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
 }
 
 // JobByIdempotencyKey returns the job created with key, or nil.
 func (r *Reader) JobByIdempotencyKey(key string) *Job {
-	if key == "" {
-		return nil
-	}
-	raw, err := r.txn.First(tableJobs, indexIdem, key)
-	if err != nil || raw == nil {
-		return nil
-	}
-	return raw.(*Job)
+	return r.t.jobByIdem(key)
 }
 
 // ListFilter selects jobs for List. Zero fields match everything.
@@ -64,19 +52,14 @@ func (r *Reader) List(f ListFilter) ([]*Job, uint64, error) {
 	if f.MaxScan <= 0 {
 		f.MaxScan = 100_000
 	}
-	// Walk the state index: one lane for a state filter, else all lanes
-	// merged by create index.
-	lanes := stateLanes
-	if f.State != "" {
-		lanes = []stateLane{laneOf(f.State)}
-	}
-	m := laneMerge{heads: make([]laneHead, 0, len(lanes))}
-	for _, lane := range lanes {
-		it, err := r.txn.LowerBound(tableJobs, indexState, lane, f.After+1)
-		if err != nil {
-			return nil, 0, err
+	// Walk the state lanes: one for a state filter, else all of them merged
+	// by create index.
+	m := laneMerge{heads: make([]laneHead, 0, numLanes)}
+	for lane := range stateLane(numLanes) {
+		if f.State != "" && lane != laneOf(f.State) {
+			continue
 		}
-		h := laneHead{lane: lane, it: it}
+		h := laneHead{tr: r.t.lanes[lane], from: f.After + 1}
 		if h.advance() {
 			m.heads = append(m.heads, h)
 		}
@@ -101,26 +84,37 @@ func (r *Reader) List(f ListFilter) ([]*Job, uint64, error) {
 	return out, last, nil
 }
 
-// laneHead is an iterator over one lane of the state index and the job it
-// is at.
+// laneChunk is how many jobs a lane iterator reads from its tree at a time.
+const laneChunk = 64
+
+// laneHead iterates one lane in create-index order, reading it a chunk at a
+// time, and holds the job it is at.
 type laneHead struct {
-	lane stateLane
-	it   memdb.ResultIterator
+	tr   *btree.BTreeG[seqItem]
+	from uint64 // the next chunk starts at this create index
+	buf  []*Job
 	job  *Job
 }
 
 // advance moves to the lane's next job and reports whether there is one.
 func (h *laneHead) advance() bool {
-	raw := h.it.Next()
-	if raw == nil {
+	if len(h.buf) == 0 && h.tr != nil {
+		h.buf = h.buf[:0]
+		h.tr.AscendGreaterOrEqual(seqItem{seq: h.from}, func(it seqItem) bool {
+			h.buf = append(h.buf, it.j)
+			return len(h.buf) < laneChunk
+		})
+		if len(h.buf) < laneChunk {
+			h.tr = nil // the lane ends in this chunk
+		} else {
+			h.from = h.buf[len(h.buf)-1].CreateIndex + 1
+		}
+	}
+	if len(h.buf) == 0 {
 		h.job = nil
 		return false
 	}
-	h.job = raw.(*Job)
-	if laneOf(h.job.State) != h.lane {
-		h.job = nil // walked past this lane's keys
-		return false
-	}
+	h.job, h.buf = h.buf[0], h.buf[1:]
 	return true
 }
 
@@ -145,24 +139,21 @@ func (m *laneMerge) next() *Job {
 }
 
 // NextClaimable returns the job a claim-next over streams for targets would
-// take now (nil if none), and a watch set that fires when that answer may
-// have changed: a job entering one of those queues, or a restore.
-func (r *Reader) NextClaimable(streams, targets []string) (*Job, memdb.WatchSet) {
-	ws := memdb.NewWatchSet()
-	ws.Add(r.abandonCh)
-	return nextQueued(r.txn, streams, targets, ws), ws
+// take now (nil if none), and a watch that fires when that answer may have
+// changed: a job entering one of those queues, or a restore. It looks at the
+// latest state, not this view's: the watch is registered first, so no job
+// queued after the look can be missed.
+func (r *Reader) NextClaimable(streams, targets []string) (*Job, *Watch) {
+	wt := r.f.waiters.watch(streams, targets)
+	return r.f.current().nextQueued(streams, targets), wt
 }
 
 // Blob returns a committed blob's metadata, or ErrNotFound.
 func (r *Reader) Blob(id string) (*Blob, error) {
-	raw, err := r.txn.First(tableBlobs, indexID, id)
-	if err != nil {
-		return nil, err
+	if b := r.t.blob(id); b != nil {
+		return b, nil
 	}
-	if raw == nil {
-		return nil, fmt.Errorf("blob %s: %w", id, ErrNotFound)
-	}
-	return raw.(*Blob), nil
+	return nil, fmt.Errorf("blob %s: %w", id, ErrNotFound)
 }
 
 // BlobChunks calls fn with each chunk of a committed blob, in order.
@@ -172,14 +163,11 @@ func (r *Reader) BlobChunks(id string, fn func([]byte) error) error {
 		return err
 	}
 	for i := 0; i < b.Chunks; i++ {
-		raw, err := r.txn.First(tableChunks, indexID, id, uint64(i))
-		if err != nil {
-			return err
-		}
-		if raw == nil {
+		c := r.t.chunk(id, i)
+		if c == nil {
 			return fmt.Errorf("blob %s chunk %d: %w", id, i, ErrBlobIncomplete)
 		}
-		if err := fn(raw.(*BlobChunk).Data); err != nil {
+		if err := fn(c.Data); err != nil {
 			return err
 		}
 	}
@@ -190,15 +178,7 @@ func (r *Reader) BlobChunks(id string, fn func([]byte) error) error {
 func (r *Reader) Counts() (map[State]int, error) {
 	out := map[State]int{}
 	for _, s := range []State{StateQueued, StateRunning, StateDone, StateFailed, StateDead} {
-		it, err := r.txn.Get(tableJobs, indexState, s)
-		if err != nil {
-			return nil, err
-		}
-		n := 0
-		for raw := it.Next(); raw != nil; raw = it.Next() {
-			n++
-		}
-		out[s] = n
+		out[s] = r.t.lanes[laneOf(s)].Len()
 	}
 	return out, nil
 }
@@ -206,21 +186,21 @@ func (r *Reader) Counts() (map[State]int, error) {
 // OldestFinished returns the finish time of the done job that finished
 // first, or 0 when there is none.
 func (r *Reader) OldestFinished() int64 {
-	raw, err := r.txn.First(tableJobs, indexFinished)
-	if err != nil || raw == nil {
+	it, ok := r.t.finished.Min()
+	if !ok {
 		return 0
 	}
-	return raw.(*Job).FinishedAt
+	return it.at
 }
 
 // NextLeaseExpiry returns the earliest lease expiry among running jobs, or
 // 0 when none is running.
 func (r *Reader) NextLeaseExpiry() int64 {
-	raw, err := r.txn.First(tableJobs, indexLease)
-	if err != nil || raw == nil {
+	it, ok := r.t.lease.Min()
+	if !ok {
 		return 0
 	}
-	return raw.(*Job).Lease.ExpiresAt
+	return it.at
 }
 
 // Heartbeat answers heartbeat c from this view when the heartbeat needs no
@@ -234,14 +214,10 @@ func (r *Reader) NextLeaseExpiry() int64 {
 // Only a linearizable view (the leader's, after a read index) may answer a
 // client: the answer is then the committed lease, which no failover loses.
 func (r *Reader) Heartbeat(c *HeartbeatCommand, renewFraction float64) (res *Result, ok bool) {
-	raw, err := r.txn.First(tableJobs, indexID, c.Ref.JobID)
-	if err != nil {
-		return nil, false
-	}
-	if raw == nil {
+	j := r.t.job(c.Ref.JobID)
+	if j == nil {
 		return notFound(c.Ref.JobID), true
 	}
-	j := raw.(*Job)
 	if err := authorize("heartbeat", j, c.Ref, c.Actor); err != nil {
 		return &Result{Job: j, Err: err}, true
 	}

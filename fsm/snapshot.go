@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 )
@@ -44,7 +43,7 @@ type snapEndRecord struct {
 }
 
 type snapshot struct {
-	db    *memdb.MemDB
+	t     *tables // a published view: never changes
 	index uint64
 }
 
@@ -80,32 +79,39 @@ func (s *snapshot) write(w io.Writer) error {
 		_, err := bw.Write(e.b)
 		return err
 	}
-	txn := s.db.Txn(false)
-	var end snapEndRecord
-	for _, tbl := range []struct {
-		name string
-		t    byte
-		n    *int
-	}{{tableJobs, snapJob, &end.Jobs}, {tableBlobs, snapBlob, &end.Blobs}, {tableChunks, snapChunk, &end.Chunks}} {
-		it, err := txn.Get(tbl.name, indexID)
-		if err != nil {
-			return err
-		}
-		for raw := it.Next(); raw != nil; raw = it.Next() {
+	var (
+		end snapEndRecord
+		err error
+	)
+	// Jobs, then blobs, then chunks, each in key order; stop at the first
+	// write error.
+	s.t.byID.Ascend(func(it idItem) bool {
+		e.b = e.b[:0]
+		e.job(it.j)
+		err = put(snapJob)
+		end.Jobs++
+		return err == nil
+	})
+	if err == nil {
+		s.t.blobs.Ascend(func(it blobItem) bool {
 			e.b = e.b[:0]
-			switch v := raw.(type) {
-			case *Job:
-				e.job(v)
-			case *Blob:
-				e.blob(v)
-			case *BlobChunk:
-				e.chunk(v)
-			}
-			if err := put(tbl.t); err != nil {
-				return err
-			}
-			*tbl.n++
-		}
+			e.blob(it.b)
+			err = put(snapBlob)
+			end.Blobs++
+			return err == nil
+		})
+	}
+	if err == nil {
+		s.t.chunks.Ascend(func(it chunkItem) bool {
+			e.b = e.b[:0]
+			e.chunk(it.c)
+			err = put(snapChunk)
+			end.Chunks++
+			return err == nil
+		})
+	}
+	if err != nil {
+		return err
 	}
 	if err := bw.WriteByte(snapEnd); err != nil {
 		return err
@@ -116,15 +122,12 @@ func (s *snapshot) write(w io.Writer) error {
 	return bw.Flush()
 }
 
-// Release is a no-op: the memdb snapshot is garbage collected.
+// Release is a no-op: the view is garbage collected.
 func (s *snapshot) Release() {}
 
 // readSnapshot builds a fresh store from a snapshot stream.
-func readSnapshot(r io.Reader) (*memdb.MemDB, uint64, error) {
-	db, err := memdb.NewMemDB(schema())
-	if err != nil {
-		return nil, 0, err
-	}
+func readSnapshot(r io.Reader) (*tables, uint64, error) {
+	w := &writer{t: newTables()}
 	br := bufio.NewReaderSize(r, 1<<20)
 	mp := codec.NewDecoder(br, msgpackHandle)
 	t, err := br.ReadByte()
@@ -135,14 +138,12 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, uint64, error) {
 	if err := mp.Decode(&h); err != nil {
 		return nil, 0, fmt.Errorf("restore header: %w", err)
 	}
-	txn := db.Txn(true)
-	defer txn.Abort()
 	var got snapEndRecord
 	switch h.Version {
 	case 1:
-		err = readRecordsV1(br, mp, txn, &got)
+		err = readRecordsV1(br, mp, w, &got)
 	case snapshotVersion:
-		err = readRecordsV2(br, txn, &got)
+		err = readRecordsV2(br, w, &got)
 	default:
 		return nil, 0, fmt.Errorf("restore: snapshot version %d, this build reads 1 and %d", h.Version, snapshotVersion)
 	}
@@ -157,8 +158,7 @@ func readSnapshot(r io.Reader) (*memdb.MemDB, uint64, error) {
 	if want != got {
 		return nil, 0, fmt.Errorf("restore: snapshot counts %+v, read %+v", want, got)
 	}
-	txn.Commit()
-	return db, h.Index, nil
+	return w.t, h.Index, nil
 }
 
 func readType(br *bufio.Reader) (byte, error) {
@@ -174,12 +174,12 @@ func readType(br *bufio.Reader) (byte, error) {
 
 // readRecordsV2 inserts binary object records up to and including the
 // trailer's type byte. Decoding runs in its own goroutine, a batch of
-// records ahead of the inserts (memdb takes one writer at a time, so the
-// inserts themselves cannot be spread over cores).
-func readRecordsV2(br *bufio.Reader, txn *memdb.Txn, got *snapEndRecord) error {
+// records ahead of the inserts (the indexes take one writer at a time, so
+// the inserts themselves cannot be spread over cores).
+func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord) error {
 	type record struct {
-		table string
-		obj   interface{}
+		t   byte
+		obj interface{}
 	}
 	const batchLen = 1024
 	batches := make(chan []record, 4)
@@ -234,11 +234,11 @@ func readRecordsV2(br *bufio.Reader, txn *memdb.Txn, got *snapEndRecord) error {
 			var r record
 			switch t {
 			case snapJob:
-				r = record{tableJobs, d.job()}
+				r = record{t, d.job()}
 			case snapBlob:
-				r = record{tableBlobs, d.blob()}
+				r = record{t, d.blob()}
 			case snapChunk:
-				r = record{tableChunks, d.chunk()}
+				r = record{t, d.chunk()}
 			default:
 				errc <- fmt.Errorf("restore: unknown record type %d", t)
 				return
@@ -255,16 +255,8 @@ func readRecordsV2(br *bufio.Reader, txn *memdb.Txn, got *snapEndRecord) error {
 	}()
 	for recs := range batches {
 		for _, r := range recs {
-			switch r.table {
-			case tableJobs:
-				got.Jobs++
-			case tableBlobs:
-				got.Blobs++
-			case tableChunks:
-				got.Chunks++
-			}
-			if err := txn.Insert(r.table, r.obj); err != nil {
-				return fmt.Errorf("restore: %w", err)
+			if err := restoreObject(w, r.obj, got); err != nil {
+				return err
 			}
 		}
 	}
@@ -273,38 +265,58 @@ func readRecordsV2(br *bufio.Reader, txn *memdb.Txn, got *snapEndRecord) error {
 
 // readRecordsV1 inserts msgpack object records up to and including the
 // trailer's type byte.
-func readRecordsV1(br *bufio.Reader, mp *codec.Decoder, txn *memdb.Txn, got *snapEndRecord) error {
+func readRecordsV1(br *bufio.Reader, mp *codec.Decoder, w *writer, got *snapEndRecord) error {
 	for {
 		t, err := readType(br)
 		if err != nil {
 			return err
 		}
-		var (
-			table string
-			obj   interface{}
-		)
+		var obj interface{}
 		switch t {
 		case snapEnd:
 			return nil
 		case snapJob:
-			table, obj = tableJobs, new(Job)
-			got.Jobs++
+			obj = new(Job)
 		case snapBlob:
-			table, obj = tableBlobs, new(Blob)
-			got.Blobs++
+			obj = new(Blob)
 		case snapChunk:
-			table, obj = tableChunks, new(BlobChunk)
-			got.Chunks++
+			obj = new(BlobChunk)
 		default:
 			return fmt.Errorf("restore: unknown record type %d", t)
 		}
 		if err := mp.Decode(obj); err != nil {
 			return fmt.Errorf("restore record %d: %w", t, err)
 		}
-		if err := txn.Insert(table, obj); err != nil {
-			return fmt.Errorf("restore: %w", err)
+		if err := restoreObject(w, obj, got); err != nil {
+			return err
 		}
 	}
+}
+
+// restoreObject stores one object read from a snapshot and counts it. Two
+// records with the same key mean a corrupt snapshot.
+func restoreObject(w *writer, obj interface{}, got *snapEndRecord) error {
+	switch v := obj.(type) {
+	case *Job:
+		got.Jobs++
+		if v.ID == "" {
+			return fmt.Errorf("restore: job record without an id")
+		}
+		if w.t.job(v.ID) != nil {
+			return fmt.Errorf("restore: job %s appears twice", v.ID)
+		}
+		w.putJob(nil, v)
+	case *Blob:
+		got.Blobs++
+		if v.ID == "" {
+			return fmt.Errorf("restore: blob record without an id")
+		}
+		w.putBlob(v)
+	case *BlobChunk:
+		got.Chunks++
+		w.putChunk(v)
+	}
+	return nil
 }
 
 // Object encodings of snapshot version 2.

@@ -1,0 +1,506 @@
+package fsm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/google/btree"
+)
+
+// The state lives in a handful of ordered in-memory indexes (copy-on-write
+// B-trees), one per way the state machine looks jobs up. Each index holds a
+// small key inline and a pointer to the job; jobs themselves are immutable
+// once stored (a change stores a modified copy), so every index can share
+// them.
+//
+// Exactly one writer (the apply goroutine) owns a working set of trees and
+// changes them in place. When a reader needs state newer than the last view
+// published, the writer's trees are published as a clone of the trees changed
+// since: a clone is O(1) and marks the shared nodes read-only, so readers get
+// an immutable, consistent view without holding any lock, and the writer
+// copies a node only the first time it changes it after a publish (a path of
+// 3-4 nodes per index). Snapshots are such views too: Persist walks one while
+// applies continue.
+//
+// This replaced go-memdb, whose radix trees re-inserted a job into six
+// indexes on every change, each insert copying a node per key byte and
+// allocating a watch channel per leaf: that was most of the cost of an apply
+// and a quarter of a queued job's memory.
+
+// btreeDegree sets nodes of up to 2*16-1 items: shallow trees (4 levels for
+// a million jobs) and a node copy of at most a few hundred bytes.
+const btreeDegree = 16
+
+// stateLane is a state's position in tables.lanes. Lane 0 holds any state
+// this build does not know, so no job is ever left out of the lanes.
+type stateLane byte
+
+// numLanes counts the lanes: unknown, then the five states.
+const numLanes = 6
+
+func laneOf(s State) stateLane {
+	switch s {
+	case StateQueued:
+		return 1
+	case StateRunning:
+		return 2
+	case StateDone:
+		return 3
+	case StateFailed:
+		return 4
+	case StateDead:
+		return 5
+	}
+	return 0
+}
+
+// Index items. Each carries its key inline, so a lookup needs no job and a
+// comparison reads no pointer.
+type (
+	// idItem keys a job by id (or idempotency key).
+	idItem struct {
+		key string
+		j   *Job
+	}
+	// seqItem keys a job by create index (the state lanes).
+	seqItem struct {
+		seq uint64
+		j   *Job
+	}
+	// timeItem keys a job by a time, then create index (leases, retention).
+	timeItem struct {
+		at  int64
+		seq uint64
+		j   *Job
+	}
+	// queueItem keys a queued job by lane, then queue index, then create
+	// index: the first item of a lane is the job that has waited longest
+	// (ties, as after one reap, go in creation order).
+	queueItem struct {
+		stream, target string
+		qi, seq        uint64
+		j              *Job
+	}
+	blobItem struct {
+		id string
+		b  *Blob
+	}
+	chunkItem struct {
+		blob string
+		seq  int
+		c    *BlobChunk
+	}
+)
+
+func lessID(a, b idItem) bool   { return a.key < b.key }
+func lessSeq(a, b seqItem) bool { return a.seq < b.seq }
+func lessTime(a, b timeItem) bool {
+	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
+}
+func lessQueue(a, b queueItem) bool {
+	if a.stream != b.stream {
+		return a.stream < b.stream
+	}
+	if a.target != b.target {
+		return a.target < b.target
+	}
+	if a.qi != b.qi {
+		return a.qi < b.qi
+	}
+	return a.seq < b.seq
+}
+func lessBlob(a, b blobItem) bool { return a.id < b.id }
+func lessChunk(a, b chunkItem) bool {
+	return a.blob < b.blob || (a.blob == b.blob && a.seq < b.seq)
+}
+
+// Which index entries a job has.
+func idemEntry(j *Job) (idItem, bool) {
+	return idItem{j.IdempotencyKey, j}, j.IdempotencyKey != ""
+}
+
+func queueEntry(j *Job) (queueItem, bool) {
+	return queueItem{j.Stream, j.Target, j.QueueIndex, j.CreateIndex, j}, j.State == StateQueued
+}
+
+func leaseEntry(j *Job) (timeItem, bool) {
+	if j.State != StateRunning || j.Lease == nil {
+		return timeItem{}, false
+	}
+	return timeItem{j.Lease.ExpiresAt, j.CreateIndex, j}, true
+}
+
+func finishedEntry(j *Job) (timeItem, bool) {
+	return timeItem{j.FinishedAt, j.CreateIndex, j}, j.State == StateDone
+}
+
+// Tree numbers, for the writer's record of which trees a batch changed.
+const (
+	tByID = iota
+	tIdem
+	tQueue
+	tLease
+	tFinished
+	tBlobs
+	tChunks
+	tLanes   // tLanes+lane for each lane
+	numTrees = tLanes + numLanes
+)
+
+// tables is one set of indexes. A published *tables is never changed.
+type tables struct {
+	index    uint64                   // a published view: the last entry it holds
+	byID     *btree.BTreeG[idItem]    // every job, by id
+	idem     *btree.BTreeG[idItem]    // jobs created with an idempotency key, by key
+	queue    *btree.BTreeG[queueItem] // queued jobs, by lane
+	lease    *btree.BTreeG[timeItem]  // running jobs, by lease expiry
+	finished *btree.BTreeG[timeItem]  // done jobs, by finish time (retention)
+	// lanes holds every job in its state's lane, by create index: listing
+	// by state, and counting, never look at other states.
+	lanes  [numLanes]*btree.BTreeG[seqItem]
+	blobs  *btree.BTreeG[blobItem]
+	chunks *btree.BTreeG[chunkItem]
+}
+
+func newTables() *tables {
+	t := &tables{
+		byID:     btree.NewG(btreeDegree, lessID),
+		idem:     btree.NewG(btreeDegree, lessID),
+		queue:    btree.NewG(btreeDegree, lessQueue),
+		lease:    btree.NewG(btreeDegree, lessTime),
+		finished: btree.NewG(btreeDegree, lessTime),
+		blobs:    btree.NewG(btreeDegree, lessBlob),
+		chunks:   btree.NewG(btreeDegree, lessChunk),
+	}
+	for i := range t.lanes {
+		t.lanes[i] = btree.NewG(btreeDegree, lessSeq)
+	}
+	return t
+}
+
+func (t *tables) job(id string) *Job {
+	it, _ := t.byID.Get(idItem{key: id})
+	return it.j
+}
+
+func (t *tables) jobByIdem(key string) *Job {
+	if key == "" {
+		return nil
+	}
+	it, _ := t.idem.Get(idItem{key: key})
+	return it.j
+}
+
+// firstQueued returns the longest-waiting job of one lane, or nil.
+func (t *tables) firstQueued(stream, target string) *Job {
+	var j *Job
+	t.queue.AscendGreaterOrEqual(queueItem{stream: stream, target: target}, func(it queueItem) bool {
+		if it.stream == stream && it.target == target {
+			j = it.j
+		}
+		return false
+	})
+	return j
+}
+
+// nextQueued returns the longest-waiting queued job of the first stream (in
+// order) that has one a claimant with the given targets may take: untargeted
+// jobs and jobs targeted at one of targets.
+func (t *tables) nextQueued(streams, targets []string) *Job {
+	for _, s := range streams {
+		best := t.firstQueued(s, "")
+		for _, tg := range targets {
+			if tg == "" {
+				continue
+			}
+			if j := t.firstQueued(s, tg); j != nil && (best == nil || j.QueueIndex < best.QueueIndex) {
+				best = j
+			}
+		}
+		if best != nil {
+			return best
+		}
+	}
+	return nil
+}
+
+// writer is the apply goroutine's working set: trees only it touches, the
+// record of which it changed since the last publish, and the queue lanes
+// that gained a job (whose waiters to wake).
+type writer struct {
+	t     *tables
+	index uint64 // the last entry applied to t
+	dirty [numTrees]bool
+	woken []laneKey
+}
+
+// update moves one index entry from old to new: a replace when the key is
+// the same, else a delete and an insert. It reports whether the tree changed.
+func update[T any](tr *btree.BTreeG[T], less func(a, b T) bool, old T, hadOld bool, nw T, hasNew bool) bool {
+	switch {
+	case hadOld && hasNew && !less(old, nw) && !less(nw, old):
+		tr.ReplaceOrInsert(nw)
+	case hadOld && hasNew:
+		tr.Delete(old)
+		tr.ReplaceOrInsert(nw)
+	case hadOld:
+		tr.Delete(old)
+	case hasNew:
+		tr.ReplaceOrInsert(nw)
+	default:
+		return false
+	}
+	return true
+}
+
+// putJob replaces old with j in every index (old nil: a new job; j nil: a
+// deletion).
+func (w *writer) putJob(old, j *Job) {
+	var (
+		oID, nID       idItem
+		oIdem, nIdem   idItem
+		oQ, nQ         queueItem
+		oL, nL         timeItem
+		oF, nF         timeItem
+		hadIdem, hasId bool
+		hadQ, hasQ     bool
+		hadL, hasL     bool
+		hadF, hasF     bool
+	)
+	if old != nil {
+		oID = idItem{old.ID, old}
+		oIdem, hadIdem = idemEntry(old)
+		oQ, hadQ = queueEntry(old)
+		oL, hadL = leaseEntry(old)
+		oF, hadF = finishedEntry(old)
+	}
+	if j != nil {
+		nID = idItem{j.ID, j}
+		nIdem, hasId = idemEntry(j)
+		nQ, hasQ = queueEntry(j)
+		nL, hasL = leaseEntry(j)
+		nF, hasF = finishedEntry(j)
+	}
+	// The id index says which version is stored: old must be it, or the
+	// other indexes would keep entries of a version they no longer hold.
+	var prev idItem
+	if j != nil {
+		prev, _ = w.t.byID.ReplaceOrInsert(nID)
+	} else {
+		prev, _ = w.t.byID.Delete(oID)
+	}
+	if prev.j != old {
+		panic(fmt.Sprintf("fsm: store of job %s replaced a version other than the one it was given", prev.key))
+	}
+	w.dirty[tByID] = true
+	w.dirty[tIdem] = update(w.t.idem, lessID, oIdem, hadIdem, nIdem, hasId) || w.dirty[tIdem]
+	if update(w.t.queue, lessQueue, oQ, hadQ, nQ, hasQ) {
+		w.dirty[tQueue] = true
+		if hasQ && (!hadQ || lessQueue(oQ, nQ) || lessQueue(nQ, oQ)) {
+			w.woken = append(w.woken, laneKey{j.Stream, j.Target})
+		}
+	}
+	w.dirty[tLease] = update(w.t.lease, lessTime, oL, hadL, nL, hasL) || w.dirty[tLease]
+	w.dirty[tFinished] = update(w.t.finished, lessTime, oF, hadF, nF, hasF) || w.dirty[tFinished]
+	var (
+		oLane, nLane     stateLane
+		oS, nS           seqItem
+		hadLane, hasLane = old != nil, j != nil
+	)
+	if hadLane {
+		oLane, oS = laneOf(old.State), seqItem{old.CreateIndex, old}
+	}
+	if hasLane {
+		nLane, nS = laneOf(j.State), seqItem{j.CreateIndex, j}
+	}
+	if hadLane && hasLane && oLane == nLane {
+		w.t.lanes[nLane].ReplaceOrInsert(nS)
+		w.dirty[tLanes+int(nLane)] = true
+		return
+	}
+	if hadLane {
+		w.t.lanes[oLane].Delete(oS)
+		w.dirty[tLanes+int(oLane)] = true
+	}
+	if hasLane {
+		w.t.lanes[nLane].ReplaceOrInsert(nS)
+		w.dirty[tLanes+int(nLane)] = true
+	}
+}
+
+func (w *writer) putBlob(b *Blob) {
+	w.t.blobs.ReplaceOrInsert(blobItem{b.ID, b})
+	w.dirty[tBlobs] = true
+}
+
+func (w *writer) putChunk(c *BlobChunk) {
+	w.t.chunks.ReplaceOrInsert(chunkItem{c.BlobID, c.Seq, c})
+	w.dirty[tChunks] = true
+}
+
+// publish returns a read-only view of the working set, sharing the trees
+// this writer has not changed since prev was published with prev.
+func (w *writer) publish(prev *tables) *tables {
+	v := *prev
+	clone := func(n int) bool {
+		if !w.dirty[n] {
+			return false
+		}
+		w.dirty[n] = false
+		return true
+	}
+	if clone(tByID) {
+		v.byID = w.t.byID.Clone()
+	}
+	if clone(tIdem) {
+		v.idem = w.t.idem.Clone()
+	}
+	if clone(tQueue) {
+		v.queue = w.t.queue.Clone()
+	}
+	if clone(tLease) {
+		v.lease = w.t.lease.Clone()
+	}
+	if clone(tFinished) {
+		v.finished = w.t.finished.Clone()
+	}
+	if clone(tBlobs) {
+		v.blobs = w.t.blobs.Clone()
+	}
+	if clone(tChunks) {
+		v.chunks = w.t.chunks.Clone()
+	}
+	for i := range v.lanes {
+		if clone(tLanes + i) {
+			v.lanes[i] = w.t.lanes[i].Clone()
+		}
+	}
+	return &v
+}
+
+// publishAll returns a read-only view of the whole working set (after a
+// restore, when no earlier view shares its trees).
+func (w *writer) publishAll() *tables {
+	v := &tables{
+		byID: w.t.byID.Clone(), idem: w.t.idem.Clone(), queue: w.t.queue.Clone(), lease: w.t.lease.Clone(),
+		finished: w.t.finished.Clone(), blobs: w.t.blobs.Clone(), chunks: w.t.chunks.Clone(),
+	}
+	for i := range v.lanes {
+		v.lanes[i] = w.t.lanes[i].Clone()
+	}
+	w.dirty = [numTrees]bool{}
+	return v
+}
+
+// laneKey names one queue lane: a stream and a target ("" for untargeted
+// jobs).
+type laneKey struct{ stream, target string }
+
+// waiters wakes long-polling claimants when a job enters a queue lane they
+// watch, or when a restore replaces the state.
+type waiters struct {
+	mu    sync.Mutex
+	lanes map[laneKey]map[*Watch]struct{}
+}
+
+// Watch fires when a job may have entered one of the queue lanes it was
+// registered for. Wait on it once, then drop it.
+type Watch struct {
+	w     *waiters
+	ch    chan struct{}
+	keys  []laneKey
+	fired bool // guarded by w.mu
+}
+
+func (ws *waiters) watch(streams, targets []string) *Watch {
+	wt := &Watch{w: ws, ch: make(chan struct{}), keys: make([]laneKey, 0, len(streams)*(1+len(targets)))}
+	for _, s := range streams {
+		wt.keys = append(wt.keys, laneKey{s, ""})
+		for _, tg := range targets {
+			if tg != "" {
+				wt.keys = append(wt.keys, laneKey{s, tg})
+			}
+		}
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.lanes == nil {
+		ws.lanes = make(map[laneKey]map[*Watch]struct{})
+	}
+	for _, k := range wt.keys {
+		set := ws.lanes[k]
+		if set == nil {
+			set = make(map[*Watch]struct{})
+			ws.lanes[k] = set
+		}
+		set[wt] = struct{}{}
+	}
+	return wt
+}
+
+// fire wakes every watch of the given lanes (all lanes when all is set).
+func (ws *waiters) fire(keys []laneKey, all bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if len(ws.lanes) == 0 {
+		return
+	}
+	wake := func(set map[*Watch]struct{}) {
+		for wt := range set {
+			if !wt.fired {
+				wt.fired = true
+				close(wt.ch)
+			}
+		}
+	}
+	if all {
+		for k, set := range ws.lanes {
+			wake(set)
+			delete(ws.lanes, k)
+		}
+		return
+	}
+	for _, k := range keys {
+		if set, ok := ws.lanes[k]; ok {
+			wake(set)
+			delete(ws.lanes, k)
+		}
+	}
+}
+
+// stop unregisters wt from the lanes it still watches.
+func (ws *waiters) stop(wt *Watch) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, k := range wt.keys {
+		if set, ok := ws.lanes[k]; ok {
+			delete(set, wt)
+			if len(set) == 0 {
+				delete(ws.lanes, k)
+			}
+		}
+	}
+}
+
+// WatchCtx blocks until the watch fires (nil) or ctx ends (its error), and
+// unregisters the watch.
+func (wt *Watch) WatchCtx(ctx context.Context) error {
+	defer wt.w.stop(wt)
+	select {
+	case <-wt.ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (t *tables) blob(id string) *Blob {
+	it, _ := t.blobs.Get(blobItem{id: id})
+	return it.b
+}
+
+func (t *tables) chunk(blob string, seq int) *BlobChunk {
+	it, _ := t.chunks.Get(chunkItem{blob: blob, seq: seq})
+	return it.c
+}
