@@ -596,6 +596,12 @@ func fired(wt *Watch) bool {
 	}
 }
 
+func registeredLanes(f *FSM) int {
+	f.waiters.mu.Lock()
+	defer f.waiters.mu.Unlock()
+	return len(f.waiters.lanes)
+}
+
 func TestWatchFiresOnCreate(t *testing.T) {
 	h := newHarness(t)
 	j, ws := h.f.Read().NextClaimable([]string{"a", "b"}, []string{"left_claw"})
@@ -635,16 +641,27 @@ func TestWatchRequeueAndCleanup(t *testing.T) {
 	}
 	_ = ws.WatchCtx(context.Background())
 
+	// A look that finds a job leaves nothing registered (the caller claims
+	// it and never waits), even for a lane no job may ever enter again.
+	h.create(CreateCommand{Stream: "s"})
+	j, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw", "worker-that-leaves"})
+	if j == nil {
+		t.Fatal("no job found")
+	}
+	if !fired(ws) {
+		t.Fatal("the watch of a look that found a job must read as fired")
+	}
+	if n := registeredLanes(h.f); n != 0 {
+		t.Fatalf("%d lanes still registered after a look that found a job", n)
+	}
+
 	_, ws = h.f.Read().NextClaimable([]string{"idle"}, []string{"left_claw"})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := ws.WatchCtx(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("WatchCtx on an ended context: %v", err)
 	}
-	h.f.waiters.mu.Lock()
-	n := len(h.f.waiters.lanes)
-	h.f.waiters.mu.Unlock()
-	if n != 0 {
+	if n := registeredLanes(h.f); n != 0 {
 		t.Fatalf("%d lanes still registered after every watch ended", n)
 	}
 }

@@ -143,9 +143,18 @@ func (m *laneMerge) next() *Job {
 // changed: a job entering one of those queues, or a restore. It looks at the
 // latest state, not this view's: the watch is registered first, so no job
 // queued after the look can be missed.
+//
+// When there is a job, the watch is released at once (and reads as fired):
+// a caller that takes the job does not wait on it, and a watch left
+// registered would stay until a job entered each of its lanes, which for a
+// lane of one worker id may be never.
 func (r *Reader) NextClaimable(streams, targets []string) (*Job, *Watch) {
 	wt := r.f.waiters.watch(streams, targets)
-	return r.f.current().nextQueued(streams, targets), wt
+	j := r.f.current().nextQueued(streams, targets)
+	if j != nil {
+		r.f.waiters.release(wt)
+	}
+	return j, wt
 }
 
 // Blob returns a committed blob's metadata, or ErrNotFound.

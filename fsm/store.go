@@ -469,10 +469,27 @@ func (ws *waiters) fire(keys []laneKey, all bool) {
 	}
 }
 
+// release unregisters wt and marks it fired, so waiting on it returns at
+// once.
+func (ws *waiters) release(wt *Watch) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.unregister(wt)
+	if !wt.fired {
+		wt.fired = true
+		close(wt.ch)
+	}
+}
+
 // stop unregisters wt from the lanes it still watches.
 func (ws *waiters) stop(wt *Watch) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	ws.unregister(wt)
+}
+
+// unregister removes wt from its lanes; the caller holds ws.mu.
+func (ws *waiters) unregister(wt *Watch) {
 	for _, k := range wt.keys {
 		if set, ok := ws.lanes[k]; ok {
 			delete(set, wt)
