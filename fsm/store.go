@@ -343,54 +343,35 @@ func (w *writer) putChunk(c *BlobChunk) {
 // this writer has not changed since prev was published with prev.
 func (w *writer) publish(prev *tables) *tables {
 	v := *prev
-	clone := func(n int) bool {
-		if !w.dirty[n] {
-			return false
-		}
-		w.dirty[n] = false
-		return true
-	}
-	if clone(tByID) {
-		v.byID = w.t.byID.Clone()
-	}
-	if clone(tIdem) {
-		v.idem = w.t.idem.Clone()
-	}
-	if clone(tQueue) {
-		v.queue = w.t.queue.Clone()
-	}
-	if clone(tLease) {
-		v.lease = w.t.lease.Clone()
-	}
-	if clone(tFinished) {
-		v.finished = w.t.finished.Clone()
-	}
-	if clone(tBlobs) {
-		v.blobs = w.t.blobs.Clone()
-	}
-	if clone(tChunks) {
-		v.chunks = w.t.chunks.Clone()
-	}
+	cloneIf(&w.dirty[tByID], &v.byID, w.t.byID)
+	cloneIf(&w.dirty[tIdem], &v.idem, w.t.idem)
+	cloneIf(&w.dirty[tQueue], &v.queue, w.t.queue)
+	cloneIf(&w.dirty[tLease], &v.lease, w.t.lease)
+	cloneIf(&w.dirty[tFinished], &v.finished, w.t.finished)
+	cloneIf(&w.dirty[tBlobs], &v.blobs, w.t.blobs)
+	cloneIf(&w.dirty[tChunks], &v.chunks, w.t.chunks)
 	for i := range v.lanes {
-		if clone(tLanes + i) {
-			v.lanes[i] = w.t.lanes[i].Clone()
-		}
+		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])
 	}
 	return &v
+}
+
+// cloneIf points *dst at a clone of src if src changed since the last
+// publish.
+func cloneIf[T any](dirty *bool, dst **btree.BTreeG[T], src *btree.BTreeG[T]) {
+	if *dirty {
+		*dst = src.Clone()
+		*dirty = false
+	}
 }
 
 // publishAll returns a read-only view of the whole working set (after a
 // restore, when no earlier view shares its trees).
 func (w *writer) publishAll() *tables {
-	v := &tables{
-		byID: w.t.byID.Clone(), idem: w.t.idem.Clone(), queue: w.t.queue.Clone(), lease: w.t.lease.Clone(),
-		finished: w.t.finished.Clone(), blobs: w.t.blobs.Clone(), chunks: w.t.chunks.Clone(),
+	for i := range w.dirty {
+		w.dirty[i] = true
 	}
-	for i := range v.lanes {
-		v.lanes[i] = w.t.lanes[i].Clone()
-	}
-	w.dirty = [numTrees]bool{}
-	return v
+	return w.publish(&tables{})
 }
 
 // laneKey names one queue lane: a stream and a target ("" for untargeted
