@@ -3,7 +3,10 @@
 package systemtest
 
 import (
+	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -119,5 +122,52 @@ func TestTimerSlackSetting(t *testing.T) {
 	c0 := startCluster(t, 1, map[string]string{"SPINE_TIMER_SLACK": "0"})
 	if got := slackOf(t, c0)["n1"]; got != own {
 		t.Errorf("SPINE_TIMER_SLACK=0: node reports %v, want the inherited %v", got, own)
+	}
+}
+
+// spine bench shares the machine with the cluster it measures, so it takes
+// the same timer slack as a node (SPINE_TIMER_SLACK, default 5ms), and says
+// so in its JSON line; SPINE_TIMER_SLACK=0 leaves the inherited one.
+func TestBenchRunsWithTimerSlack(t *testing.T) {
+	own := ownTimerSlack(t)
+	if own == 5*time.Millisecond {
+		t.Skipf("this test process already runs with 5ms of timer slack; the test could not tell a re-exec from inheritance")
+	}
+	c := startCluster(t, 3, nil)
+	var addrs []string
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.URL)
+	}
+	run := func(env ...string) time.Duration {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary, "bench", "--addr", strings.Join(addrs, ","), "--jobs", "50",
+			"--producers", "2", "--workers", "2", "--phase", "lifecycle", "--timeout", "50s")
+		cmd.Env = append(os.Environ(), "HEAD_TOKEN="+testcluster.HeadToken, "LEFT_CLAW_TOKEN="+testcluster.LeftToken)
+		cmd.Env = append(cmd.Env, env...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("spine bench: %v\n%s", err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		var res struct {
+			OK          bool  `json:"ok"`
+			Errors      int   `json:"errors"`
+			ClientSlack int64 `json:"client_timer_slack_ns"`
+		}
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+			t.Fatalf("last line of spine bench is not its JSON result: %v\n%s", err, out)
+		}
+		if !res.OK || res.Errors != 0 {
+			t.Fatalf("bench failed: %s", lines[len(lines)-1])
+		}
+		return time.Duration(res.ClientSlack)
+	}
+	if got := run(); got != 5*time.Millisecond {
+		t.Errorf("spine bench ran with timer slack %v, want the default 5ms", got)
+	}
+	if got := run("SPINE_TIMER_SLACK=0"); got != own {
+		t.Errorf("SPINE_TIMER_SLACK=0: spine bench ran with timer slack %v, want the inherited %v", got, own)
 	}
 }

@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,6 +141,8 @@ type Result struct {
 	// ServerTimerSlackNS is each node's timer slack as its /health reports
 	// it (SPINE_TIMER_SLACK; -1: not reported).
 	ServerTimerSlackNS []int64 `json:"server_timer_slack_ns,omitempty"`
+	// ClientTimerSlackNS is the load generator's own timer slack (Linux).
+	ClientTimerSlackNS int64   `json:"client_timer_slack_ns,omitempty"`
 	ClientCPUSeconds   float64 `json:"client_cpu_s"`
 	TotalSeconds       float64 `json:"total_s"`
 }
@@ -262,6 +266,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		res.ClientCPUSeconds = round3(float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9)
 	}
+	res.ClientTimerSlackNS = ownTimerSlack()
 	res.Errors = res.WarmupErrors + res.CreateErrors + res.LifecycleErrors + res.MixedErrors + res.VerifyErrors
 	// Server CPU per job over each job's whole life (create + claim +
 	// heartbeat + complete), over the phases that ran.
@@ -982,4 +987,18 @@ func (r *runner) phaseMixed(ctx context.Context) error {
 		return fmt.Errorf("phase C timed out after %v with %d/%d completed", cfg.PhaseTimeout, res.MixedCompleted, m.target)
 	}
 	return nil
+}
+
+// ownTimerSlack is this process's timer slack in nanoseconds, from
+// /proc/self/timerslack_ns, or 0 where that file does not exist.
+func ownTimerSlack() int64 {
+	b, err := os.ReadFile("/proc/self/timerslack_ns")
+	if err != nil {
+		return 0
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
 }
