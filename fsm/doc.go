@@ -11,8 +11,9 @@
 // state machine asks, each answering in O(log n): "the oldest queued job of
 // stream S for target T" (the queue index), "running jobs whose lease
 // expires before T" (the lease index), jobs by id, by idempotency key, by
-// state and by finish time. The apply goroutine changes its own copy and
-// publishes an immutable view after each batch; readers and snapshots use a
-// view without locks. Long-poll claims wait on a Watch that fires when a job
+// state and by finish time. The apply goroutine changes its own copy; an
+// immutable view of it is published when a reader needs state newer than the
+// last one (see FSM.current), and readers and snapshots use a view without
+// locks. Long-poll claims wait on a Watch that fires when a job
 // enters one of their queue lanes.
 package fsm
