@@ -38,7 +38,7 @@ type workerClaimAnswer struct {
 func messageID(j *fsm.Job) string { return strconv.FormatUint(j.QueueIndex, 10) }
 
 // handleWorkerClaim claims the oldest job of the first stream that has one.
-// With nothing to claim it waits — on the state store's watch channels, so
+// With nothing to claim it waits — on a watch of its queue lanes in the state store, so
 // it wakes as soon as a matching job is committed — up to max_wait_ms.
 func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *call) error {
 	var req workerClaimRequest
