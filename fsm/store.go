@@ -254,79 +254,68 @@ func update[T any](tr *btree.BTreeG[T], less func(a, b T) bool, old T, hadOld bo
 	return true
 }
 
+// jobEntries are the index entries one version of a job has (none for nil).
+type jobEntries struct {
+	present           bool
+	id                idItem
+	idem              idItem
+	hasIdem           bool
+	queue             queueItem
+	hasQueue          bool
+	lease, done       timeItem
+	hasLease, hasDone bool
+	lane              stateLane
+	seq               seqItem
+}
+
+func entriesOf(j *Job) jobEntries {
+	if j == nil {
+		return jobEntries{}
+	}
+	e := jobEntries{present: true, id: idItem{j.ID, j}, lane: laneOf(j.State), seq: seqItem{j.CreateIndex, j}}
+	e.idem, e.hasIdem = idemEntry(j)
+	e.queue, e.hasQueue = queueEntry(j)
+	e.lease, e.hasLease = leaseEntry(j)
+	e.done, e.hasDone = finishedEntry(j)
+	return e
+}
+
 // putJob replaces old with j in every index (old nil: a new job; j nil: a
 // deletion).
 func (w *writer) putJob(old, j *Job) {
-	var (
-		oID, nID       idItem
-		oIdem, nIdem   idItem
-		oQ, nQ         queueItem
-		oL, nL         timeItem
-		oF, nF         timeItem
-		hadIdem, hasId bool
-		hadQ, hasQ     bool
-		hadL, hasL     bool
-		hadF, hasF     bool
-	)
-	if old != nil {
-		oID = idItem{old.ID, old}
-		oIdem, hadIdem = idemEntry(old)
-		oQ, hadQ = queueEntry(old)
-		oL, hadL = leaseEntry(old)
-		oF, hadF = finishedEntry(old)
-	}
-	if j != nil {
-		nID = idItem{j.ID, j}
-		nIdem, hasId = idemEntry(j)
-		nQ, hasQ = queueEntry(j)
-		nL, hasL = leaseEntry(j)
-		nF, hasF = finishedEntry(j)
-	}
+	o, n := entriesOf(old), entriesOf(j)
 	// The id index says which version is stored: old must be it, or the
 	// other indexes would keep entries of a version they no longer hold.
 	var prev idItem
-	if j != nil {
-		prev, _ = w.t.byID.ReplaceOrInsert(nID)
+	if n.present {
+		prev, _ = w.t.byID.ReplaceOrInsert(n.id)
 	} else {
-		prev, _ = w.t.byID.Delete(oID)
+		prev, _ = w.t.byID.Delete(o.id)
 	}
 	if prev.j != old {
 		panic(fmt.Sprintf("fsm: store of job %s replaced a version other than the one it was given", prev.key))
 	}
 	w.dirty[tByID] = true
-	w.dirty[tIdem] = update(w.t.idem, lessID, oIdem, hadIdem, nIdem, hasId) || w.dirty[tIdem]
-	if update(w.t.queue, lessQueue, oQ, hadQ, nQ, hasQ) {
-		w.dirty[tQueue] = true
-		if hasQ && (!hadQ || lessQueue(oQ, nQ) || lessQueue(nQ, oQ)) {
-			w.woken = append(w.woken, laneKey{j.Stream, j.Target})
-		}
+	w.mark(tIdem, update(w.t.idem, lessID, o.idem, o.hasIdem, n.idem, n.hasIdem))
+	if w.mark(tQueue, update(w.t.queue, lessQueue, o.queue, o.hasQueue, n.queue, n.hasQueue)) &&
+		n.hasQueue && (!o.hasQueue || lessQueue(o.queue, n.queue) || lessQueue(n.queue, o.queue)) {
+		// The job entered its lane: wake the claimants watching it.
+		w.woken = append(w.woken, laneKey{j.Stream, j.Target})
 	}
-	w.dirty[tLease] = update(w.t.lease, lessTime, oL, hadL, nL, hasL) || w.dirty[tLease]
-	w.dirty[tFinished] = update(w.t.finished, lessTime, oF, hadF, nF, hasF) || w.dirty[tFinished]
-	var (
-		oLane, nLane     stateLane
-		oS, nS           seqItem
-		hadLane, hasLane = old != nil, j != nil
-	)
-	if hadLane {
-		oLane, oS = laneOf(old.State), seqItem{old.CreateIndex, old}
+	w.mark(tLease, update(w.t.lease, lessTime, o.lease, o.hasLease, n.lease, n.hasLease))
+	w.mark(tFinished, update(w.t.finished, lessTime, o.done, o.hasDone, n.done, n.hasDone))
+	for lane := range stateLane(numLanes) {
+		had, has := o.present && o.lane == lane, n.present && n.lane == lane
+		w.mark(tLanes+int(lane), update(w.t.lanes[lane], lessSeq, o.seq, had, n.seq, has))
 	}
-	if hasLane {
-		nLane, nS = laneOf(j.State), seqItem{j.CreateIndex, j}
+}
+
+// mark records that tree n changed if changed, and returns changed.
+func (w *writer) mark(n int, changed bool) bool {
+	if changed {
+		w.dirty[n] = true
 	}
-	if hadLane && hasLane && oLane == nLane {
-		w.t.lanes[nLane].ReplaceOrInsert(nS)
-		w.dirty[tLanes+int(nLane)] = true
-		return
-	}
-	if hadLane {
-		w.t.lanes[oLane].Delete(oS)
-		w.dirty[tLanes+int(oLane)] = true
-	}
-	if hasLane {
-		w.t.lanes[nLane].ReplaceOrInsert(nS)
-		w.dirty[tLanes+int(nLane)] = true
-	}
+	return changed
 }
 
 func (w *writer) putBlob(b *Blob) {
