@@ -86,27 +86,34 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // node nobody reads from (a follower, mostly) copies no tree nodes at all,
 // and a busy leader publishes at most once per batch.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	out, woken := f.applyLocked(logs)
+	if len(woken) > 0 {
+		f.waiters.fire(woken, false)
+	}
+	return out
+}
+
+// applyLocked applies logs under the writer's lock and returns the answers
+// and the queue lanes that gained a job.
+func (f *FSM) applyLocked(logs []*raft.Log) ([]interface{}, []laneKey) {
 	out := make([]interface{}, len(logs))
 	f.wmu.Lock()
+	defer f.wmu.Unlock()
 	f.intern.mu.Lock()
+	defer f.intern.mu.Unlock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
 		}
 		out[i] = f.applyOne(&f.w, l.Index, l.Data)
 	}
-	f.intern.mu.Unlock()
 	if n := len(logs); n > 0 {
 		f.w.index = logs[n-1].Index
 		f.applied.Store(f.w.index)
 	}
 	woken := f.w.woken
 	f.w.woken = nil
-	f.wmu.Unlock()
-	if len(woken) > 0 {
-		f.waiters.fire(woken, false)
-	}
-	return out
+	return out, woken
 }
 
 // current returns a view holding every entry applied so far: the latest
@@ -214,7 +221,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// Read returns a consistent read-only view of the current state.
+// Read returns a consistent read-only view of the current state: every
+// entry applied before the call. It is one atomic load, or, when entries
+// were applied since the last view, a publish of the changed trees between
+// two batches.
 func (f *FSM) Read() *Reader {
 	return &Reader{t: f.current(), f: f}
 }

@@ -6,8 +6,8 @@ import (
 	"github.com/google/btree"
 )
 
-// Reader is a consistent, read-only view of the state at one moment. It is
-// cheap to take (one atomic load) and never blocks writers.
+// Reader is a consistent, read-only view of the state at one moment (see
+// FSM.Read). Holding one blocks nothing.
 type Reader struct {
 	t *tables
 	f *FSM
