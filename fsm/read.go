@@ -99,7 +99,6 @@ type laneHead struct {
 // advance moves to the lane's next job and reports whether there is one.
 func (h *laneHead) advance() bool {
 	if len(h.buf) == 0 && h.tr != nil {
-		h.buf = h.buf[:0]
 		h.tr.AscendGreaterOrEqual(seqItem{seq: h.from}, func(it seqItem) bool {
 			h.buf = append(h.buf, it.j)
 			return len(h.buf) < laneChunk
