@@ -892,3 +892,41 @@ func TestLogStoreHidesCompactedEntries(t *testing.T) {
 		t.Fatalf("first index %d, want 7", first)
 	}
 }
+
+// RecentIndex lets a node read its own state with bounded staleness: the
+// leader and followers in contact with it vouch for an index that covers
+// every acknowledged write; a node cut off from the quorum stops vouching
+// within about the leader lease, leader or follower.
+func TestRecentIndex(t *testing.T) {
+	c := newInmemCluster(t, 3)
+	leader := waitLeader(t, c.nodes)
+	idx := applyOK(t, leader, "a")
+	for _, n := range c.nodes {
+		waitFor(t, 5*time.Second, n.ID()+" to vouch for an index covering the write", func() bool {
+			got, ok := n.RecentIndex()
+			return ok && got >= idx
+		})
+	}
+
+	li := c.index(leader)
+	fi := (li + 1) % 3
+	c.isolate(fi)
+	waitFor(t, 5*time.Second, "the isolated follower to stop vouching", func() bool {
+		_, ok := c.nodes[fi].RecentIndex()
+		return !ok
+	})
+	if _, ok := leader.RecentIndex(); !ok {
+		t.Fatal("the leader, still in touch with a quorum, stopped vouching")
+	}
+	c.heal()
+	waitFor(t, 5*time.Second, "the healed follower to vouch again", func() bool {
+		_, ok := c.nodes[fi].RecentIndex()
+		return ok
+	})
+
+	c.isolate(li)
+	waitFor(t, 5*time.Second, "the isolated leader to stop vouching", func() bool {
+		_, ok := leader.RecentIndex()
+		return !ok
+	})
+}

@@ -349,6 +349,35 @@ func (n *Node) ConsistentIndex(ctx context.Context) (uint64, error) {
 	return idx, nil
 }
 
+// RecentIndex is the index at which this node may answer a read from its own
+// state with bounded staleness, without a quorum round: the commit index it
+// knows. ok is true on the ready leader (raft steps a leader down once it has
+// not reached a quorum for LeaderLeaseTimeout, the same bound default reads
+// rely on) and on a follower that heard from a leader within
+// LeaderLeaseTimeout (so what it knows to be committed was the leader's
+// commit index no longer ago than that). A candidate, a follower cut off
+// from the leader, or a node still starting answers ok false. The caller
+// waits for the index (WaitForApplied) before reading.
+func (n *Node) RecentIndex() (index uint64, ok bool) {
+	if n.IsLeader() {
+		return n.raft.CommitIndex(), true
+	}
+	if n.raft.State() != raft.Follower {
+		return 0, false
+	}
+	if _, lid := n.raft.LeaderWithID(); lid == "" {
+		return 0, false
+	}
+	// The contact time first, then the commit index: raft records a contact
+	// after taking the commit index it carried, so the index read second
+	// is at least the leader's commit index at that contact.
+	if time.Since(n.raft.LastContact()) >= n.cfg.LeaderLeaseTimeout {
+		return 0, false
+	}
+	idx := n.raft.CommitIndex()
+	return idx, true
+}
+
 // AppliedIndex returns the highest log index up to which every entry has been
 // applied to the local FSM. Entries the FSM never sees (no-ops, barriers)
 // count as applied once raft has dispatched them.

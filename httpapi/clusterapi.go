@@ -23,9 +23,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, c *call) e
 		"ok": true, "node_id": s.cluster.ID(), "role": role, "state": st.State,
 		"leader_id": st.Leader.ID, "leader_addr": st.Leader.HTTPAddr,
 		"applied_index": st.AppliedIndex, "commit_index": st.CommitIndex, "term": st.Term,
-		"time":          time.Now().UTC().Format(time.RFC3339Nano),
-		"claim_waiters": s.claimWaiters.Load(),
-		"log_batches":   st.LogBatches, "log_entries": st.LogEntries,
+		"time":             time.Now().UTC().Format(time.RFC3339Nano),
+		"claim_waiters":    s.claimWaiters.Load(),
+		"local_heartbeats": s.localHeartbeats.Load(),
+		"log_batches":      st.LogBatches, "log_entries": st.LogEntries,
 	}
 	// docs/api.md: last_contact is a time (RFC 3339), omitted if never.
 	// Status reports it as an age ("0s" on the leader, "never").

@@ -57,6 +57,9 @@ type fakeCluster struct {
 	// readIndexes counts ConsistentIndex calls; readIndexErr fails them.
 	readIndexes  int
 	readIndexErr error
+	// inContact makes a follower vouch for its own state (RecentIndex), as
+	// one that heard from the leader within the leader lease does.
+	inContact bool
 
 	leaderCh chan struct{}
 }
@@ -140,7 +143,21 @@ func (c *fakeCluster) ConsistentIndex(ctx context.Context) (uint64, error) {
 	return c.index, nil
 }
 
-func (c *fakeCluster) WaitForApplied(ctx context.Context, index uint64) error { return nil }
+func (c *fakeCluster) RecentIndex() (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.index, c.leader || c.inContact
+}
+
+// WaitForApplied: the fake applies every command it acknowledges at once,
+// so only an index it never reached has to be waited for, in vain.
+func (c *fakeCluster) WaitForApplied(ctx context.Context, index uint64) error {
+	if index <= c.fsm.AppliedIndex() {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
 
 func (c *fakeCluster) AppliedIndex() uint64 { return c.fsm.AppliedIndex() }
 

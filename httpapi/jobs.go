@@ -228,7 +228,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c *call
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, err := s.heartbeat(r.Context(), w, &fsm.HeartbeatCommand{Now: s.now(), Ref: req.ref(r),
+	res, err := s.heartbeat(r.Context(), w, c, &fsm.HeartbeatCommand{Now: s.now(), Ref: req.ref(r),
 		Actor: fsm.Actor{Role: c.role}, LeaseNanos: s.cfg.Lease.Nanoseconds()})
 	if err != nil {
 		return err

@@ -28,6 +28,7 @@ type Cluster interface {
 	Leader() (id, httpAddr string)
 	LeaderCh() <-chan struct{}
 	ConsistentIndex(ctx context.Context) (uint64, error)
+	RecentIndex() (index uint64, ok bool)
 	WaitForApplied(ctx context.Context, index uint64) error
 	AppliedIndex() uint64
 	Status(ctx context.Context) (cluster.Status, error)
@@ -89,6 +90,9 @@ type Server struct {
 	fwd     *http.Client
 	// claimWaiters counts worker claims waiting in a long poll on this node.
 	claimWaiters atomic.Int64
+	// localHeartbeats counts heartbeats this node answered from its own
+	// recent state: no entry, no forward, no quorum round.
+	localHeartbeats atomic.Uint64
 
 	// relay: this node's connection to the leader (follower side) and the
 	// connections followers opened to it (leader side); see relay.go.
@@ -107,6 +111,11 @@ const (
 	headerLeader    = "X-Spine-Leader"
 	headerLeaderURL = "X-Spine-Leader-Addr"
 	headerIndex     = "X-Spine-Index"
+	// headerMinIndex on a request names the highest index the caller has
+	// seen in an answer (its X-Spine-Index): a node answering from its own
+	// state first applies at least that much, so the caller reads its own
+	// writes wherever it asks.
+	headerMinIndex = "X-Spine-Min-Index"
 )
 
 // MaxEntryBytes caps one replicated command. Large Raft entries delay
@@ -185,7 +194,16 @@ const (
 	kindPublic kind = iota // served locally, no auth
 	kindRead               // read: local when allowed, else forwarded
 	kindWrite              // write: on the leader, else forwarded
+	// kindLocalFirst is a write whose handler may answer from this node's
+	// own state when no entry is needed (a heartbeat on a fresh lease); it
+	// runs with call.local set on a follower and returns errNeedLeader to
+	// have the request forwarded.
+	kindLocalFirst
 )
+
+// errNeedLeader is returned by a kindLocalFirst handler that cannot answer
+// on this follower.
+var errNeedLeader = errors.New("needs the leader")
 
 // call carries what the wrapper learned about a request.
 type call struct {
@@ -193,6 +211,13 @@ type call struct {
 	// body is the raw request body, already read (writes are buffered so a
 	// forward can be retried).
 	body []byte
+	// local is set while a kindLocalFirst handler runs on a follower.
+	local bool
+	// consistent is set when the caller asked for a linearizable answer
+	// (?consistent).
+	consistent bool
+	// minIndex is the caller's X-Spine-Min-Index (0: none).
+	minIndex uint64
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
@@ -217,6 +242,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow
 			return
 		}
 		c.role = role
+		if r.URL.RawQuery != "" {
+			_, c.consistent = r.URL.Query()["consistent"]
+		}
+		if v := r.Header.Get(headerMinIndex); v != "" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				s.writeError(w, badRequest("%s must be a raft index (an unsigned integer), got %q", headerMinIndex, v))
+				return
+			}
+			c.minIndex = n
+		}
 	}
 	var err error
 	switch k {
@@ -224,8 +260,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow
 		err = h(w, r, c)
 	case kindRead:
 		err = s.serveRead(w, r, c, h)
-	case kindWrite:
-		err = s.serveWrite(w, r, c, h)
+	case kindWrite, kindLocalFirst:
+		err = s.serveWrite(w, r, c, h, k == kindLocalFirst)
 	}
 	if err != nil {
 		if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
@@ -293,8 +329,9 @@ func (s *Server) serveRead(w http.ResponseWriter, r *http.Request, c *call, h ha
 }
 
 // serveWrite runs a write on the leader, forwarding it there if this node is
-// not the leader.
-func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, c *call, h handlerFunc) error {
+// not the leader. With localFirst a follower first lets the handler try to
+// answer from its own state.
+func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, c *call, h handlerFunc, localFirst bool) error {
 	limit := s.cfg.MaxBodyBytes
 	if r.URL.Path == "/blobs" {
 		limit = s.cfg.MaxBlobBytes + 1<<20 // multipart framing
@@ -306,6 +343,14 @@ func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, c *call, h h
 	c.body = body
 	if s.cluster.IsLeader() {
 		return h(w, r, c)
+	}
+	if localFirst {
+		c.local = true
+		err := h(w, r, c)
+		c.local = false
+		if !errors.Is(err, errNeedLeader) {
+			return err
+		}
 	}
 	if r.Header.Get(forwardedHeader) != "" {
 		// Never forward twice: the forwarding node retries with the new leader.
@@ -370,13 +415,35 @@ func (s *Server) result(res *fsm.Result) (*fsm.Result, error) {
 
 // heartbeat extends a lease, or answers from the committed lease when it
 // is fresh enough (Config.LeaseRenewFraction) that a log entry would only
-// move its expiry by a little. The answer is taken from a linearizable view:
-// the leader confirms its leadership with a quorum and waits until it has
-// applied everything committed before the heartbeat arrived, so the lease
-// it reports is one a new leader will have too. A refusal found the same
-// way is answered the same way, with no entry.
-func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, cmd *fsm.HeartbeatCommand) (*fsm.Result, error) {
-	if f := s.cfg.LeaseRenewFraction; f > 0 {
+// move its expiry by a little.
+//
+// A fresh lease the caller holds is confirmed at default consistency, with
+// no quorum round: by the leader from its own state, which holds every
+// write it acknowledged; or by a follower that heard from the leader within
+// the leader lease, if the caller says what it has seen (X-Spine-Min-Index,
+// the index of its claim or of its last answer): the follower first applies
+// that index and the commit index it knows (cluster RecentIndex). Every
+// lease a node applies is committed, so no failover takes back what the
+// answer says; it may only miss another client's change committed within
+// the last leader lease (a head's release), which the next heartbeat or
+// the fenced complete reports. With ?consistent, and for every refusal, the
+// leader answers from a linearizable view instead: it confirms its
+// leadership with a quorum and waits until it has applied everything
+// committed before the heartbeat arrived; a refusal needs no entry either.
+func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, c *call, cmd *fsm.HeartbeatCommand) (*fsm.Result, error) {
+	f := s.cfg.LeaseRenewFraction
+	if f > 0 && !c.consistent && (!c.local || c.minIndex > 0) {
+		if res, idx, ok := s.recentHeartbeat(ctx, cmd, f, c.minIndex); ok {
+			if w != nil {
+				s.setIndex(w, idx)
+			}
+			return res, nil
+		}
+	}
+	if c.local {
+		return nil, errNeedLeader
+	}
+	if f > 0 {
 		// A local look first, so a heartbeat that will be written pays for
 		// no quorum round trip.
 		if _, ok := s.state.Read().Heartbeat(cmd, f); ok {
@@ -396,6 +463,37 @@ func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, cmd *fsm.
 		}
 	}
 	return s.apply(ctx, w, fsm.CmdHeartbeat, cmd)
+}
+
+// recentWait bounds how long a node waits to apply the commit index it
+// knows before answering a heartbeat itself; past it the leader answers.
+const recentWait = 50 * time.Millisecond
+
+// recentHeartbeat confirms a fresh lease from this node's own recent state
+// (see heartbeat), once it has applied the commit index it knows. ok is false
+// when this node cannot vouch for its state, does not yet know minIndex to be
+// committed, or the lease is not the caller's or is due for an extension.
+func (s *Server) recentHeartbeat(ctx context.Context, cmd *fsm.HeartbeatCommand, renewFraction float64, minIndex uint64) (*fsm.Result, uint64, bool) {
+	idx, ok := s.cluster.RecentIndex()
+	if !ok || idx < minIndex {
+		// A follower learns that an entry is committed from the leader's
+		// next append; until then the caller's write is not its to read.
+		return nil, 0, false
+	}
+	if s.cluster.AppliedIndex() < idx {
+		wctx, cancel := context.WithTimeout(ctx, recentWait)
+		err := s.cluster.WaitForApplied(wctx, idx)
+		cancel()
+		if err != nil {
+			return nil, 0, false
+		}
+	}
+	res, ok := s.state.Read().Heartbeat(cmd, renewFraction)
+	if !ok || res.Err != nil {
+		return nil, 0, false
+	}
+	s.localHeartbeats.Add(1)
+	return res, idx, true
 }
 
 func (s *Server) now() int64 { return s.cfg.Now().UnixNano() }
@@ -421,7 +519,7 @@ func (s *Server) routes() {
 	s.route("GET", "/jobs/{id}/events", kindRead, allowAll, s.handleEvents)
 	s.route("GET", "/jobs/{id}/attempts", kindRead, allowAll, s.handleAttempts)
 	s.route("POST", "/jobs/{id}/claim", kindWrite, allowClaws, s.handleClaim)
-	s.route("POST", "/jobs/{id}/heartbeat", kindWrite, allowAll, s.handleHeartbeat)
+	s.route("POST", "/jobs/{id}/heartbeat", kindLocalFirst, allowAll, s.handleHeartbeat)
 	s.route("POST", "/jobs/{id}/complete", kindWrite, allowAll, s.handleComplete)
 	s.route("POST", "/jobs/{id}/fail", kindWrite, allowAll, s.handleFail)
 	s.route("POST", "/jobs/{id}/release", kindWrite, allowAll, s.handleRelease)
@@ -431,7 +529,7 @@ func (s *Server) routes() {
 	s.route("GET", "/blobs/{id}", kindPublic, allowPublic, s.authorized(allowAll, s.handleBlobGet))
 
 	s.route("POST", "/internal/worker/claim", kindWrite, allowClaws, s.handleWorkerClaim)
-	s.route("POST", "/internal/worker/heartbeat", kindWrite, allowClaws, s.handleWorkerHeartbeat)
+	s.route("POST", "/internal/worker/heartbeat", kindLocalFirst, allowClaws, s.handleWorkerHeartbeat)
 	s.route("POST", "/internal/worker/complete", kindWrite, allowClaws, s.handleWorkerComplete)
 	s.route("POST", "/internal/worker/fail", kindWrite, allowClaws, s.handleWorkerFail)
 

@@ -185,7 +185,7 @@ func (s *Server) handleWorkerHeartbeat(w http.ResponseWriter, r *http.Request, c
 	if err := req.validate(false); err != nil {
 		return err
 	}
-	res, err := s.heartbeat(r.Context(), w, &fsm.HeartbeatCommand{Now: s.now(), Ref: req.lease(),
+	res, err := s.heartbeat(r.Context(), w, c, &fsm.HeartbeatCommand{Now: s.now(), Ref: req.lease(),
 		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, LeaseNanos: s.cfg.Lease.Nanoseconds()})
 	if err != nil {
 		return s.workerRefusal(w, err)

@@ -41,8 +41,9 @@ type wResp struct {
 
 func (r *wResp) String() string { return fmt.Sprintf("%d %s", r.Status, bytes.TrimSpace(r.Body)) }
 
-// wDo sends one request with the token and a JSON body (nil: none).
-func wDo(ctx context.Context, base, token, method, path string, body interface{}) (*wResp, error) {
+// wDo sends one request with the token, a JSON body (nil: none) and
+// headers given as name, value pairs.
+func wDo(ctx context.Context, base, token, method, path string, body interface{}, hdr ...string) (*wResp, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -58,6 +59,9 @@ func wDo(ctx context.Context, base, token, method, path string, body interface{}
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := wHTTP.Do(req)
 	if err != nil {

@@ -102,7 +102,8 @@ SPINE_RETENTION (72h; done jobs older than this are deleted, 0 keeps them; faile
 SPINE_MAX_BLOB_BYTES (8388608). SPINE_TIMER_SLACK (5ms, Linux) re-executes the binary once at start
 (same pid) so that every thread of the node has it; 0 keeps the inherited value.
 SPINE_LEASE_RENEW_FRACTION (0.1): a heartbeat sooner than this fraction of the lease after the last
-extension is answered from the committed lease with a quorum check instead of a log entry.
+extension is answered from the committed lease instead of a log entry (docs/api.md: which node
+answers it, and how a claw reads its own writes through a follower with X-Spine-Min-Index).
 
 First node:   spine serve --node-id n1 --bootstrap
 More nodes:   spine serve --node-id n2 --http-addr 127.0.0.1:36735 --raft-addr 127.0.0.1:36736 \

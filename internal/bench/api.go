@@ -58,6 +58,13 @@ func (e *httpError) Error() string {
 // do sends one request and decodes a 2xx JSON answer into out (if not nil).
 // Every non-2xx answer and every transport error is returned as an error.
 func (a *api) do(ctx context.Context, method, u, auth string, body []byte, timeout time.Duration, out any) (int, error) {
+	st, _, err := a.doIndexed(ctx, method, u, auth, body, timeout, out, 0)
+	return st, err
+}
+
+// doIndexed is do that also sends minIndex as X-Spine-Min-Index (unless 0)
+// and returns the answer's X-Spine-Index.
+func (a *api) doIndexed(ctx context.Context, method, u, auth string, body []byte, timeout time.Duration, out any, minIndex uint64) (int, uint64, error) {
 	if timeout <= 0 {
 		timeout = a.reqTimeout
 	}
@@ -69,7 +76,7 @@ func (a *api) do(ctx context.Context, method, u, auth string, body []byte, timeo
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if auth != "" {
 		req.Header["Authorization"] = []string{auth}
@@ -77,14 +84,17 @@ func (a *api) do(ctx context.Context, method, u, auth string, body []byte, timeo
 	if body != nil {
 		req.Header["Content-Type"] = []string{"application/json"}
 	}
+	if minIndex > 0 {
+		req.Header["X-Spine-Min-Index"] = []string{strconv.FormatUint(minIndex, 10)}
+	}
 	resp, err := a.hc.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return resp.StatusCode, fmt.Errorf("read answer: %w", err)
+		return resp.StatusCode, 0, fmt.Errorf("read answer: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		he := &httpError{Status: resp.StatusCode, Body: strings.TrimSpace(string(data))}
@@ -99,14 +109,15 @@ func (a *api) do(ctx context.Context, method, u, auth string, body []byte, timeo
 		if len(he.Body) > 300 {
 			he.Body = he.Body[:300] + "…"
 		}
-		return resp.StatusCode, he
+		return resp.StatusCode, 0, he
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("decode answer: %w", err)
+			return resp.StatusCode, 0, fmt.Errorf("decode answer: %w", err)
 		}
 	}
-	return resp.StatusCode, nil
+	index, _ := strconv.ParseUint(resp.Header.Get("X-Spine-Index"), 10, 64)
+	return resp.StatusCode, index, nil
 }
 
 // health is the part of GET /health the benchmark reads.
@@ -120,6 +131,7 @@ type health struct {
 	CPUSeconds   *float64 `json:"cpu_seconds"`
 	LogBatches   uint64   `json:"log_batches"`
 	LogEntries   uint64   `json:"log_entries"`
+	LocalHB      uint64   `json:"local_heartbeats"`
 	TimerSlackNS *int64   `json:"timer_slack_ns"`
 }
 
@@ -136,6 +148,7 @@ func (a *api) health(ctx context.Context, node int) (*health, error) {
 type counters struct {
 	cpu              float64 // cpu_seconds
 	batches, entries uint64  // log_batches, log_entries (0 from servers that predate them)
+	localHB          uint64  // local_heartbeats (likewise)
 }
 
 // counters sums the counters over every node's /health; perNode holds each
@@ -154,6 +167,7 @@ func (a *api) counters(ctx context.Context) (total counters, perNode []float64, 
 		total.cpu += *h.CPUSeconds
 		total.batches += h.LogBatches
 		total.entries += h.LogEntries
+		total.localHB += h.LocalHB
 	}
 	return total, perNode, nil
 }
@@ -210,6 +224,9 @@ type claim struct {
 		I int64 `json:"i"`
 	} `json:"payload"`
 	Attempt int `json:"attempt"`
+	// index is the claim answer's X-Spine-Index; the heartbeats send it
+	// as X-Spine-Min-Index, as a claw that reads its own writes does.
+	index uint64
 }
 
 func (a *api) claim(ctx context.Context, node int, workerID, stream string, wait time.Duration) (*claim, error) {
@@ -222,9 +239,11 @@ func (a *api) claim(ctx context.Context, node int, workerID, stream string, wait
 	body = strconv.AppendInt(body, wait.Milliseconds(), 10)
 	body = append(body, '}')
 	var c claim
-	if _, err := a.do(ctx, http.MethodPost, a.nodes[node]+"/internal/worker/claim", a.claw, body, wait+a.reqTimeout, &c); err != nil {
+	_, idx, err := a.doIndexed(ctx, http.MethodPost, a.nodes[node]+"/internal/worker/claim", a.claw, body, wait+a.reqTimeout, &c, 0)
+	if err != nil {
 		return nil, err
 	}
+	c.index = idx
 	if c.Claimed && (c.JobID == "" || c.LeaseToken == "" || c.AttemptID == "") {
 		return nil, errors.New("claim: claimed:true without job_id/attempt_id/lease_token")
 	}
@@ -256,7 +275,7 @@ func (a *api) heartbeat(ctx context.Context, node int, workerID string, c *claim
 	var out struct {
 		OK bool `json:"ok"`
 	}
-	if _, err := a.do(ctx, http.MethodPost, a.nodes[node]+"/internal/worker/heartbeat", a.claw, body, 0, &out); err != nil {
+	if _, _, err := a.doIndexed(ctx, http.MethodPost, a.nodes[node]+"/internal/worker/heartbeat", a.claw, body, 0, &out, c.index); err != nil {
 		return err
 	}
 	if !out.OK {

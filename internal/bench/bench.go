@@ -115,7 +115,10 @@ type Result struct {
 	LifecycleServerCPU float64 `json:"lifecycle_server_cpu_s"`
 	LifecycleCPUPerJob float64 `json:"lifecycle_server_cpu_ms_per_job"`
 	LifecycleBatch     float64 `json:"lifecycle_entries_per_fsync,omitempty"`
-	LeftAfterB         int     `json:"jobs_not_done_after_lifecycle"`
+	// HeartbeatsLocal is the share of the lifecycle's heartbeats the node
+	// they reached answered from its own state (no forward, no quorum round).
+	HeartbeatsLocal float64 `json:"heartbeats_local_share"`
+	LeftAfterB      int     `json:"jobs_not_done_after_lifecycle"`
 
 	MixedCreated     int64   `json:"mixed_created"`
 	MixedCompleted   int64   `json:"mixed_completed"`
@@ -489,6 +492,9 @@ func (r *runner) sampleCost(ctx context.Context) (func() counters, error) {
 		d := counters{cpu: round3(t1.cpu - t0.cpu)}
 		if t1.batches >= t0.batches && t1.entries >= t0.entries { // else a node restarted: unknown
 			d.batches, d.entries = t1.batches-t0.batches, t1.entries-t0.entries
+		}
+		if t1.localHB >= t0.localHB {
+			d.localHB = t1.localHB - t0.localHB
 		}
 		return d
 	}, nil
@@ -864,13 +870,18 @@ func (r *runner) phaseLifecycle(ctx context.Context, cleanupOnly bool) error {
 	res.LifecycleJobP50, res.LifecycleJobP99 = j.P50, j.P99
 	res.LifecycleCPUPerJob = perJobMs(cpu, res.LifecycleCompleted)
 	res.LifecycleBatch = cost.perBatch()
+	hbNote := ""
+	if h.N > 0 {
+		res.HeartbeatsLocal = round3(float64(cost.localHB) / float64(h.N))
+		hbNote = fmt.Sprintf(" (%.0f%% answered by the node reached)", 100*res.HeartbeatsLocal)
+	}
 	res.LeftAfterB = left
 	res.VerifyErrors += int64(left)
 	r.printf("[B lifecycle] %d/%d jobs completed (%d errors, %d redeliveries, %d empty claims) in %.3fs => %.0f jobs/s\n"+
-		"              claim ms p50 %.3f p99 %.3f max %.3f | heartbeat ms p50 %.3f p99 %.3f max %.3f | complete ms p50 %.3f p99 %.3f max %.3f\n"+
+		"              claim ms p50 %.3f p99 %.3f max %.3f | heartbeat ms p50 %.3f p99 %.3f max %.3f%s | complete ms p50 %.3f p99 %.3f max %.3f\n"+
 		"              per job (claim start->complete ack) ms p50 %.3f p99 %.3f | server CPU %.2fs (%.3f ms/job) | not done %d\n%s",
 		res.LifecycleCompleted, target.Load(), res.LifecycleErrors, res.LifecycleRedeliv, res.LifecycleEmpty, el.Seconds(), res.LifecycleJobsPerS,
-		c.P50, c.P99, c.Max, h.P50, h.P99, h.Max, p.P50, p.P99, p.Max, j.P50, j.P99, cpu, res.LifecycleCPUPerJob, left, cost.raft(res.LifecycleCompleted))
+		c.P50, c.P99, c.Max, h.P50, h.P99, h.Max, hbNote, p.P50, p.P99, p.Max, j.P50, j.P99, cpu, res.LifecycleCPUPerJob, left, cost.raft(res.LifecycleCompleted))
 	if st.eb.err != nil {
 		r.printf("    first lifecycle error: %v\n", st.eb.err)
 	}

@@ -385,6 +385,9 @@ type Health struct {
 	CPUSeconds   float64 `json:"cpu_seconds"`
 	// ClaimWaiters is the number of worker claims waiting on the node.
 	ClaimWaiters int64 `json:"claim_waiters"`
+	// LocalHeartbeats counts heartbeats the node answered from its own
+	// state (no forward, no quorum round).
+	LocalHeartbeats uint64 `json:"local_heartbeats"`
 	// TimerSlackNS is the node process's timer slack (SPINE_TIMER_SLACK);
 	// nil when the node does not report one (not Linux).
 	TimerSlackNS *int64 `json:"timer_slack_ns"`
