@@ -374,8 +374,7 @@ func (n *Node) RecentIndex() (index uint64, ok bool) {
 	if time.Since(n.raft.LastContact()) >= n.cfg.LeaderLeaseTimeout {
 		return 0, false
 	}
-	idx := n.raft.CommitIndex()
-	return idx, true
+	return n.raft.CommitIndex(), true
 }
 
 // AppliedIndex returns the highest log index up to which every entry has been

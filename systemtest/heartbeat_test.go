@@ -31,12 +31,17 @@ func TestHeartbeatCoalescingAcrossFailover(t *testing.T) {
 		}
 		return wDo(ctx, base, left, "POST", "/internal/worker/heartbeat", ref, hdr...)
 	}
-	ackOf := func(r *wResp) (wAck, error) {
+	// ack is a heartbeat that must be answered ok: its answer.
+	ack := func(base string, ref map[string]interface{}, seen ...uint64) (wAck, error) {
 		var a wAck
+		r, err := heartbeat(base, ref, seen...)
+		if err != nil {
+			return a, err
+		}
 		if r.Status != http.StatusOK {
 			return a, fmt.Errorf("heartbeat answered %s", r)
 		}
-		err := json.Unmarshal(r.Body, &a)
+		err = json.Unmarshal(r.Body, &a)
 		if err == nil && !a.OK {
 			err = fmt.Errorf("heartbeat answered %s", r)
 		}
@@ -50,11 +55,7 @@ func TestHeartbeatCoalescingAcrossFailover(t *testing.T) {
 	bClaimed := apiGetJob(t, L.URL, apiHead, jb.ID, "?consistent")
 	var extended wAck
 	apiEventually(t, 10*time.Second, "a heartbeat due for renewal to extend the lease", func() error {
-		r, err := heartbeat(fs[1].URL, wRef("w-short", b))
-		if err != nil {
-			return err
-		}
-		a, err := ackOf(r)
+		a, err := ack(fs[1].URL, wRef("w-short", b))
 		if err != nil {
 			return err
 		}
@@ -104,11 +105,7 @@ func TestHeartbeatCoalescingAcrossFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := heartbeat(fs[1].URL, wRef("w-hb", a), seen...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hb, err := ackOf(r)
+		hb, err := ack(fs[1].URL, wRef("w-hb", a), seen...)
 		if err != nil || hb.LeaseExpiresAt != claimed.LeaseExpiresAt {
 			t.Fatalf("fresh heartbeat (seen %v): %v %+v, want the claim's lease %s", seen, err, hb, claimed.LeaseExpiresAt)
 		}
@@ -163,11 +160,7 @@ func TestHeartbeatCoalescingAcrossFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	apiEventually(t, 20*time.Second, "a heartbeat through a survivor after the failover", func() error {
-		r, err := heartbeat(fs[0].URL, wRef("w-hb", a))
-		if err != nil {
-			return err
-		}
-		hb, err := ackOf(r)
+		hb, err := ack(fs[0].URL, wRef("w-hb", a))
 		if err != nil {
 			return err
 		}

@@ -33,13 +33,11 @@ func newAPI(nodes []string, headToken, clawToken string, conns int, reqTimeout t
 		MaxConnsPerHost:               conns,
 		MaxConnWaitTimeout:            reqTimeout,
 		MaxIdleConnDuration:           90 * time.Second,
-		MaxIdemponentCallAttempts:     1,
-		RetryIfErr:                    func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
+		MaxIdemponentCallAttempts:     1, // no retries
 		ReadBufferSize:                8 << 10,
 		WriteBufferSize:               8 << 10,
 		DisableHeaderNamesNormalizing: true,
 		DisablePathNormalizing:        true,
-		Dial:                          (&fasthttp.TCPDialer{}).Dial,
 	}
 	return &api{
 		nodes: nodes, hc: hc,
