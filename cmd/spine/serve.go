@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	gometrics "github.com/hashicorp/go-metrics/compat"
 
 	"github.com/spine-queue/spine"
 	"github.com/spine-queue/spine/cluster"
@@ -82,7 +85,7 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.BoolVar(&c.Bootstrap, "bootstrap", envBool("SPINE_BOOTSTRAP"), "start a new cluster with this node as its first member (env SPINE_BOOTSTRAP)")
 	join := fs.String("join", envOr("SPINE_JOIN", ""), "HTTP URL(s) of any existing member, CSV: ask the cluster to add this node (env SPINE_JOIN)")
 	fs.StringVar(&c.SkillPath, "skill-md", envOr("SPINE_SKILL_MD_PATH", ""), "file served at /skill.md (env SPINE_SKILL_MD_PATH; default the built-in SKILL.md)")
-	fs.BoolVar(&c.Pprof, "pprof", envBool("SPINE_PPROF"), "serve /debug/pprof/ (head token required) for profiling (env SPINE_PPROF)")
+	fs.BoolVar(&c.Pprof, "pprof", envBool("SPINE_PPROF"), "serve /debug/pprof/ and /debug/metrics (raft metrics, JSON; head token required) for profiling (env SPINE_PPROF)")
 	fs.StringVar(&c.LogBackend, "log-backend", envOr("SPINE_LOG_BACKEND", ""), "Raft log store: wal (raft-wal, default for a new data dir) or bolt (raft-boltdb/v2); an existing data dir keeps its own (env SPINE_LOG_BACKEND)")
 	fs.BoolVar(&c.NoRelay, "no-relay", envBool("SPINE_NO_RELAY"), "forward each request to the leader as its own HTTP exchange instead of over one multiplexed relay connection (env SPINE_NO_RELAY)")
 	slack := fs.String("timer-slack", envOr("SPINE_TIMER_SLACK", "5ms"), "how late the kernel may wake this process's timed sleeps to batch wake-ups (Linux; 0 keeps the inherited value). Fewer wake-ups: more jobs/s at less CPU (env SPINE_TIMER_SLACK)")
@@ -280,7 +283,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 
 	handler := api.Handler()
 	if cfg.Pprof {
-		handler = withPprof(handler, cfg.Tokens)
+		handler = withPprof(handler, cfg.Tokens, collectMetrics())
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -323,16 +326,39 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	return nil
 }
 
-// withPprof serves the Go profiler under /debug/pprof/ to head tokens only.
-func withPprof(api http.Handler, tokens *httpapi.Tokens) http.Handler {
+// collectMetrics keeps the metrics hashicorp/raft and memberlist emit
+// (commit time, log dispatch and fsync, AppendEntries round trips, FSM
+// apply; go-metrics names) in memory: ten-second intervals, the last
+// minute of them. Only with --pprof: it is a diagnostic, as the profiler.
+func collectMetrics() *gometrics.InmemSink {
+	sink := gometrics.NewInmemSink(10*time.Second, time.Minute)
+	conf := gometrics.DefaultConfig("spine")
+	conf.EnableHostname = false
+	conf.EnableRuntimeMetrics = false
+	if _, err := gometrics.NewGlobal(conf, sink); err != nil {
+		return nil
+	}
+	return sink
+}
+
+// withPprof serves the Go profiler under /debug/pprof/ and the metrics of
+// the last intervals under /debug/metrics (JSON) to head tokens only.
+func withPprof(api http.Handler, tokens *httpapi.Tokens, metrics *gometrics.InmemSink) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
-	mux.HandleFunc("/debug/pprof/", func(w http.ResponseWriter, r *http.Request) {
-		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if tokens.Role(tok) != httpapi.RoleHead {
-			http.Error(w, `{"error":{"code":"unauthorized","message":"head token required"}}`, http.StatusUnauthorized)
-			return
+	headOnly := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if tokens.Role(tok) != httpapi.RoleHead {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"error":{"code":"unauthorized","message":"head token required"}}`)
+				return
+			}
+			h(w, r)
 		}
+	}
+	mux.HandleFunc("/debug/pprof/", headOnly(func(w http.ResponseWriter, r *http.Request) {
 		switch strings.TrimPrefix(r.URL.Path, "/debug/pprof/") {
 		case "profile":
 			pprof.Profile(w, r)
@@ -341,7 +367,18 @@ func withPprof(api http.Handler, tokens *httpapi.Tokens) http.Handler {
 		default:
 			pprof.Index(w, r)
 		}
-	})
+	}))
+	if metrics != nil {
+		mux.HandleFunc("GET /debug/metrics", headOnly(func(w http.ResponseWriter, r *http.Request) {
+			summary, err := metrics.DisplayMetrics(w, r)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(summary)
+		}))
+	}
 	return mux
 }
 

@@ -1,9 +1,17 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	gometrics "github.com/hashicorp/go-metrics/compat"
+
+	"github.com/spine-queue/spine/httpapi"
 )
 
 func TestServeTimerSlackSetting(t *testing.T) {
@@ -73,5 +81,59 @@ func TestServeLeaseRenewFractionSetting(t *testing.T) {
 		case !tc.bad && c.LeaseRenewFraction != tc.want:
 			t.Errorf("SPINE_LEASE_RENEW_FRACTION=%q --lease-renew-fraction=%q: %v, want %v", tc.env, tc.flag, c.LeaseRenewFraction, tc.want)
 		}
+	}
+}
+
+// With --pprof a node serves its profiler and the raft metrics of the last
+// intervals, to head tokens only; everything else still reaches the API.
+func TestDebugEndpoints(t *testing.T) {
+	tokens := &httpapi.Tokens{}
+	tokens.Add(httpapi.RoleHead, "h")
+	tokens.Add(httpapi.RoleLeftClaw, "l")
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "api") })
+	sink := collectMetrics()
+	if sink == nil {
+		t.Fatal("no metrics sink")
+	}
+	gometrics.MeasureSince([]string{"raft", "commitTime"}, time.Now().Add(-3*time.Millisecond))
+	h := withPprof(api, tokens, sink)
+	get := func(path, tok string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", path, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, path := range []string{"/debug/metrics", "/debug/pprof/"} {
+		for _, tok := range []string{"", "l"} {
+			if r := get(path, tok); r.Code != http.StatusUnauthorized || !strings.Contains(r.Body.String(), `"unauthorized"`) {
+				t.Fatalf("%s with token %q: %d %s", path, tok, r.Code, r.Body)
+			}
+		}
+	}
+	r := get("/debug/metrics", "h")
+	var m struct {
+		Samples []struct {
+			Name  string
+			Count int
+		}
+	}
+	if err := json.Unmarshal(r.Body.Bytes(), &m); r.Code != http.StatusOK || err != nil {
+		t.Fatalf("metrics: %d %v %s", r.Code, err, r.Body)
+	}
+	found := false
+	for _, s := range m.Samples {
+		found = found || (s.Name == "spine.raft.commitTime" && s.Count == 1)
+	}
+	if !found {
+		t.Fatalf("metrics have no spine.raft.commitTime sample: %s", r.Body)
+	}
+	if r := get("/debug/pprof/", "h"); r.Code != http.StatusOK {
+		t.Fatalf("pprof index: %d", r.Code)
+	}
+	if r := get("/jobs", ""); r.Body.String() != "api" {
+		t.Fatalf("API route: %d %s", r.Code, r.Body)
 	}
 }
