@@ -308,14 +308,13 @@ func (s *Server) serveRead(w http.ResponseWriter, r *http.Request, c *call, h ha
 		s.setIndex(w, s.cluster.AppliedIndex())
 		return h(w, r, c)
 	}
-	_, consistent := q["consistent"]
 	if !s.cluster.IsLeader() {
 		if r.Header.Get(forwardedHeader) != "" {
 			return errorf(http.StatusServiceUnavailable, codeNoLeader, "forwarded read reached a node that is not the leader")
 		}
 		return s.forward(w, r, c, h)
 	}
-	if consistent {
+	if c.consistent {
 		idx, err := s.cluster.ConsistentIndex(r.Context())
 		if err != nil {
 			return err
