@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
@@ -39,8 +40,16 @@ func BenchmarkStoreLogs(b *testing.B) {
 			}
 			return w, func() { w.Close() }
 		},
+		// What a node runs: raft-wal with segments zeroed ahead of appends.
+		"wal-zeroed": func(dir string) (raft.LogStore, func()) {
+			w, err := openWAL(dir, hclog.NewNullLogger(), 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return w, func() { w.Close() }
+		},
 	}
-	for _, name := range []string{"bolt", "wal"} {
+	for _, name := range []string{"bolt", "wal", "wal-zeroed"} {
 		for _, batch := range []int{1, 8, 64} {
 			b.Run(fmt.Sprintf("%s/batch=%d", name, batch), func(b *testing.B) {
 				ls, closeFn := open[name](b.TempDir())

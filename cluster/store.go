@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
 )
 
@@ -201,6 +202,7 @@ func openStores(cfg *Config) (*stores, error) {
 // openWAL opens (or creates) the raft-wal log in dir. Every StoreLogs is one
 // append and one fsync of the tail segment; entries carry checksums, and a
 // torn tail left by a crash is cut back to the last whole batch on open.
+// Segments are written with zeros ahead of their appends (zeroAheadFS).
 func openWAL(dir string, logger hclog.Logger, segmentSize int) (*wal.WAL, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -208,7 +210,8 @@ func openWAL(dir string, logger hclog.Logger, segmentSize int) (*wal.WAL, error)
 	if segmentSize <= 0 {
 		segmentSize = wal.DefaultSegmentSize
 	}
-	w, err := wal.Open(dir, wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(segmentSize))
+	w, err := wal.Open(dir, wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(segmentSize),
+		wal.WithSegmentFiler(segment.NewFiler(dir, newZeroAheadFS())))
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %v", ErrCorruptStore, dir, err)
 	}

@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"sync"
+
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/types"
+)
+
+// zeroAheadChunk is how far ahead of the log's end a segment is written with
+// zeros: one extra page-cache write per MiB of log.
+const zeroAheadChunk = 1 << 20
+
+// zeroChunk is the source of those writes; it is only ever read.
+var zeroChunk = make([]byte, zeroAheadChunk)
+
+// zeroAheadFS is raft-wal's file system with one change: a new segment is
+// written with zeros a chunk ahead of the log's end before entries land there.
+//
+// raft-wal preallocates every segment with fallocate, which on ext4 and XFS
+// reserves "unwritten" extents. Each append into such an extent turns part of
+// it into a written one, a metadata change, so every fsync of an append also
+// commits the file system's journal. Once a range has been written (with
+// zeros) and synced, appends there change only data, and their fsync is
+// cheaper: on this project's reference disk 0.34 -> 0.24 ms and 100 -> 77 us
+// of CPU per append (docs/performance.md). The zeros cost one page-cache write
+// per MiB of log, synced with the next append. Everything else (listing,
+// deleting, reading, the parent directory sync) is raft-wal's own.
+//
+// The contents a reader can see do not change: a preallocated range reads as
+// zeros either way, and zeros are only ever written past the highest byte
+// written through the file, never over data.
+type zeroAheadFS struct {
+	*walfs.FS
+}
+
+func newZeroAheadFS() *zeroAheadFS { return &zeroAheadFS{FS: walfs.New()} }
+
+// Create makes a new preallocated segment, as raft-wal does, that writes
+// zeros ahead of its appends.
+func (z *zeroAheadFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := z.FS.Create(dir, name, size)
+	if err != nil {
+		return nil, err
+	}
+	if size == 0 {
+		return f, nil
+	}
+	return &zeroAheadFile{WritableFile: f, size: int64(size)}, nil
+}
+
+// OpenWriter reopens an existing tail segment after a restart. What lies past
+// its last entry is not known here, so it is left as it is: appends to a
+// reopened tail cost what they cost before, until the next segment.
+func (z *zeroAheadFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	return z.FS.OpenWriter(dir, name)
+}
+
+// zeroAheadFile keeps zeros written from the highest byte written so far to a
+// chunk past the end of each append, within the preallocated size.
+type zeroAheadFile struct {
+	types.WritableFile
+	size int64
+
+	mu       sync.Mutex // raft-wal writes from one goroutine; this is belt and braces
+	written  int64      // end of the highest byte written through WriteAt
+	zeroedTo int64      // [0, zeroedTo) has been written (zeros or data)
+}
+
+func (f *zeroAheadFile) WriteAt(p []byte, off int64) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	end := off + int64(len(p))
+	if end > f.zeroedTo && f.zeroedTo < f.size {
+		// Zero from the end of what has been written (never over data), to a
+		// page boundary a chunk past this append, then write the append over
+		// the part of that range it covers.
+		from := max(f.written, f.zeroedTo)
+		to := min(f.size, (max(end, from)+zeroAheadChunk+4095)&^4095)
+		for at := from; at < to; {
+			n := min(to-at, int64(len(zeroChunk)))
+			if _, err := f.WritableFile.WriteAt(zeroChunk[:n], at); err != nil {
+				return 0, err
+			}
+			at += n
+		}
+		f.zeroedTo = to
+	}
+	n, err := f.WritableFile.WriteAt(p, off)
+	if e := off + int64(n); e > f.written {
+		f.written = e
+	}
+	if f.written > f.zeroedTo {
+		f.zeroedTo = f.written
+	}
+	return n, err
+}
