@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"os"
 	"sync"
 
 	walfs "github.com/hashicorp/raft-wal/fs"
@@ -27,9 +28,8 @@ var zeroChunk = make([]byte, zeroAheadChunk)
 // per MiB of log, synced with the next append. Everything else (listing,
 // deleting, reading, the parent directory sync) is raft-wal's own.
 //
-// The contents a reader can see do not change: a preallocated range reads as
-// zeros either way, and zeros are only ever written past the highest byte
-// written through the file, never over data.
+// What raft-wal reads does not change: zeros are only ever written past the
+// log's end, where raft-wal never reads, and never over data.
 type zeroAheadFS struct {
 	*walfs.FS
 }
@@ -49,27 +49,49 @@ func (z *zeroAheadFS) Create(dir, name string, size uint64) (types.WritableFile,
 	return &zeroAheadFile{WritableFile: f, size: int64(size)}, nil
 }
 
-// OpenWriter reopens an existing tail segment after a restart. What lies past
-// its last entry is not known here, so it is left as it is: appends to a
-// reopened tail cost what they cost before, until the next segment.
+// OpenWriter reopens the tail segment after a restart, zeroing ahead of its
+// appends as for a new one. Its preallocated size is the file's size.
 func (z *zeroAheadFS) OpenWriter(dir, name string) (types.WritableFile, error) {
-	return z.FS.OpenWriter(dir, name)
+	f, err := z.FS.OpenWriter(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	st, ok := f.(interface{ Stat() (os.FileInfo, error) })
+	if !ok {
+		return f, nil
+	}
+	fi, err := st.Stat()
+	if err != nil || fi.Size() == 0 {
+		return f, nil
+	}
+	return &zeroAheadFile{WritableFile: f, size: fi.Size()}, nil
 }
 
 // zeroAheadFile keeps zeros written from the highest byte written so far to a
 // chunk past the end of each append, within the preallocated size.
+//
+// Where the log ends is learnt from the first write: raft-wal writes a
+// segment only at its append point (offset 0 in a new file; in a reopened
+// one, the end of the last whole commit, which it finds again on open). What
+// lies past that point is preallocated space or a torn write raft-wal has
+// already discarded, and it never reads there.
 type zeroAheadFile struct {
 	types.WritableFile
 	size int64
 
 	mu       sync.Mutex // raft-wal writes from one goroutine; this is belt and braces
+	started  bool       // a write has told where the log ends
 	written  int64      // end of the highest byte written through WriteAt
-	zeroedTo int64      // [0, zeroedTo) has been written (zeros or data)
+	zeroedTo int64      // [first write's offset, zeroedTo) has been written (zeros or data)
 }
 
 func (f *zeroAheadFile) WriteAt(p []byte, off int64) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !f.started {
+		f.started = true
+		f.written, f.zeroedTo = off, off
+	}
 	end := off + int64(len(p))
 	if end > f.zeroedTo && f.zeroedTo < f.size {
 		// Zero from the end of what has been written (never over data), to a

@@ -46,64 +46,87 @@ func (r *recordingFile) Close() error                            { return nil }
 func (r *recordingFile) Sync() error                             { return nil }
 
 // TestZeroAheadNeverOverwritesData appends frames of random sizes, as
-// raft-wal does, and checks after each one that every byte appended so far
-// still holds its data, that each append landed on bytes already written with
-// zeros, that past the log's end there are only zeros, and that nothing is
-// written past the preallocated size or filled twice.
+// raft-wal does, to a new segment and to a reopened one (whole commits, then a
+// torn write past them), and checks after each append that every byte written
+// before it still holds its data, that the append landed on bytes already
+// written with zeros, that past the log's end there are only zeros, and that
+// nothing is written past the preallocated size or filled twice.
 func TestZeroAheadNeverOverwritesData(t *testing.T) {
 	const size = 3*zeroAheadChunk + 12345
-	rec := &recordingFile{}
-	f := &zeroAheadFile{WritableFile: rec, size: size}
-	rng := rand.New(rand.NewPCG(1, 2))
-	var want []byte
-	off := int64(0)
-	for off < size-1 {
-		n := min(int64(1+rng.IntN(9000)), size-off)
-		if rng.IntN(50) == 0 {
-			n = min(int64(zeroAheadChunk+rng.IntN(5000)), size-off) // an append larger than a chunk
-		}
-		p := make([]byte, n)
-		for i := range p {
-			p[i] = byte(1 + rng.IntN(255)) // never zero, so a zero fill over data shows
-		}
-		if _, err := f.WriteAt(p, off); err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, p...)
-		off += n
+	for _, tc := range []struct {
+		name       string
+		kept, torn int // bytes of whole commits, then of a torn write, already in the file
+	}{
+		{"new segment", 0, 0},
+		{"reopened tail", 1234567, 5000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			rec := &recordingFile{}
+			var want []byte
+			if tc.kept > 0 {
+				// What a previous run left: raft-wal's own writes, then garbage.
+				old := make([]byte, tc.kept+tc.torn)
+				for i := range old {
+					old[i] = byte(1 + rng.IntN(255))
+				}
+				rec.WriteAt(old, 0)
+				for i := range rec.isData {
+					rec.zeroed[i] = true // counts as written before
+				}
+				want = append(want, old[:tc.kept]...)
+			}
+			f := &zeroAheadFile{WritableFile: rec, size: size}
+			off := int64(tc.kept)
+			for off < size-1 {
+				n := min(int64(1+rng.IntN(9000)), size-off)
+				if rng.IntN(50) == 0 {
+					n = min(int64(zeroAheadChunk+rng.IntN(5000)), size-off) // an append larger than a chunk
+				}
+				p := make([]byte, n)
+				for i := range p {
+					p[i] = byte(1 + rng.IntN(255)) // never zero, so a zero fill over data shows
+				}
+				if _, err := f.WriteAt(p, off); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, p...)
+				off += n
 
-		if len(rec.buf) > size {
-			t.Fatalf("wrote %d bytes into a %d-byte segment", len(rec.buf), size)
-		}
-		if !bytes.Equal(rec.buf[:off], want) {
-			t.Fatalf("after appending up to %d: data already written was changed", off)
-		}
-		for i := off - n; i < off; i++ {
-			if !rec.isData[i] {
-				t.Fatalf("byte %d of an append was last written by a zero fill", i)
+				if len(rec.buf) > size {
+					t.Fatalf("wrote %d bytes into a %d-byte segment", len(rec.buf), size)
+				}
+				if !bytes.Equal(rec.buf[:off], want) {
+					t.Fatalf("after appending up to %d: data already written was changed", off)
+				}
+				for i := off - n; i < off; i++ {
+					if !rec.isData[i] {
+						t.Fatalf("byte %d of an append was last written by a zero fill", i)
+					}
+					if !rec.zeroed[i] {
+						t.Fatalf("byte %d was appended where no zeros had been written", i)
+					}
+				}
+				for i := off; i < int64(len(rec.buf)) && i < off+8192; i++ {
+					if rec.buf[i] != 0 || !rec.zeroed[i] {
+						t.Fatalf("byte %d past the end of the log is not a written zero", i)
+					}
+				}
 			}
-			if !rec.zeroed[i] {
-				t.Fatalf("byte %d was appended where no zeros had been written", i)
+			for i := range rec.buf {
+				if !rec.isData[i] || !rec.zeroed[i] {
+					t.Fatalf("byte %d: data %v, zero-filled first %v", i, rec.isData[i], rec.zeroed[i])
+				}
 			}
-		}
-		for i := off; i < int64(len(rec.buf)) && i < off+8192; i++ {
-			if rec.buf[i] != 0 || !rec.zeroed[i] {
-				t.Fatalf("byte %d past the end of the log is not a written zero", i)
+			if most := int64(size - tc.kept); rec.zeros > most {
+				t.Errorf("%d bytes of zeros written past the first %d of a %d-byte segment: a range was filled twice", rec.zeros, tc.kept, size)
 			}
-		}
-	}
-	for i := range rec.buf {
-		if !rec.isData[i] || !rec.zeroed[i] {
-			t.Fatalf("byte %d: data %v, zero-filled first %v", i, rec.isData[i], rec.zeroed[i])
-		}
-	}
-	if rec.zeros > size {
-		t.Errorf("%d bytes of zeros written into a %d-byte segment: a range was filled twice", rec.zeros, size)
+		})
 	}
 }
 
 // TestZeroAheadWALRoundTrip runs raft-wal on the zero-ahead file system over
-// several segment rotations and a reopen: every entry reads back as stored,
+// several segment rotations and two reopens: every entry reads back as stored,
 // and the segment files are the same sizes as with raft-wal's own file
 // system (the zeros stay inside the preallocated space).
 func TestZeroAheadWALRoundTrip(t *testing.T) {
@@ -170,7 +193,6 @@ func TestZeroAheadWALRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
 	for i := uint64(1); i <= last; i++ {
 		var l raft.Log
 		if err := w.GetLog(i, &l); err != nil {
@@ -180,12 +202,29 @@ func TestZeroAheadWALRoundTrip(t *testing.T) {
 			t.Fatalf("entry %d reads back different data", i)
 		}
 	}
-	// The reopened tail takes appends too.
-	if err := w.StoreLogs([]*raft.Log{{Index: last + 1, Term: 1, Type: raft.LogCommand, Data: payload(last + 1)}}); err != nil {
+	// The reopened tail (zeroed ahead from where the log ends) takes appends
+	// past a zero chunk and a rotation, and all of it reads back after
+	// another reopen.
+	for i := last + 1; i <= last+2000; i++ {
+		if err := w.StoreLogs([]*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: payload(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var l raft.Log
-	if err := w.GetLog(last+1, &l); err != nil || !bytes.Equal(l.Data, payload(last+1)) {
-		t.Fatalf("append after reopen: %v", err)
+	w, err = openWAL(dir, hclog.NewNullLogger(), segSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := uint64(1); i <= last+2000; i++ {
+		var l raft.Log
+		if err := w.GetLog(i, &l); err != nil {
+			t.Fatalf("entry %d after the second reopen: %v", i, err)
+		}
+		if !bytes.Equal(l.Data, payload(i)) {
+			t.Fatalf("entry %d reads back different data after the second reopen", i)
+		}
 	}
 }
