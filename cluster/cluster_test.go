@@ -681,6 +681,7 @@ func TestBatchingFSMPreserved(t *testing.T) {
 // through the proposer (grouped into shared batches) and checks that each
 // caller gets the response and index of its own entry.
 func TestConcurrentAppliesGetTheirOwnAnswers(t *testing.T) {
+	start := time.Now()
 	f := &testFSM{}
 	n := singleNode(t, "p0", f)
 	const workers, each = 16, 50
@@ -732,6 +733,12 @@ func TestConcurrentAppliesGetTheirOwnAnswers(t *testing.T) {
 	if st.LogEntries < workers*each || st.LogBatches == 0 || st.LogBatches >= st.LogEntries {
 		t.Fatalf("log appends: %d entries in %d batches, want >= %d entries in fewer batches",
 			st.LogEntries, st.LogBatches, workers*each)
+	}
+	// Each append wrote and fsynced: it took some time, and no more than the
+	// test has run.
+	if st.LogAppendSeconds <= 0 || st.LogAppendSeconds > time.Since(start).Seconds() {
+		t.Errorf("log appends took %vs in all, want more than 0 and less than the %v the test ran",
+			st.LogAppendSeconds, time.Since(start))
 	}
 }
 

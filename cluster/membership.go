@@ -153,6 +153,9 @@ type Status struct {
 	// commit is saving.
 	LogBatches uint64 `json:"log_batches"`
 	LogEntries uint64 `json:"log_entries"`
+	// LogAppendSeconds is the time those batches took to write and fsync:
+	// divided by LogBatches, the disk's cost of one durable append.
+	LogAppendSeconds float64 `json:"log_append_seconds"`
 }
 
 // Status reports this node's view of the cluster. It works on any node.
@@ -177,6 +180,8 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 		Nodes:        []NodeStatus{},
 		LogBatches:   n.stores.counted.appends.Load(),
 		LogEntries:   n.stores.counted.entries.Load(),
+
+		LogAppendSeconds: time.Duration(n.stores.counted.appendNanos.Load()).Seconds(),
 	}
 	st.Leader.ID, st.Leader.HTTPAddr = n.Leader()
 	switch lc := n.raft.LastContact(); {

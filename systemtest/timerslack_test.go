@@ -152,15 +152,20 @@ func TestBenchRunsWithTimerSlack(t *testing.T) {
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		var res struct {
-			OK          bool  `json:"ok"`
-			Errors      int   `json:"errors"`
-			ClientSlack int64 `json:"client_timer_slack_ns"`
+			OK          bool    `json:"ok"`
+			Errors      int     `json:"errors"`
+			ClientSlack int64   `json:"client_timer_slack_ns"`
+			AppendMs    float64 `json:"lifecycle_append_ms"`
 		}
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
 			t.Fatalf("last line of spine bench is not its JSON result: %v\n%s", err, out)
 		}
 		if !res.OK || res.Errors != 0 {
 			t.Fatalf("bench failed: %s", lines[len(lines)-1])
+		}
+		// The nodes' time per fsync'ed append comes through too.
+		if res.AppendMs <= 0 || !strings.Contains(string(out), " ms each), ") {
+			t.Errorf("lifecycle_append_ms = %v, want the nodes' mean append time, also on the raft log line:\n%s", res.AppendMs, out)
 		}
 		return time.Duration(res.ClientSlack)
 	}

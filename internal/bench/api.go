@@ -137,6 +137,7 @@ type health struct {
 	CPUSeconds   *float64 `json:"cpu_seconds"`
 	LogBatches   uint64   `json:"log_batches"`
 	LogEntries   uint64   `json:"log_entries"`
+	LogAppendSec float64  `json:"log_append_seconds"`
 	LocalHB      uint64   `json:"local_heartbeats"`
 	TimerSlackNS *int64   `json:"timer_slack_ns"`
 }
@@ -154,6 +155,7 @@ func (a *api) health(ctx context.Context, node int) (*health, error) {
 type counters struct {
 	cpu              float64 // cpu_seconds
 	batches, entries uint64  // log_batches, log_entries (0 from servers that predate them)
+	appendSec        float64 // log_append_seconds (likewise)
 	localHB          uint64  // local_heartbeats (likewise)
 }
 
@@ -173,6 +175,7 @@ func (a *api) counters(ctx context.Context) (total counters, perNode []float64, 
 		total.cpu += *h.CPUSeconds
 		total.batches += h.LogBatches
 		total.entries += h.LogEntries
+		total.appendSec += h.LogAppendSec
 		total.localHB += h.LocalHB
 	}
 	return total, perNode, nil

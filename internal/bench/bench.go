@@ -96,6 +96,7 @@ type Result struct {
 	CreateServerCPU float64 `json:"create_server_cpu_s"`
 	CreateCPUPerJob float64 `json:"create_server_cpu_ms_per_job"`
 	CreateBatch     float64 `json:"create_entries_per_fsync,omitempty"`
+	CreateAppendMs  float64 `json:"create_append_ms,omitempty"`
 	QueuedAfterA    int     `json:"queued_after_create"`
 
 	LifecycleCompleted int64   `json:"lifecycle_completed"`
@@ -115,6 +116,7 @@ type Result struct {
 	LifecycleServerCPU float64 `json:"lifecycle_server_cpu_s"`
 	LifecycleCPUPerJob float64 `json:"lifecycle_server_cpu_ms_per_job"`
 	LifecycleBatch     float64 `json:"lifecycle_entries_per_fsync,omitempty"`
+	LifecycleAppendMs  float64 `json:"lifecycle_append_ms,omitempty"`
 	// HeartbeatsLocal is the share of the lifecycle's heartbeats the node
 	// they reached answered from its own state (no forward, no quorum round).
 	HeartbeatsLocal float64 `json:"heartbeats_local_share"`
@@ -136,6 +138,7 @@ type Result struct {
 	MixedServerCPU   float64 `json:"mixed_server_cpu_s"`
 	MixedCPUPerJob   float64 `json:"mixed_server_cpu_ms_per_job"`
 	MixedBatch       float64 `json:"mixed_entries_per_fsync,omitempty"`
+	MixedAppendMs    float64 `json:"mixed_append_ms,omitempty"`
 	LeftAfterC       int     `json:"jobs_not_done_after_mixed"`
 
 	VerifyErrors     int64     `json:"verify_errors"`
@@ -453,13 +456,27 @@ func slackList(ns []int64) string {
 }
 
 // raft describes a phase's log appends (c holds the phase's differences):
-// entries per fsync'ed append, and appends per job over all nodes.
+// entries per fsync'ed append, the mean time of one, and appends per job
+// over all nodes.
 func (c counters) raft(jobs int64) string {
 	if c.batches == 0 || jobs <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("              raft log: %.1f entries per fsync'ed append, %.2f appends per job (all nodes)\n",
-		c.perBatch(), float64(c.batches)/float64(jobs))
+	each := ""
+	if ms := c.appendMs(); ms > 0 {
+		each = fmt.Sprintf(" (%.2f ms each)", ms)
+	}
+	return fmt.Sprintf("              raft log: %.1f entries per fsync'ed append%s, %.2f appends per job (all nodes)\n",
+		c.perBatch(), each, float64(c.batches)/float64(jobs))
+}
+
+// appendMs is the mean time of one log append (write + fsync) over all
+// nodes, 0 if unknown.
+func (c counters) appendMs() float64 {
+	if c.batches == 0 || c.appendSec <= 0 {
+		return 0
+	}
+	return round3(c.appendSec * 1000 / float64(c.batches))
 }
 
 // perBatch is the mean number of entries per log append, 0 if unknown.
@@ -492,6 +509,9 @@ func (r *runner) sampleCost(ctx context.Context) (func() counters, error) {
 		d := counters{cpu: round3(t1.cpu - t0.cpu)}
 		if t1.batches >= t0.batches && t1.entries >= t0.entries { // else a node restarted: unknown
 			d.batches, d.entries = t1.batches-t0.batches, t1.entries-t0.entries
+			if t1.appendSec >= t0.appendSec {
+				d.appendSec = t1.appendSec - t0.appendSec
+			}
 		}
 		if t1.localHB >= t0.localHB {
 			d.localHB = t1.localHB - t0.localHB
@@ -785,6 +805,7 @@ func (r *runner) phaseCreate(ctx context.Context) error {
 		res.VerifyErrors += abs64(int64(q) - res.CreateOK)
 	}
 	res.CreateBatch = cost.perBatch()
+	res.CreateAppendMs = cost.appendMs()
 	r.printf("[A create]    %d jobs (%d errors) in %.3fs => %.0f jobs/s | create ms p50 %.3f p99 %.3f mean %.3f max %.3f | server CPU %.2fs (%.3f ms/job) | queued %d\n%s",
 		res.CreateOK, res.CreateErrors, el.Seconds(), res.CreateJobsPerS, s.P50, s.P99, s.Mean, s.Max,
 		res.CreateServerCPU, res.CreateCPUPerJob, q, cost.raft(res.CreateOK))
@@ -870,6 +891,7 @@ func (r *runner) phaseLifecycle(ctx context.Context, cleanupOnly bool) error {
 	res.LifecycleJobP50, res.LifecycleJobP99 = j.P50, j.P99
 	res.LifecycleCPUPerJob = perJobMs(cpu, res.LifecycleCompleted)
 	res.LifecycleBatch = cost.perBatch()
+	res.LifecycleAppendMs = cost.appendMs()
 	hbNote := ""
 	if h.N > 0 {
 		res.HeartbeatsLocal = round3(float64(cost.localHB) / float64(h.N))
@@ -974,6 +996,7 @@ func (r *runner) phaseMixed(ctx context.Context) error {
 	res.MixedCompleteP50, res.MixedCompleteP99 = p.P50, p.P99
 	res.MixedCPUPerJob = perJobMs(cpu, res.MixedCompleted)
 	res.MixedBatch = cost.perBatch()
+	res.MixedAppendMs = cost.appendMs()
 	left, verr := r.verifyDone(ctx, stream, m.minIndex(), int(res.MixedCreated))
 	if verr != nil {
 		return fmt.Errorf("after mixed: %w", verr)
