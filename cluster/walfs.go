@@ -15,8 +15,8 @@ const zeroAheadChunk = 1 << 20
 // zeroChunk is the source of those writes; it is only ever read.
 var zeroChunk = make([]byte, zeroAheadChunk)
 
-// zeroAheadFS is raft-wal's file system with one change: a new segment is
-// written with zeros a chunk ahead of the log's end before entries land there.
+// zeroAheadFS is raft-wal's file system with one change: a segment is written
+// with zeros a chunk ahead of the log's end before entries land there.
 //
 // raft-wal preallocates every segment with fallocate, which on ext4 and XFS
 // reserves "unwritten" extents. Each append into such an extent turns part of
@@ -67,8 +67,9 @@ func (z *zeroAheadFS) OpenWriter(dir, name string) (types.WritableFile, error) {
 	return &zeroAheadFile{WritableFile: f, size: fi.Size()}, nil
 }
 
-// zeroAheadFile keeps zeros written from the highest byte written so far to a
-// chunk past the end of each append, within the preallocated size.
+// zeroAheadFile keeps the bytes past the log's end written with zeros: when
+// an append would cross the zeroed range, it first zeros from the log's end to
+// a chunk past the append, within the preallocated size.
 //
 // Where the log ends is learnt from the first write: raft-wal writes a
 // segment only at its append point (offset 0 in a new file; in a reopened
