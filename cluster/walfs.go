@@ -103,7 +103,11 @@ func (f *zeroAheadFile) WriteAt(p []byte, off int64) (int, error) {
 		for at := from; at < to; {
 			n := min(to-at, int64(len(zeroChunk)))
 			if _, err := f.WritableFile.WriteAt(zeroChunk[:n], at); err != nil {
-				return 0, err
+				// The zeros are only a speed-up: a file system that cannot
+				// take them (a sparse file on a full disk) gets the append
+				// as raft-wal would write it, and no more zeros.
+				to = f.size
+				break
 			}
 			at += n
 		}

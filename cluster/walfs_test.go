@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -16,10 +17,12 @@ import (
 // recordingFile is a WritableFile in memory that remembers which bytes were
 // written with zeros by the wrapper and which with data.
 type recordingFile struct {
-	buf    []byte
-	isData []bool // byte i last written by an append (not a zero fill)
-	zeroed []bool // byte i written with zeros at least once
-	zeros  int64  // bytes written with zeros
+	failZeros bool // zero fills fail, as on a full disk
+	fillTries int
+	buf       []byte
+	isData    []bool // byte i last written by an append (not a zero fill)
+	zeroed    []bool // byte i written with zeros at least once
+	zeros     int64  // bytes written with zeros
 }
 
 func (r *recordingFile) WriteAt(p []byte, off int64) (int, error) {
@@ -30,6 +33,12 @@ func (r *recordingFile) WriteAt(p []byte, off int64) (int, error) {
 	}
 	copy(r.buf[off:], p)
 	fill := len(p) > 0 && &p[0] == &zeroChunk[0]
+	if fill {
+		r.fillTries++
+	}
+	if fill && r.failZeros {
+		return 0, errors.New("no space left on device")
+	}
 	if fill {
 		r.zeros += int64(len(p))
 	}
@@ -122,6 +131,28 @@ func TestZeroAheadNeverOverwritesData(t *testing.T) {
 				t.Errorf("%d bytes of zeros written past the first %d of a %d-byte segment: a range was filled twice", rec.zeros, tc.kept, size)
 			}
 		})
+	}
+}
+
+// TestZeroAheadFailedFillKeepsAppending: zeros that cannot be written do not
+// fail the append, which is written as raft-wal would write it, and no zero
+// fill is tried again.
+func TestZeroAheadFailedFillKeepsAppending(t *testing.T) {
+	rec := &recordingFile{failZeros: true}
+	f := &zeroAheadFile{WritableFile: rec, size: 4 * zeroAheadChunk}
+	var want []byte
+	for i := 0; i < 3*zeroAheadChunk/1000; i++ {
+		p := bytes.Repeat([]byte{byte(1 + i%255)}, 1000)
+		if n, err := f.WriteAt(p, int64(len(want))); err != nil || n != len(p) {
+			t.Fatalf("append %d: %d bytes, %v", i, n, err)
+		}
+		want = append(want, p...)
+	}
+	if !bytes.Equal(rec.buf, want) {
+		t.Fatal("the appends did not land as written")
+	}
+	if rec.fillTries != 1 {
+		t.Errorf("%d zero fills tried, want 1: after a failure there is no point trying again", rec.fillTries)
 	}
 }
 
