@@ -207,16 +207,24 @@ func openStores(cfg *Config) (*stores, error) {
 // openWAL opens (or creates) the raft-wal log in dir. Every StoreLogs is one
 // append and one fsync of the tail segment; entries carry checksums, and a
 // torn tail left by a crash is cut back to the last whole batch on open.
-// Segments are written with zeros ahead of their appends (zeroAheadFS).
+// Segments are written with zeros ahead of their appends where that helps
+// (zeroAheadFS).
 func openWAL(dir string, logger hclog.Logger, segmentSize int) (*wal.WAL, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	vfs := newZeroAheadFS(dir)
+	logger.Debug("raft log segments", "dir", dir, "zeroed_ahead", vfs.on)
+	return openWALWith(dir, logger, segmentSize, vfs)
+}
+
+// openWALWith opens the raft-wal log in dir on the given file system.
+func openWALWith(dir string, logger hclog.Logger, segmentSize int, vfs *zeroAheadFS) (*wal.WAL, error) {
 	if segmentSize <= 0 {
 		segmentSize = wal.DefaultSegmentSize
 	}
 	w, err := wal.Open(dir, wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(segmentSize),
-		wal.WithSegmentFiler(segment.NewFiler(dir, newZeroAheadFS())))
+		wal.WithSegmentFiler(segment.NewFiler(dir, vfs)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %v", ErrCorruptStore, dir, err)
 	}

@@ -30,11 +30,20 @@ var zeroChunk = make([]byte, zeroAheadChunk)
 //
 // What raft-wal reads does not change: zeros are only ever written past the
 // log's end, where raft-wal never reads, and never over data.
+//
+// It is on only where it helps: on ext4 and XFS. A copy-on-write file system
+// (btrfs, ZFS) never rewrites a block in place, so there the zeros would only
+// double the bytes written; on tmpfs an fsync costs nothing to begin with.
 type zeroAheadFS struct {
 	*walfs.FS
+	on bool
 }
 
-func newZeroAheadFS() *zeroAheadFS { return &zeroAheadFS{FS: walfs.New()} }
+// newZeroAheadFS is the file system for a WAL in dir: zeroing ahead if dir's
+// file system is one where that helps, raft-wal's own behaviour otherwise.
+func newZeroAheadFS(dir string) *zeroAheadFS {
+	return &zeroAheadFS{FS: walfs.New(), on: hasUnwrittenExtents(dir)}
+}
 
 // Create makes a new preallocated segment, as raft-wal does, that writes
 // zeros ahead of its appends.
@@ -43,7 +52,7 @@ func (z *zeroAheadFS) Create(dir, name string, size uint64) (types.WritableFile,
 	if err != nil {
 		return nil, err
 	}
-	if size == 0 {
+	if size == 0 || !z.on {
 		return f, nil
 	}
 	return &zeroAheadFile{WritableFile: f, size: int64(size)}, nil
@@ -53,8 +62,8 @@ func (z *zeroAheadFS) Create(dir, name string, size uint64) (types.WritableFile,
 // appends as for a new one. Its preallocated size is the file's size.
 func (z *zeroAheadFS) OpenWriter(dir, name string) (types.WritableFile, error) {
 	f, err := z.FS.OpenWriter(dir, name)
-	if err != nil {
-		return nil, err
+	if err != nil || !z.on {
+		return f, err
 	}
 	st, ok := f.(interface{ Stat() (os.FileInfo, error) })
 	if !ok {

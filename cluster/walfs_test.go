@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
 )
 
 // recordingFile is a WritableFile in memory that remembers which bytes were
@@ -200,6 +201,9 @@ func TestZeroAheadWALRoundTrip(t *testing.T) {
 		return idx - 1, sizes
 	}
 
+	// On, whatever file system the test's temporary directory is on.
+	zeroing := &zeroAheadFS{FS: walfs.New(), on: true}
+
 	plainDir := t.TempDir()
 	plain, err := wal.Open(plainDir, wal.WithSegmentSize(segSize))
 	if err != nil {
@@ -208,7 +212,7 @@ func TestZeroAheadWALRoundTrip(t *testing.T) {
 	_, wantSizes := fill(plain, plainDir)
 
 	dir := t.TempDir()
-	w, err := openWAL(dir, hclog.NewNullLogger(), segSize)
+	w, err := openWALWith(dir, hclog.NewNullLogger(), segSize, zeroing)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +224,7 @@ func TestZeroAheadWALRoundTrip(t *testing.T) {
 		t.Errorf("segments %v, raft-wal's own file system makes %v", sizes, wantSizes)
 	}
 
-	w, err = openWAL(dir, hclog.NewNullLogger(), segSize)
+	w, err = openWALWith(dir, hclog.NewNullLogger(), segSize, zeroing)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +248,7 @@ func TestZeroAheadWALRoundTrip(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	w, err = openWAL(dir, hclog.NewNullLogger(), segSize)
+	w, err = openWALWith(dir, hclog.NewNullLogger(), segSize, zeroing)
 	if err != nil {
 		t.Fatal(err)
 	}
