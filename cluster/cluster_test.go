@@ -197,6 +197,12 @@ type inmemCluster struct {
 
 func newInmemCluster(t *testing.T, size int) *inmemCluster {
 	t.Helper()
+	return newInmemClusterWith(t, size, func(int) *gatedStore { return newGatedStore() })
+}
+
+// newInmemClusterWith is newInmemCluster with node i's log in store(i).
+func newInmemClusterWith(t *testing.T, size int, store func(i int) *gatedStore) *inmemCluster {
+	t.Helper()
 	c := &inmemCluster{t: t}
 	for i := 0; i < size; i++ {
 		addr, tr := raft.NewInmemTransport("")
@@ -209,7 +215,7 @@ func newInmemCluster(t *testing.T, size int) *inmemCluster {
 	for i := 0; i < size; i++ {
 		id := fmt.Sprintf("m%d", i)
 		f := &testFSM{}
-		store := raft.NewInmemStore()
+		store := store(i)
 		cfg := Config{
 			NodeID:        id,
 			DataDir:       t.TempDir(),
@@ -219,7 +225,7 @@ func newInmemCluster(t *testing.T, size int) *inmemCluster {
 			Logger:        testLogger(t, id),
 			Transport:     c.trans[i],
 			LogStore:      store,
-			StableStore:   store,
+			StableStore:   store.InmemStore,
 			SnapshotStore: raft.NewInmemSnapshotStore(),
 			DisableGossip: true,
 		}
@@ -655,10 +661,10 @@ func TestLeaderHooksAndWaitForApplied(t *testing.T) {
 
 func TestBatchingFSMPreserved(t *testing.T) {
 	tr := newApplyTracker()
-	if _, ok := wrapFSM(&batchFSM{}, tr).(raft.BatchingFSM); !ok {
+	if _, ok := wrapFSM(&batchFSM{}, tr, nil).(raft.BatchingFSM); !ok {
 		t.Fatal("wrapper hides BatchingFSM")
 	}
-	if _, ok := wrapFSM(&testFSM{}, tr).(raft.BatchingFSM); ok {
+	if _, ok := wrapFSM(&testFSM{}, tr, nil).(raft.BatchingFSM); ok {
 		t.Fatal("wrapper invents BatchingFSM")
 	}
 	f := &batchFSM{}

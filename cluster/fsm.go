@@ -43,9 +43,16 @@ func (t *applyTracker) wait() <-chan struct{} {
 type trackedFSM struct {
 	inner raft.FSM
 	t     *applyTracker
+	// durable, if set, returns once the log entry at an index is on this
+	// node's disk (overlapLog.waitDurable): nothing is applied, and so
+	// nothing answered, before that.
+	durable func(index uint64)
 }
 
 func (f *trackedFSM) Apply(l *raft.Log) interface{} {
+	if f.durable != nil {
+		f.durable(l.Index)
+	}
 	resp := f.inner.Apply(l)
 	f.t.set(l.Index)
 	return resp
@@ -77,6 +84,9 @@ type trackedBatchingFSM struct {
 }
 
 func (f *trackedBatchingFSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	if f.durable != nil && len(logs) > 0 {
+		f.durable(logs[len(logs)-1].Index)
+	}
 	resp := f.batch.ApplyBatch(logs)
 	if len(logs) > 0 {
 		f.t.set(logs[len(logs)-1].Index)
@@ -84,8 +94,8 @@ func (f *trackedBatchingFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	return resp
 }
 
-func wrapFSM(inner raft.FSM, t *applyTracker) raft.FSM {
-	tf := trackedFSM{inner: inner, t: t}
+func wrapFSM(inner raft.FSM, t *applyTracker, durable func(uint64)) raft.FSM {
+	tf := trackedFSM{inner: inner, t: t, durable: durable}
 	if b, ok := inner.(raft.BatchingFSM); ok {
 		return &trackedBatchingFSM{trackedFSM: tf, batch: b}
 	}

@@ -84,7 +84,7 @@ func New(cfg Config) (*Node, error) {
 		leaderNotify: make(chan struct{}),
 		shutdownCh:   make(chan struct{}),
 	}
-	st, err := openStores(&n.cfg)
+	st, err := openStores(&n.cfg, n.logFailed)
 	if err != nil {
 		return nil, err
 	}
@@ -122,16 +122,26 @@ func New(cfg Config) (*Node, error) {
 		n.trans = tt
 		n.cfg.RaftAddr = string(tt.LocalAddr())
 	}
+	if st.overlap != nil {
+		n.trans = clampCommits(n.trans, st.overlap.commitBound)
+	}
 
 	if err := n.loadPeers(); err != nil {
 		return fail(err)
 	}
 
 	rc := n.cfg.raftConfig()
-	r, err := raft.NewRaft(rc, wrapFSM(cfg.FSM, n.tracker), st.logs, st.stable,
+	var durable func(uint64)
+	if st.overlap != nil {
+		durable = st.overlap.waitDurable
+	}
+	r, err := raft.NewRaft(rc, wrapFSM(cfg.FSM, n.tracker, durable), st.logs, st.stable,
 		&trackedSnapshots{SnapshotStore: st.snaps, t: n.tracker}, n.trans)
 	if err != nil {
 		return fail(fmt.Errorf("start raft: %w", err))
+	}
+	if st.overlap != nil {
+		st.overlap.setLeaderCheck(func() bool { return r.State() == raft.Leader })
 	}
 	n.raft = r
 	n.proposer = newProposer(r, cfg.MaxInflightBatches, func() time.Duration { return n.cfg.ApplyTimeout })
@@ -223,6 +233,16 @@ func (n *Node) Shutdown() error {
 		n.shutdownErr = errors.Join(errs...)
 	})
 	return n.shutdownErr
+}
+
+// logFailed is called when the leader's overlapped log write fails (see
+// overlapLog). raft has sent, and may have committed, entries this node's log
+// does not hold, and cannot be told so; the node stops, as a database does
+// when an fsync fails, and on restart rejoins from what its disk holds.
+// Nothing it had not made durable was acknowledged to anyone.
+func (n *Node) logFailed(err error) {
+	n.logger.Error("raft log write failed; stopping the node", "error", err)
+	panic(err)
 }
 
 func (n *Node) isShutdown() bool {

@@ -71,6 +71,7 @@ type stores struct {
 	snaps   raft.SnapshotStore
 	closer  io.Closer // the on-disk log/stable store, nil if overridden
 	counted *countingLogStore
+	overlap *overlapLog // nil with SerialLogWrite
 }
 
 // countingLogStore counts the batches raft appends to the log (each one
@@ -148,7 +149,7 @@ func pickBackend(raftDir, want string) (string, error) {
 	return LogBackendWAL, nil
 }
 
-func openStores(cfg *Config) (*stores, error) {
+func openStores(cfg *Config, fatal func(error)) (*stores, error) {
 	s := &stores{logs: cfg.LogStore, stable: cfg.StableStore, snaps: cfg.SnapshotStore}
 	raftDir := filepath.Join(cfg.DataDir, raftDirName)
 	if err := os.MkdirAll(raftDir, 0o700); err != nil {
@@ -185,6 +186,10 @@ func openStores(cfg *Config) (*stores, error) {
 	}
 	s.counted = &countingLogStore{LogStore: s.logs}
 	s.logs = s.counted
+	if !cfg.SerialLogWrite {
+		s.overlap = newOverlapLog(s.logs, fatal)
+		s.logs = s.overlap
+	}
 	if cfg.LogStore == nil {
 		cached, err := raft.NewLogCache(logCacheSize, s.logs)
 		if err != nil {
@@ -252,8 +257,12 @@ func openBolt(path string) (*raftboltdb.BoltStore, error) {
 }
 
 func (s *stores) close() error {
-	if s.closer != nil {
-		return s.closer.Close()
+	var errs []error
+	if s.overlap != nil {
+		errs = append(errs, s.overlap.Close())
 	}
-	return nil
+	if s.closer != nil {
+		errs = append(errs, s.closer.Close())
+	}
+	return errors.Join(errs...)
 }
