@@ -156,6 +156,10 @@ type Status struct {
 	// LogAppendSeconds is the time those batches took to write and fsync:
 	// divided by LogBatches, the disk's cost of one durable append.
 	LogAppendSeconds float64 `json:"log_append_seconds"`
+	// LogWritesOverlapped counts the batches this node, as leader, wrote to
+	// its log while they were being replicated instead of before (always 0
+	// with SerialLogWrite).
+	LogWritesOverlapped uint64 `json:"log_writes_overlapped"`
 }
 
 // Status reports this node's view of the cluster. It works on any node.
@@ -182,6 +186,9 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 		LogEntries:   n.stores.counted.entries.Load(),
 
 		LogAppendSeconds: time.Duration(n.stores.counted.appendNanos.Load()).Seconds(),
+	}
+	if n.stores.overlap != nil {
+		st.LogWritesOverlapped = n.stores.overlap.overlapped.Load()
 	}
 	st.Leader.ID, st.Leader.HTTPAddr = n.Leader()
 	switch lc := n.raft.LastContact(); {

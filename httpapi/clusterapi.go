@@ -27,7 +27,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, c *call) e
 		"claim_waiters":    s.claimWaiters.Load(),
 		"local_heartbeats": s.localHeartbeats.Load(),
 		"log_batches":      st.LogBatches, "log_entries": st.LogEntries,
-		"log_append_seconds": st.LogAppendSeconds,
+		"log_append_seconds": st.LogAppendSeconds, "log_writes_overlapped": st.LogWritesOverlapped,
 	}
 	// docs/api.md: last_contact is a time (RFC 3339), omitted if never.
 	// Status reports it as an age ("0s" on the leader, "never").

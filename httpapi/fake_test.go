@@ -77,7 +77,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 		Nodes: []cluster.NodeStatus{{ID: "n1", RaftAddr: "127.0.0.1:36726", HTTPAddr: "http://n1.test:36725",
 			GossipAddr: "127.0.0.1:36727", Suffrage: "voter", Alive: true}},
 		Term: 3, CommitIndex: 0, AppliedIndex: 0, NodeID: "n1", State: "Leader", LastContact: "0s",
-		LogBatches: 4, LogEntries: 10, LogAppendSeconds: 0.25,
+		LogBatches: 4, LogEntries: 10, LogAppendSeconds: 0.25, LogWritesOverlapped: 3,
 	}
 	return fc
 }

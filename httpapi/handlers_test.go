@@ -615,7 +615,7 @@ func TestHealthSkillAndCluster(t *testing.T) {
 	}
 	if h["ok"] != true || h["node_id"] != "n1" || h["role"] != "leader" || h["leader_id"] != "n1" ||
 		h["leader_addr"] != "http://n1.test:36725" || h["cpu_seconds"] != 1.5 || h["applied_index"] != 0.0 ||
-		h["log_batches"] != 4.0 || h["log_entries"] != 10.0 || h["log_append_seconds"] != 0.25 || h["timer_slack_ns"] != 5e6 {
+		h["log_batches"] != 4.0 || h["log_entries"] != 10.0 || h["log_append_seconds"] != 0.25 || h["log_writes_overlapped"] != 3.0 || h["timer_slack_ns"] != 5e6 {
 		t.Errorf("health = %v", h)
 	}
 	s := e.do("GET", "/skill.md", "", nil)
