@@ -751,7 +751,7 @@ func TestConcurrentAppliesGetTheirOwnAnswers(t *testing.T) {
 // The append counter passes on whether its store is monotonic: raft
 // compacts a monotonic store (raft-wal) differently after a snapshot
 // restore, so hiding it would change recovery.
-func TestCountingLogStoreKeepsMonotonic(t *testing.T) {
+func TestLogStoreWrappersKeepMonotonic(t *testing.T) {
 	w, err := openWAL(t.TempDir(), testLogger(t, "wal"), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -760,6 +760,11 @@ func TestCountingLogStoreKeepsMonotonic(t *testing.T) {
 	if !(&countingLogStore{LogStore: w}).IsMonotonic() {
 		t.Error("raft-wal behind the counter is not reported monotonic")
 	}
+	ov := newOverlapLog(&countingLogStore{LogStore: w}, func(error) {})
+	defer ov.Close()
+	if !ov.IsMonotonic() {
+		t.Error("raft-wal behind the overlapped writer is not reported monotonic")
+	}
 	b, err := openBolt(filepath.Join(t.TempDir(), raftDBName))
 	if err != nil {
 		t.Fatal(err)
@@ -767,6 +772,11 @@ func TestCountingLogStoreKeepsMonotonic(t *testing.T) {
 	defer b.Close()
 	if (&countingLogStore{LogStore: b}).IsMonotonic() {
 		t.Error("bolt behind the counter is reported monotonic")
+	}
+	ob := newOverlapLog(b, func(error) {})
+	defer ob.Close()
+	if ob.IsMonotonic() {
+		t.Error("bolt behind the overlapped writer is reported monotonic")
 	}
 }
 
