@@ -18,13 +18,22 @@ type gatedStore struct {
 	release chan struct{} // non-nil while held
 	entered int           // StoreLogs calls begun
 	fail    error
+	// lastAtEntry maps each StoreLogs call's first index to the store's
+	// last index when the call began.
+	lastAtEntry map[uint64]uint64
 }
 
-func newGatedStore() *gatedStore { return &gatedStore{InmemStore: raft.NewInmemStore()} }
+func newGatedStore() *gatedStore {
+	return &gatedStore{InmemStore: raft.NewInmemStore(), lastAtEntry: map[uint64]uint64{}}
+}
 
 func (g *gatedStore) StoreLogs(logs []*raft.Log) error {
 	g.mu.Lock()
 	g.entered++
+	if len(logs) > 0 {
+		last, _ := g.InmemStore.LastIndex()
+		g.lastAtEntry[logs[0].Index] = last
+	}
 	ch, fail := g.release, g.fail
 	g.mu.Unlock()
 	if ch != nil {
@@ -94,6 +103,20 @@ func done(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// afterHeldWrite waits until the writer is inside inner's held append, checks
+// that result has not arrived, releases the append and returns the result.
+func afterHeldWrite(t *testing.T, inner *gatedStore, result <-chan error, what string) error {
+	t.Helper()
+	waitFor(t, 5*time.Second, "the writer to start the append", func() bool { return inner.calls() >= 1 })
+	select {
+	case err := <-result:
+		t.Fatalf("%s (%v) while the queued write was held", what, err)
+	default:
+	}
+	inner.unhold()
+	return <-result
 }
 
 func TestOverlapLogLeaderWritesBehindAndHoldsBackCommits(t *testing.T) {
@@ -173,15 +196,14 @@ func TestOverlapLogFollowerAndNonCommandWritesAreSynchronous(t *testing.T) {
 	conf := &raft.Log{Index: 3, Term: 1, Type: raft.LogConfiguration}
 	stored := make(chan error, 1)
 	go func() { stored <- leader.StoreLogs([]*raft.Log{conf}) }()
-	waitFor(t, 5*time.Second, "the writer to start the append", func() bool { return inner.calls() == 1 })
-	select {
-	case err := <-stored:
-		t.Fatalf("configuration entry stored (%v) while entries before it were held", err)
-	default:
-	}
-	inner.unhold()
-	if err := <-stored; err != nil {
+	if err := afterHeldWrite(t, inner, stored, "configuration entry stored"); err != nil {
 		t.Fatal(err)
+	}
+	inner.mu.Lock()
+	before := inner.lastAtEntry[3]
+	inner.mu.Unlock()
+	if before != 2 {
+		t.Fatalf("the configuration entry's write began with the log at %d, want 2 (the queued entries first)", before)
 	}
 	for i := uint64(1); i <= 3; i++ {
 		if !inner.has(i) {
@@ -212,14 +234,7 @@ func TestOverlapLogTailTruncationWaitsForQueuedWrites(t *testing.T) {
 	// Cutting into the queued tail does: what it deletes is then really gone.
 	deleted := make(chan error, 1)
 	go func() { deleted <- l.DeleteRange(5, 6) }()
-	waitFor(t, 5*time.Second, "the writer to start the append", func() bool { return inner.calls() == 1 })
-	select {
-	case err := <-deleted:
-		t.Fatalf("tail deleted (%v) while it was still being written", err)
-	default:
-	}
-	inner.unhold()
-	if err := <-deleted; err != nil {
+	if err := afterHeldWrite(t, inner, deleted, "tail deleted"); err != nil {
 		t.Fatal(err)
 	}
 	if inner.has(5) || inner.has(6) {
