@@ -1,7 +1,9 @@
 // Package cluster owns Spine's replication machinery: the *raft.Raft, its
-// raft-boltdb log and stable store (fsync always on), the file snapshot
-// store, the TCP transport, memberlist gossip, the join flow and the leader
-// loop. It knows nothing about jobs: it replicates opaque []byte commands into
+// log and stable store (raft-wal by default, raft-boltdb/v2 selectable; fsync
+// always on), the file snapshot store, the TCP transport, memberlist gossip,
+// the join flow and the leader loop. On the leader, a batch is written to the
+// log while it replicates rather than before (overlap.go); nothing it makes
+// visible gets past the leader's own fsync. It knows nothing about jobs: it replicates opaque []byte commands into
 // the raft.FSM it is given and hands back the FSM's response.
 //
 // Nothing outside this package holds a *raft.Raft. Callers use a *Node:
