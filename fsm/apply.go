@@ -38,7 +38,14 @@ type jobWithCreated struct {
 
 func (j *Job) addEvent(e Event) {
 	e.Seq = len(j.History) + 1
-	j.History = append(j.History, e)
+	// Versions of a job share their history's backing array, so an append
+	// always copies it (copyJob caps it). The copy is sized exactly: a
+	// finished job keeps its history for the retention window, and append's
+	// spare capacity would be a quarter of a three-event history.
+	h := make([]Event, len(j.History)+1)
+	copy(h, j.History)
+	h[len(j.History)] = e
+	j.History = h
 }
 
 func fail(err error) *Result { return &Result{Err: err} }

@@ -103,6 +103,40 @@ func BenchmarkMemoryPerJob(b *testing.B) {
 	}
 }
 
+// BenchmarkMemoryPerDoneJob reports heap bytes per finished job (created,
+// claimed, completed with a small result): what retention keeps.
+func BenchmarkMemoryPerDoneJob(b *testing.B) {
+	const n = 100_000
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f, _ := New(Config{})
+		var idx uint64
+		fill(b, f, n, &idx)
+		for k := 0; k < n; k++ {
+			idx++
+			r := f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaim, &ClaimCommand{
+				Now: int64(idx), Streams: []string{DefaultStream}, Targets: []string{"left_claw"}, Actor: left,
+				AttemptID: fmt.Sprintf("a%d", k), LeaseToken: fmt.Sprintf("t%d", k), LeaseNanos: lease})}).(*Result)
+			if !r.Claimed {
+				b.Fatal("nothing claimed")
+			}
+			idx++
+			done := f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdComplete, &CompleteCommand{
+				Now: int64(idx), Ref: LeaseRef{JobID: r.Job.ID, AttemptID: fmt.Sprintf("a%d", k), Token: fmt.Sprintf("t%d", k)},
+				Actor: left, Result: []byte(`{"ok":true}`)})}).(*Result)
+			if done.Err != nil {
+				b.Fatal(done.Err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/job")
+		runtime.KeepAlive(f)
+	}
+}
+
 // BenchmarkSnapshot1M persists and restores 1M queued jobs.
 func BenchmarkSnapshot1M(b *testing.B) {
 	f, _ := New(Config{})
