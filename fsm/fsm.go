@@ -228,3 +228,28 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 func (f *FSM) Read() *Reader {
 	return &Reader{t: f.current(), f: f}
 }
+
+// Peek returns a Reader for point lookups of the latest state (see Reader):
+// each lookup sees every entry applied before it, and none publishes a view
+// (see latest). It is the read of the hot paths, the claim's look for a
+// queued job and the heartbeat's look at its lease.
+func (f *FSM) Peek() *Reader {
+	return &Reader{f: f}
+}
+
+// latest runs fn on a state holding every entry applied so far: the latest
+// published view when it is current, else the writer's own indexes under
+// its lock. A point lookup so never publishes: a publish marks every tree
+// changed since the last one shared, and the writer then copies a path of
+// nodes in each of them on its next change, which on a node answering a
+// lookup per apply batch (a claim's look for a queued job, a heartbeat) was
+// the largest allocation of all. fn must be short and must not keep t.
+func (f *FSM) latest(fn func(t *tables)) {
+	if v := f.view.Load(); v.index == f.applied.Load() {
+		fn(v)
+		return
+	}
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	fn(f.w.t)
+}

@@ -6,16 +6,40 @@ import (
 	"github.com/google/btree"
 )
 
-// Reader is a consistent, read-only view of the state at one moment (see
-// FSM.Read). Holding one blocks nothing.
+// Reader reads the state. One from FSM.Read is a consistent view of the
+// state at the moment it was made. One from FSM.Peek is for point lookups
+// (Job, JobByIdempotencyKey, Heartbeat): each reads the latest applied state
+// without taking a view, and the first method that walks or counts (List,
+// Counts, the blob and reaper reads) takes one, which its later methods then
+// share. Holding a Reader blocks nothing.
 type Reader struct {
-	t *tables
 	f *FSM
+	t *tables // nil until a method needs a consistent view
+}
+
+// view returns the Reader's consistent view, taking it on first use.
+func (r *Reader) view() *tables {
+	if r.t == nil {
+		r.t = r.f.current()
+	}
+	return r.t
+}
+
+// point runs a lookup on the Reader's view if it has one, else on the
+// latest applied state. fn must not keep t.
+func (r *Reader) point(fn func(t *tables)) {
+	if r.t != nil {
+		fn(r.t)
+		return
+	}
+	r.f.latest(fn)
 }
 
 // Job returns the job with the given id, or ErrNotFound.
 func (r *Reader) Job(id string) (*Job, error) {
-	if j := r.t.job(id); j != nil {
+	var j *Job
+	r.point(func(t *tables) { j = t.job(id) })
+	if j != nil {
 		return j, nil
 	}
 	return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
@@ -23,7 +47,9 @@ func (r *Reader) Job(id string) (*Job, error) {
 
 // JobByIdempotencyKey returns the job created with key, or nil.
 func (r *Reader) JobByIdempotencyKey(key string) *Job {
-	return r.t.jobByIdem(key)
+	var j *Job
+	r.point(func(t *tables) { j = t.jobByIdem(key) })
+	return j
 }
 
 // ListFilter selects jobs for List. Zero fields match everything.
@@ -59,7 +85,7 @@ func (r *Reader) List(f ListFilter) ([]*Job, uint64, error) {
 		if f.State != "" && lane != laneOf(f.State) {
 			continue
 		}
-		h := laneHead{tr: r.t.lanes[lane], from: f.After + 1}
+		h := laneHead{tr: r.view().lanes[lane], from: f.After + 1}
 		if h.advance() {
 			m.heads = append(m.heads, h)
 		}
@@ -149,7 +175,8 @@ func (m *laneMerge) next() *Job {
 // lane of one worker id may be never.
 func (r *Reader) NextClaimable(streams, targets []string) (*Job, *Watch) {
 	wt := r.f.waiters.watch(streams, targets)
-	j := r.f.current().nextQueued(streams, targets)
+	var j *Job
+	r.f.latest(func(t *tables) { j = t.nextQueued(streams, targets) })
 	if j != nil {
 		r.f.waiters.release(wt)
 	}
@@ -158,7 +185,7 @@ func (r *Reader) NextClaimable(streams, targets []string) (*Job, *Watch) {
 
 // Blob returns a committed blob's metadata, or ErrNotFound.
 func (r *Reader) Blob(id string) (*Blob, error) {
-	if b := r.t.blob(id); b != nil {
+	if b := r.view().blob(id); b != nil {
 		return b, nil
 	}
 	return nil, fmt.Errorf("blob %s: %w", id, ErrNotFound)
@@ -171,7 +198,7 @@ func (r *Reader) BlobChunks(id string, fn func([]byte) error) error {
 		return err
 	}
 	for i := 0; i < b.Chunks; i++ {
-		c := r.t.chunk(id, i)
+		c := r.view().chunk(id, i)
 		if c == nil {
 			return fmt.Errorf("blob %s chunk %d: %w", id, i, ErrBlobIncomplete)
 		}
@@ -185,8 +212,9 @@ func (r *Reader) BlobChunks(id string, fn func([]byte) error) error {
 // Counts returns the number of jobs in each state.
 func (r *Reader) Counts() (map[State]int, error) {
 	out := map[State]int{}
+	t := r.view()
 	for _, s := range []State{StateQueued, StateRunning, StateDone, StateFailed, StateDead} {
-		out[s] = r.t.lanes[laneOf(s)].Len()
+		out[s] = t.lanes[laneOf(s)].Len()
 	}
 	return out, nil
 }
@@ -194,7 +222,7 @@ func (r *Reader) Counts() (map[State]int, error) {
 // OldestFinished returns the finish time of the done job that finished
 // first, or 0 when there is none.
 func (r *Reader) OldestFinished() int64 {
-	it, ok := r.t.finished.Min()
+	it, ok := r.view().finished.Min()
 	if !ok {
 		return 0
 	}
@@ -204,7 +232,7 @@ func (r *Reader) OldestFinished() int64 {
 // NextLeaseExpiry returns the earliest lease expiry among running jobs, or
 // 0 when none is running.
 func (r *Reader) NextLeaseExpiry() int64 {
-	it, ok := r.t.lease.Min()
+	it, ok := r.view().lease.Min()
 	if !ok {
 		return 0
 	}
@@ -222,7 +250,8 @@ func (r *Reader) NextLeaseExpiry() int64 {
 // Only a linearizable view (the leader's, after a read index) may answer a
 // client: the answer is then the committed lease, which no failover loses.
 func (r *Reader) Heartbeat(c *HeartbeatCommand, renewFraction float64) (res *Result, ok bool) {
-	j := r.t.job(c.Ref.JobID)
+	var j *Job
+	r.point(func(t *tables) { j = t.job(c.Ref.JobID) })
 	if j == nil {
 		return notFound(c.Ref.JobID), true
 	}

@@ -77,8 +77,9 @@ func TestIndexesMatchJobs(t *testing.T) {
 }
 
 // A reader's view is the state at the moment it was taken, whatever is
-// applied after; and readers walking views while batches are applied see
-// no torn state (run with -race: a write to a node a view shares is a race).
+// applied after; and readers walking views or peeking while batches are
+// applied see no torn state (run with -race: a write to a node a view
+// shares, or a peek outside the writer's lock, is a race).
 func TestReadViewsAreStable(t *testing.T) {
 	h := newHarness(t)
 	j := h.create(CreateCommand{Stream: "s"})
@@ -117,6 +118,12 @@ func TestReadViewsAreStable(t *testing.T) {
 					t.Errorf("view lists %d jobs, counts %d", len(jobs), total)
 					return
 				}
+				if len(jobs) > 0 { // a peek reads the writer's own trees between batches
+					if _, err := h.f.Peek().Job(jobs[len(jobs)-1].ID); err != nil {
+						t.Errorf("peek: %v", err)
+						return
+					}
+				}
 			}
 		}()
 	}
@@ -129,4 +136,44 @@ func TestReadViewsAreStable(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	checkIndexes(t, h.f)
+}
+
+// A Peek lookup sees every entry applied before it, yet publishes no view:
+// after it, the writer's next change copies no node of a view (a Read
+// would have made it copy a path in every tree the claim changes). Once a
+// Peek reader walks, it shares one view like a Read.
+func TestPeekReadsLatestWithoutPublishing(t *testing.T) {
+	h := newHarness(t)
+	j := h.create(CreateCommand{Stream: "s"})
+	h.f.Read() // the view is current
+	published := h.f.view.Load()
+
+	h.claimNext([]string{"s"}, left)
+	p := h.f.Peek()
+	got, err := p.Job(j.ID)
+	if err != nil || got.State != StateRunning {
+		t.Fatalf("peek sees %v, %v; want the claimed job", got, err)
+	}
+	if next, _ := p.NextClaimable([]string{"s"}, []string{left.Role}); next != nil {
+		t.Fatalf("peek finds %s claimable after the only job was claimed", next.ID)
+	}
+	if res, ok := p.Heartbeat(&HeartbeatCommand{Now: h.now, Ref: LeaseRef{JobID: j.ID, AttemptID: got.Lease.AttemptID, Token: got.Lease.Token},
+		Actor: left, LeaseNanos: lease}, 0.5); !ok || res.Err != nil {
+		t.Fatalf("peek heartbeat of a fresh lease: %+v, %v", res, ok)
+	}
+	if h.f.view.Load() != published {
+		t.Fatal("a peek lookup published a view")
+	}
+
+	c, _ := p.Counts() // takes a view: later lookups share it
+	if c[StateRunning] != 1 {
+		t.Fatalf("peek counts %v", c)
+	}
+	h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: LeaseRef{JobID: j.ID, AttemptID: got.Lease.AttemptID, Token: got.Lease.Token}, Actor: left})
+	if again, _ := p.Job(j.ID); again.State != StateRunning {
+		t.Fatalf("after Counts, the peek reader moved on to %s", again.State)
+	}
+	if now, _ := h.f.Peek().Job(j.ID); now.State != StateDone {
+		t.Fatalf("a new peek sees %s, want done", now.State)
+	}
 }

@@ -198,8 +198,11 @@ type signalState struct {
 	reads chan struct{}
 }
 
-func (s *signalState) Read() *fsm.Reader {
-	r := s.f.Read()
+func (s *signalState) Read() *fsm.Reader { return s.signal(s.f.Read()) }
+
+func (s *signalState) Peek() *fsm.Reader { return s.signal(s.f.Peek()) }
+
+func (s *signalState) signal(r *fsm.Reader) *fsm.Reader {
 	select {
 	case s.reads <- struct{}{}:
 	default:

@@ -77,7 +77,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 	}
 	cmd.IdempotencyKey = key
 	if key != "" {
-		if j := s.state.Read().JobByIdempotencyKey(key); j != nil {
+		if j := s.state.Peek().JobByIdempotencyKey(key); j != nil {
 			s.setIndex(w, j.ModifyIndex)
 			writeJSON(w, http.StatusOK, viewJob(j))
 			return nil
@@ -105,7 +105,7 @@ func visible(role string, j *fsm.Job) bool {
 // lookup reads a job the caller may see; an invisible job is not found.
 func (s *Server) lookup(r *http.Request, c *call) (*fsm.Job, error) {
 	id := mux.Vars(r)["id"]
-	j, err := s.state.Read().Job(id)
+	j, err := s.state.Peek().Job(id)
 	if err != nil {
 		return nil, err
 	}

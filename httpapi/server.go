@@ -39,7 +39,10 @@ type Cluster interface {
 
 // State is what the API needs of the job state machine (*fsm.FSM).
 type State interface {
+	// Read is a consistent view; Peek is for point lookups on hot paths
+	// (see fsm.Reader).
 	Read() *fsm.Reader
+	Peek() *fsm.Reader
 }
 
 // Config configures the API server. Zero values take the documented defaults.
@@ -445,7 +448,7 @@ func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, c *call, 
 	if f > 0 {
 		// A local look first, so a heartbeat that will be written pays for
 		// no quorum round trip.
-		if _, ok := s.state.Read().Heartbeat(cmd, f); ok {
+		if _, ok := s.state.Peek().Heartbeat(cmd, f); ok {
 			idx, err := s.cluster.ConsistentIndex(ctx)
 			if err != nil {
 				return nil, err
@@ -453,7 +456,7 @@ func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, c *call, 
 			if err := s.cluster.WaitForApplied(ctx, idx); err != nil {
 				return nil, err
 			}
-			if res, ok := s.state.Read().Heartbeat(cmd, f); ok {
+			if res, ok := s.state.Peek().Heartbeat(cmd, f); ok {
 				if w != nil {
 					s.setIndex(w, s.cluster.AppliedIndex())
 				}
@@ -487,7 +490,7 @@ func (s *Server) recentHeartbeat(ctx context.Context, cmd *fsm.HeartbeatCommand,
 			return nil, 0, false
 		}
 	}
-	res, ok := s.state.Read().Heartbeat(cmd, renewFraction)
+	res, ok := s.state.Peek().Heartbeat(cmd, renewFraction)
 	if !ok || res.Err != nil {
 		return nil, 0, false
 	}

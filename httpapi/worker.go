@@ -72,7 +72,7 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 	s.claimWaiters.Add(1)
 	defer s.claimWaiters.Add(-1)
 	for {
-		j, ws := s.state.Read().NextClaimable(req.Streams, targets)
+		j, ws := s.state.Peek().NextClaimable(req.Streams, targets)
 		if j != nil {
 			cmd := fsm.ClaimCommand{Now: s.now(), Streams: req.Streams, Targets: targets, Actor: actor,
 				AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
