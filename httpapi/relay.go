@@ -354,13 +354,14 @@ func (s *Server) serveRelay(rc *relayConn) {
 			req = req.WithContext(rctx)
 			req.RemoteAddr = remote
 			go func() {
-				rec := &relayRecorder{header: http.Header{}}
+				rec := newRelayRecorder()
 				s.router.ServeHTTP(rec, req)
 				mu.Lock()
 				delete(cancels, id)
 				mu.Unlock()
 				cancel()
 				_, _ = rc.send(frameResponse, id, rec.encode())
+				rec.free() // send copied the frame
 			}()
 		default:
 			rc.fail(fmt.Errorf("relay: unexpected frame kind %d", kind))
@@ -390,11 +391,35 @@ func decodeRelayRequest(p []byte) (*http.Request, error) {
 	return req, nil
 }
 
-// relayRecorder is the ResponseWriter of a relayed request.
+// relayRecorder is the ResponseWriter of a relayed request. Recorders are
+// pooled: a relayed answer otherwise cost a growing body buffer, a header
+// map and a frame, a fifth of what the leader allocated per request.
 type relayRecorder struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
+	frame  []byte
+}
+
+var relayRecorders = sync.Pool{New: func() any { return &relayRecorder{header: http.Header{}} }}
+
+// relayRecorderKeep is the largest body or frame buffer a recorder keeps
+// for reuse (a blob download's stays out of the pool).
+const relayRecorderKeep = 64 << 10
+
+func newRelayRecorder() *relayRecorder { return relayRecorders.Get().(*relayRecorder) }
+
+// free returns r to the pool; nothing may use it, or what encode returned,
+// afterwards.
+func (r *relayRecorder) free() {
+	if r.body.Cap() > relayRecorderKeep || cap(r.frame) > relayRecorderKeep {
+		return
+	}
+	clear(r.header)
+	r.status = 0
+	r.body.Reset()
+	r.frame = r.frame[:0]
+	relayRecorders.Put(r)
 }
 
 func (r *relayRecorder) Header() http.Header { return r.header }
@@ -412,13 +437,15 @@ func (r *relayRecorder) Write(b []byte) (int, error) {
 	return r.body.Write(b)
 }
 
+// encode returns the answer's frame payload, valid until free.
 func (r *relayRecorder) encode() []byte {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	b := binary.AppendUvarint(make([]byte, 0, 64+r.body.Len()), uint64(r.status))
+	b := binary.AppendUvarint(r.frame[:0], uint64(r.status))
 	b = appendHeader(b, r.header)
-	return appendField(b, r.body.Bytes())
+	r.frame = appendField(b, r.body.Bytes())
+	return r.frame
 }
 
 // trackRelay adds or removes a served connection; adding fails once Close
