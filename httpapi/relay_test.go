@@ -240,3 +240,38 @@ func TestRelayDialIsSharedAndDoesNotBlockOthers(t *testing.T) {
 	default:
 	}
 }
+
+// A pooled recorder starts every answer empty: no header, status or body of
+// an earlier answer leaks into a later one, whichever recorder the pool
+// hands out (under -race the pool drops items at random, so both fresh and
+// reused recorders are exercised).
+func TestRelayRecorderReuseStartsEmpty(t *testing.T) {
+	for i := 0; i < 200; i++ {
+		rec := newRelayRecorder()
+		if len(rec.header) != 0 || rec.status != 0 || rec.body.Len() != 0 {
+			t.Fatalf("answer %d: recorder holds header %v, status %d, body %q", i, rec.header, rec.status, rec.body.String())
+		}
+		want := fmt.Sprintf(`{"n":%d}`, i)
+		if i%2 == 0 {
+			rec.Header().Set("Retry-After", "1")
+			rec.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = rec.Write([]byte(want))
+		f := &fields{b: bytes.Clone(rec.encode())}
+		rec.free()
+		status, h, body := f.uvarint(), f.header(), string(f.bytes())
+		if f.err != nil {
+			t.Fatalf("answer %d: %v", i, f.err)
+		}
+		wantStatus, wantRetry := uint64(http.StatusOK), false
+		if i%2 == 0 {
+			wantStatus, wantRetry = http.StatusServiceUnavailable, true
+		}
+		if retry := h.Get("Retry-After") != ""; status != wantStatus || retry != wantRetry {
+			t.Fatalf("answer %d: status %d, Retry-After %v; want %d, %v", i, status, retry, wantStatus, wantRetry)
+		}
+		if body != want {
+			t.Fatalf("answer %d: body %q, want %q", i, body, want)
+		}
+	}
+}
