@@ -239,7 +239,7 @@ func (r *Reader) NextLeaseExpiry() int64 {
 	return it.at
 }
 
-// Heartbeat answers heartbeat c from this view when the heartbeat needs no
+// Heartbeat answers heartbeat c from the Reader's state when it needs no
 // log entry: the job is missing, or the caller may not heartbeat it (the
 // entry would be refused the same way), or the caller holds the lease and
 // it still has more than (1 - renewFraction) of its length left at c.Now, so
@@ -247,8 +247,9 @@ func (r *Reader) NextLeaseExpiry() int64 {
 // It runs the same checks the heartbeat entry runs. ok is false when the
 // lease is due for renewal and the heartbeat must be written.
 //
-// Only a linearizable view (the leader's, after a read index) may answer a
-// client: the answer is then the committed lease, which no failover loses.
+// Every lease a node has applied is committed, so no failover takes back
+// what the answer says; which node's state may answer a client, and after
+// waiting for what, is the API's choice (httpapi's heartbeat).
 func (r *Reader) Heartbeat(c *HeartbeatCommand, renewFraction float64) (res *Result, ok bool) {
 	var j *Job
 	r.point(func(t *tables) { j = t.job(c.Ref.JobID) })
