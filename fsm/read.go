@@ -11,7 +11,8 @@ import (
 // (Job, JobByIdempotencyKey, Heartbeat): each reads the latest applied state
 // without taking a view, and the first method that walks or counts (List,
 // Counts, the blob and reaper reads) takes one, which its later methods then
-// share. Holding a Reader blocks nothing.
+// share. A Reader from Peek is for one goroutine (taking its view sets it);
+// one from Read may be shared. Holding a Reader blocks nothing.
 type Reader struct {
 	f *FSM
 	t *tables // nil until a method needs a consistent view
