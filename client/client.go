@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spine-queue/spine/internal/wire"
 )
 
 // Response headers every node sets.
@@ -112,12 +114,15 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	}
 	if c.http == nil {
 		// A client is shared by many goroutines (producers, a Worker's
-		// concurrency): keep enough idle connections per node that they are
-		// reused instead of re-dialled (net/http's default keeps 2).
+		// concurrency): their requests share one multiplexed connection per
+		// node (spine-mux/1), whose frames share reads and writes. What it
+		// does not carry (blobs, nodes that refuse it) goes over HTTP with
+		// enough idle connections per node that they are reused instead of
+		// re-dialled (net/http's default keeps 2).
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns = 256
 		tr.MaxIdleConnsPerHost = 64
-		c.http = &http.Client{Transport: tr, CheckRedirect: keepAuthOnRedirect}
+		c.http = &http.Client{Transport: wire.NewTransport(tr), CheckRedirect: keepAuthOnRedirect}
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -373,6 +378,9 @@ func (b *cancelBody) Close() error {
 // notSent reports whether a transport error certainly happened before the
 // request reached a server (so it changed nothing).
 func notSent(err error) bool {
+	if errors.Is(err, wire.ErrNotSent) {
+		return true
+	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true

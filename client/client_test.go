@@ -28,7 +28,7 @@ func newTestClient(t *testing.T, addrs []string, opts ...Option) *Client {
 
 // closedAddr returns the URL of a server that no longer listens.
 func closedAddr() string {
-	s := httptest.NewServer(http.NotFoundHandler())
+	s := newServer(http.NotFoundHandler())
 	s.Close()
 	return s.URL
 }
@@ -53,7 +53,7 @@ func TestNewRejectsNoAddress(t *testing.T) {
 
 func TestRotatesSeedsOnNetworkError(t *testing.T) {
 	var hits atomic.Int32
-	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	live := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		if r.Header.Get("Authorization") != "Bearer secret" {
 			writeErr(w, 401, "unauthorized", "no token")
@@ -109,7 +109,7 @@ func TestAllSeedsDown(t *testing.T) {
 func TestCreateRetriesWithSameIdempotencyKey(t *testing.T) {
 	var mu sync.Mutex
 	var keys, bodyKeys []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body JobCreateParams
 		json.NewDecoder(r.Body).Decode(&body)
 		mu.Lock()
@@ -141,7 +141,7 @@ func TestCreateRetriesWithSameIdempotencyKey(t *testing.T) {
 
 func TestCreateKeepsCallerKey(t *testing.T) {
 	var got string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = r.Header.Get("Idempotency-Key")
 		writeJSON(w, 201, jobJSON("j1", JobStatusQueued))
 	}))
@@ -166,7 +166,7 @@ func TestClaimNotRetriedAfterOutcomeUnknown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var hits atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				hits.Add(1)
 				writeErr(w, 503, "outcome_unknown", "timeout")
 			}))
@@ -184,7 +184,7 @@ func TestClaimNotRetriedAfterOutcomeUnknown(t *testing.T) {
 
 func TestClaimRetriedAfterNoLeader(t *testing.T) {
 	var hits atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hits.Add(1) == 1 {
 			writeErr(w, 503, "no_leader", "election")
 			return
@@ -202,7 +202,7 @@ func TestClaimRetriedAfterNoLeader(t *testing.T) {
 
 func TestRetryAfterBeyondMaxElapsedStops(t *testing.T) {
 	var hits atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		w.Header().Set("Retry-After", "60")
 		writeJSON(w, 503, map[string]any{"error": map[string]string{"code": "no_leader", "message": "x", "leader": "http://old"}})
@@ -246,7 +246,7 @@ func TestErrorMapping(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%d_%s", tc.status, tc.code), func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				writeErr(w, tc.status, tc.code, "boom")
 			}))
 			defer srv.Close()
@@ -273,7 +273,7 @@ func TestErrorMapping(t *testing.T) {
 }
 
 func TestNonJSONErrorBody(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "gateway says no", http.StatusBadGateway)
 	}))
 	defer srv.Close()
@@ -285,7 +285,7 @@ func TestNonJSONErrorBody(t *testing.T) {
 }
 
 func TestMaxAttemptsCarriesJob(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 409, map[string]any{"error": map[string]any{"code": "max_attempts", "message": "dead",
 			"job": jobJSON("j1", JobStatusDead)}})
 	}))
@@ -302,7 +302,7 @@ func TestMaxAttemptsCarriesJob(t *testing.T) {
 // landed.
 func completeServer(t *testing.T, outcome string) (*httptest.Server, *atomic.Int32) {
 	var completes atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/jobs/j1/complete":
 			if completes.Add(1) == 1 {
@@ -356,7 +356,7 @@ func TestCompleteWithoutFencingNotRetried(t *testing.T) {
 
 func TestWritesGoToLearnedLeader(t *testing.T) {
 	var leaderWrites, followerWrites atomic.Int32
-	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	leader := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(HeaderNode, "n2")
 		w.Header().Set(HeaderLeader, "n2")
 		if r.Method == "POST" {
@@ -365,7 +365,7 @@ func TestWritesGoToLearnedLeader(t *testing.T) {
 		writeJSON(w, 201, jobJSON("j1", JobStatusQueued))
 	}))
 	defer leader.Close()
-	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	follower := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(HeaderNode, "n1")
 		w.Header().Set(HeaderLeader, "n2")
 		switch {
@@ -406,7 +406,7 @@ func TestWritesGoToLearnedLeader(t *testing.T) {
 
 func TestJobListQuery(t *testing.T) {
 	var q string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q = r.URL.RawQuery
 		io.WriteString(w, `{"jobs":[{"id":"a","status":"queued"}],"nextCursor":null}`)
 	}))
@@ -422,7 +422,7 @@ func TestJobListQuery(t *testing.T) {
 }
 
 func TestBlobPutGet(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == "POST" {
 			f, h, err := r.FormFile("file")
 			if err != nil {
@@ -462,4 +462,18 @@ func TestJobErrorDecodesString(t *testing.T) {
 		j.Error.Code != "c" || !j.Error.Retryable {
 		t.Fatalf("j=%+v err=%v", j, err)
 	}
+}
+
+// newServer is httptest.NewServer for a fake node that, like a node of a
+// version before the mux, refuses its upgrade: these tests see every
+// request over plain HTTP. The mux itself is tested in internal/wire and on
+// real clusters in systemtest.
+func newServer(h http.Handler) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/mux" && r.Header.Get("Upgrade") != "" {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
 }

@@ -87,7 +87,7 @@ func newFakeWorkerServer(t *testing.T, interval float64) *fakeWorkerServer {
 		f.fail <- body
 		writeJSON(w, 200, map[string]any{"ok": true, "ack": true, "requeued": true})
 	})
-	f.srv = httptest.NewServer(mux)
+	f.srv = newServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
 }

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/spine-queue/spine/internal/wire"
 )
 
 func newForwardClient() *http.Client {
@@ -26,10 +28,7 @@ func newForwardClient() *http.Client {
 }
 
 // hopHeaders are not copied between the caller and the leader.
-var hopHeaders = map[string]bool{
-	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
-	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true,
-}
+var hopHeaders = wire.HopHeaders
 
 // forward sends the request to the leader with the caller's credentials and
 // copies the answer back. While there is no reachable leader it waits, up to
@@ -84,12 +83,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 
 func (s *Server) sendToLeader(ctx context.Context, r *http.Request, c *call, addr string) (*http.Response, error) {
 	if !s.cfg.DisableRelay && relayable(r, c.body) {
-		rc, err := s.relay.client(ctx, addr)
-		if err == nil {
-			return rc.do(ctx, r, c.body, s.cluster.ID())
-		}
-		if !errors.Is(err, errRelayUnsupported) {
-			return nil, err
+		resp, err := s.relayTo(ctx, addr, r, c.body)
+		if !errors.Is(err, wire.ErrUnsupported) {
+			return resp, err
 		}
 	}
 	u := addr + r.URL.RequestURI()
@@ -124,7 +120,7 @@ func refusedUnapplied(resp *http.Response) bool {
 // notSent reports whether err proves the request never reached the leader,
 // so sending it again cannot apply it twice.
 func notSent(err error) bool {
-	if errors.Is(err, errRelayNotSent) {
+	if errors.Is(err, wire.ErrNotSent) {
 		return true
 	}
 	var op *net.OpError

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spine-queue/spine/internal/wire"
 )
 
 // recordedReq is what the fake leader saw.
@@ -29,7 +31,7 @@ func newFakeLeader(t *testing.T, answer http.HandlerFunc) *fakeLeader {
 	t.Helper()
 	l := &fakeLeader{}
 	l.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == relayPath {
+		if r.URL.Path == wire.RelayPath {
 			// Like a leader of a version without the relay: the follower
 			// falls back to plain HTTP forwarding.
 			http.NotFound(w, r)

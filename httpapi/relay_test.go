@@ -1,14 +1,8 @@
 package httpapi
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -24,7 +18,6 @@ func relayPair(t *testing.T) (leader, follower *env, ts *httptest.Server) {
 	t.Cleanup(ts.Close)
 	follower = newEnv(t)
 	follower.fc.id = "n2"
-	follower.srv.relay.self = "n2"
 	follower.fc.setFollower("n1", ts.URL)
 	return leader, follower, ts
 }
@@ -58,10 +51,7 @@ func TestRelayCarriesConcurrentWrites(t *testing.T) {
 	if got := counts["queued"]; got != n {
 		t.Fatalf("leader has %d jobs, want %d", got, n)
 	}
-	follower.srv.relay.mu.Lock()
-	relays := len(follower.srv.relay.clients)
-	follower.srv.relay.mu.Unlock()
-	if relays != 1 {
+	if relays, _, _ := follower.srv.relay.Stats(); relays != 1 {
 		t.Fatalf("follower holds %d relay connections, want 1 (requests went over plain HTTP?)", relays)
 	}
 }
@@ -127,151 +117,8 @@ func TestRelayRefusedFallsBackToHTTP(t *testing.T) {
 	if leader.job(id) == nil {
 		t.Fatal("leader does not have the job")
 	}
-	follower.srv.relay.mu.Lock()
-	defer follower.srv.relay.mu.Unlock()
-	if len(follower.srv.relay.clients) != 0 || len(follower.srv.relay.unsupported) != 1 {
-		t.Fatalf("relay clients %d, unsupported %v: want none and the leader marked", len(follower.srv.relay.clients), follower.srv.relay.unsupported)
+	if clients, _, unsupported := follower.srv.relay.Stats(); clients != 0 || unsupported != 1 {
+		t.Fatalf("relay clients %d, unsupported %d: want none and the leader marked", clients, unsupported)
 	}
 }
 
-// Frames survive a round trip, and truncated or oversized ones are refused.
-func TestRelayFraming(t *testing.T) {
-	h := http.Header{"Authorization": {"Bearer x"}, "X-Multi": {"a", "b"}, "Connection": {"close"}}
-	p := appendField(nil, []byte("POST"))
-	p = appendField(p, []byte("/jobs?x=1"))
-	p = appendHeader(p, h)
-	p = appendField(p, []byte(`{"payload":1}`))
-	req, err := decodeRelayRequest(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(req.Body)
-	if req.Method != "POST" || req.URL.RequestURI() != "/jobs?x=1" || string(body) != `{"payload":1}` ||
-		req.Header.Get("Authorization") != "Bearer x" || len(req.Header["X-Multi"]) != 2 || req.Header.Get("Connection") != "" {
-		t.Fatalf("decoded %s %s %v %q", req.Method, req.URL, req.Header, body)
-	}
-	for i := 0; i < len(p); i++ {
-		if _, err := decodeRelayRequest(p[:i]); err == nil {
-			t.Fatalf("truncated request of %d bytes decoded", i)
-		}
-	}
-	frame := appendFrame(nil, frameRequest, 42, p)
-	kind, id, got, err := readFrame(bufio.NewReader(bytes.NewReader(frame)))
-	if err != nil || kind != frameRequest || id != 42 || !bytes.Equal(got, p) {
-		t.Fatalf("frame round trip: %d %d %v", kind, id, err)
-	}
-	huge := appendFrame(nil, frameRequest, 1, nil)
-	binary.BigEndian.PutUint32(huge, relayMaxFrame+100)
-	if _, _, _, err := readFrame(bufio.NewReader(bytes.NewReader(huge))); err == nil {
-		t.Fatal("oversized frame accepted")
-	}
-}
-
-// A leader that accepts connections but never answers the upgrade (hung, or
-// partitioned after the handshake) holds at most one dial: callers arriving
-// meanwhile share it instead of queueing behind one another's dials, a
-// caller that leaves is let go at once, and a relay to another leader is not
-// held up by it.
-func TestRelayDialIsSharedAndDoesNotBlockOthers(t *testing.T) {
-	hung, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hung.Close()
-	accepted := make(chan net.Conn, 16)
-	go func() {
-		for {
-			c, err := hung.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	_, follower, ts := relayPair(t)
-	pool := follower.srv.relay
-	hungURL := "http://" + hung.Addr().String()
-
-	const callers = 8
-	results := make(chan error, callers)
-	for i := 0; i < callers; i++ {
-		go func() {
-			_, err := pool.client(context.Background(), hungURL)
-			results <- err
-		}()
-	}
-	var first net.Conn
-	select {
-	case first = <-accepted:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no dial reached the hung leader")
-	}
-	waitUntil(t, "the dial in flight", func() bool {
-		pool.mu.Lock()
-		defer pool.mu.Unlock()
-		return pool.dialing[hungURL] != nil
-	})
-
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := pool.client(ctx, hungURL); !errors.Is(err, errRelayNotSent) {
-		t.Fatalf("caller that left: %v, want a not-sent error", err)
-	}
-	c, err := pool.client(context.Background(), ts.URL)
-	if err != nil || c == nil {
-		t.Fatalf("relay to a live leader while another dial hangs: %v", err)
-	}
-
-	first.Close() // the upgrade fails: that leader speaks no relay
-	for i := 0; i < callers; i++ {
-		select {
-		case err := <-results:
-			if !errors.Is(err, errRelayUnsupported) {
-				t.Fatalf("caller %d: %v, want unsupported", i, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("callers still waiting after the dial ended")
-		}
-	}
-	select {
-	case c := <-accepted:
-		c.Close()
-		t.Fatal("a second dial reached the hung leader")
-	default:
-	}
-}
-
-// A pooled recorder starts every answer empty: no header, status or body of
-// an earlier answer leaks into a later one, whichever recorder the pool
-// hands out (under -race the pool drops items at random, so both fresh and
-// reused recorders are exercised).
-func TestRelayRecorderReuseStartsEmpty(t *testing.T) {
-	for i := 0; i < 200; i++ {
-		rec := newRelayRecorder()
-		if len(rec.header) != 0 || rec.status != 0 || rec.body.Len() != 0 {
-			t.Fatalf("answer %d: recorder holds header %v, status %d, body %q", i, rec.header, rec.status, rec.body.String())
-		}
-		want := fmt.Sprintf(`{"n":%d}`, i)
-		if i%2 == 0 {
-			rec.Header().Set("Retry-After", "1")
-			rec.WriteHeader(http.StatusServiceUnavailable)
-		}
-		_, _ = rec.Write([]byte(want))
-		f := &fields{b: bytes.Clone(rec.encode())}
-		rec.free()
-		status, h, body := f.uvarint(), f.header(), string(f.bytes())
-		if f.err != nil {
-			t.Fatalf("answer %d: %v", i, f.err)
-		}
-		wantStatus, wantRetry := uint64(http.StatusOK), false
-		if i%2 == 0 {
-			wantStatus, wantRetry = http.StatusServiceUnavailable, true
-		}
-		if retry := h.Get("Retry-After") != ""; status != wantStatus || retry != wantRetry {
-			t.Fatalf("answer %d: status %d, Retry-After %v; want %d, %v", i, status, retry, wantStatus, wantRetry)
-		}
-		if body != want {
-			t.Fatalf("answer %d: body %q, want %q", i, body, want)
-		}
-	}
-}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spine-queue/spine/cluster"
 	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/internal/wire"
 )
 
 // Cluster is what the API needs of the replication layer (*cluster.Node).
@@ -99,10 +100,10 @@ type Server struct {
 
 	// relay: this node's connection to the leader (follower side) and the
 	// connections followers opened to it (leader side); see relay.go.
-	relay       *relayPool
+	relay       *wire.Pool
 	relayKey    string
 	relayMu     sync.Mutex
-	relayServed map[*relayConn]bool
+	relayServed map[*wire.Conn]bool
 	relayClosed bool
 }
 
@@ -160,7 +161,7 @@ func New(cfg Config, c Cluster, st State) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, cluster: c, state: st, logger: cfg.Logger.Named("http"), fwd: newForwardClient(),
 		relayKey: relayKey(cfg.Tokens)}
-	s.relay = &relayPool{self: c.ID(), key: s.relayKey}
+	s.relay = &wire.Pool{Path: wire.RelayPath, Protocol: wire.RelayProtocol, Single: true}
 	s.routes()
 	return s, nil
 }
@@ -168,9 +169,15 @@ func New(cfg Config, c Cluster, st State) (*Server, error) {
 // Handler returns the HTTP handler of the API.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == relayPath && r.Method == http.MethodGet {
-			s.handleRelay(w, r) // node to node; not part of the public API
-			return
+		if r.Method == http.MethodGet {
+			switch r.URL.Path {
+			case wire.RelayPath:
+				s.handleRelay(w, r) // node to node; not part of the public API
+				return
+			case wire.MuxPath:
+				s.handleMux(w, r)
+				return
+			}
 		}
 		s.router.ServeHTTP(w, r)
 	})
@@ -179,14 +186,14 @@ func (s *Server) Handler() http.Handler {
 // Close releases forwarding connections and closes relays.
 func (s *Server) Close() {
 	s.fwd.CloseIdleConnections()
-	s.relay.close()
+	s.relay.Close()
 	s.relayMu.Lock()
 	s.relayClosed = true
 	served := s.relayServed
 	s.relayServed = nil
 	s.relayMu.Unlock()
-	for rc := range served {
-		rc.fail(errors.New("server closing"))
+	for c := range served {
+		c.Fail(errors.New("server closing"))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/spine-queue/spine/internal/wire"
 )
 
 // api is a lean HTTP client for the hot loop: fasthttp's client, which
@@ -25,6 +28,11 @@ type api struct {
 	hc         *fasthttp.Client
 	head, claw string // "Bearer …"
 	reqTimeout time.Duration
+	// mux sends authenticated requests over one spine-mux/1 connection per
+	// node instead of fasthttp's keep-alive connections (what a node does
+	// not accept over the mux still goes over HTTP).
+	mux   bool
+	muxes wire.Pool
 }
 
 func newAPI(nodes []string, headToken, clawToken string, conns int, reqTimeout time.Duration) *api {
@@ -42,10 +50,14 @@ func newAPI(nodes []string, headToken, clawToken string, conns int, reqTimeout t
 	return &api{
 		nodes: nodes, hc: hc,
 		head: "Bearer " + headToken, claw: "Bearer " + clawToken, reqTimeout: reqTimeout,
+		muxes: wire.Pool{Path: wire.MuxPath, Protocol: wire.MuxProtocol},
 	}
 }
 
-func (a *api) close() { a.hc.CloseIdleConnections() }
+func (a *api) close() {
+	a.hc.CloseIdleConnections()
+	a.muxes.Close()
+}
 
 // httpError is a non-2xx answer.
 type httpError struct {
@@ -80,6 +92,12 @@ func (a *api) doIndexed(ctx context.Context, method, u, auth string, body []byte
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	if a.mux && auth != "" {
+		st, index, ok, err := a.doMux(ctx, method, u, auth, body, deadline, out, minIndex)
+		if ok {
+			return st, index, err
+		}
+	}
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -102,6 +120,60 @@ func (a *api) doIndexed(ctx context.Context, method, u, auth string, body []byte
 		return 0, 0, err
 	}
 	status, data := resp.StatusCode(), resp.Body()
+	if err := decodeAnswer(status, data, out); err != nil {
+		return status, 0, err
+	}
+	index, _ := strconv.ParseUint(string(resp.Header.Peek("X-Spine-Index")), 10, 64)
+	return status, index, nil
+}
+
+// doMux is doIndexed over the node's mux connection; ok is false when the
+// node does not take one (the caller then uses HTTP).
+func (a *api) doMux(ctx context.Context, method, u, auth string, body []byte, deadline time.Time, out any, minIndex uint64) (status int, index uint64, ok bool, err error) {
+	base := ""
+	for _, n := range a.nodes {
+		if strings.HasPrefix(u, n+"/") {
+			base = n
+			break
+		}
+	}
+	if base == "" {
+		return 0, 0, false, nil
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	c, err := a.muxes.Get(dctx, base, strings.TrimPrefix(auth, "Bearer "))
+	if errors.Is(err, wire.ErrUnsupported) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, true, err
+	}
+	h := http.Header{"Authorization": {auth}}
+	if body != nil {
+		h["Content-Type"] = []string{"application/json"}
+	}
+	if minIndex > 0 {
+		h["X-Spine-Min-Index"] = []string{strconv.FormatUint(minIndex, 10)}
+	}
+	resp, err := c.RoundTrip(dctx, wire.AppendRequest(nil, method, u[len(base):], h, body))
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return 0, 0, true, cerr
+		}
+		return 0, 0, true, err
+	}
+	data, _ := io.ReadAll(resp.Body)
+	if err := decodeAnswer(resp.StatusCode, data, out); err != nil {
+		return resp.StatusCode, 0, true, err
+	}
+	index, _ = strconv.ParseUint(resp.Header.Get("X-Spine-Index"), 10, 64)
+	return resp.StatusCode, index, true, nil
+}
+
+// decodeAnswer turns a non-2xx answer into an *httpError and decodes a 2xx
+// one into out (if not nil).
+func decodeAnswer(status int, data []byte, out any) error {
 	if status < 200 || status > 299 {
 		he := &httpError{Status: status, Body: strings.TrimSpace(string(data))}
 		var e struct {
@@ -115,15 +187,14 @@ func (a *api) doIndexed(ctx context.Context, method, u, auth string, body []byte
 		if len(he.Body) > 300 {
 			he.Body = he.Body[:300] + "…"
 		}
-		return status, 0, he
+		return he
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return status, 0, fmt.Errorf("decode answer: %w", err)
+			return fmt.Errorf("decode answer: %w", err)
 		}
 	}
-	index, _ := strconv.ParseUint(string(resp.Header.Peek("X-Spine-Index")), 10, 64)
-	return status, index, nil
+	return nil
 }
 
 // health is the part of GET /health the benchmark reads.

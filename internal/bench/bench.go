@@ -32,6 +32,7 @@ type Config struct {
 	Payload              int    // payload bytes per job
 	Phase                string // create | lifecycle | mixed | all
 	Connect              string // rr (goroutine i on node i%n) | request (each request to the next node) | leader
+	Transport            string // mux (spine-mux/1, one connection per node, as the Go client) | http (HTTP/1.1 keep-alive, a connection per goroutine)
 	Heartbeat            bool   // send one heartbeat per job between claim and complete
 	Timeout              time.Duration
 	PhaseTimeout         time.Duration
@@ -45,7 +46,7 @@ type Config struct {
 // DefaultConfig mirrors peerbench's defaults.
 func DefaultConfig() Config {
 	return Config{Jobs: 20000, Producers: 16, Workers: 16, Payload: 256, Phase: "all", Connect: "rr",
-		Heartbeat: true, Timeout: 10 * time.Minute, PhaseTimeout: 5 * time.Minute,
+		Transport: "mux", Heartbeat: true, Timeout: 10 * time.Minute, PhaseTimeout: 5 * time.Minute,
 		RequestTimeout: 10 * time.Second, ClaimWait: time.Second, MaxErrors: 1000}
 }
 
@@ -79,6 +80,7 @@ type Result struct {
 	Workers     int    `json:"workers"`
 	Payload     int    `json:"payload_bytes"`
 	Connect     string `json:"connect"`
+	Transport   string `json:"transport"`
 	Heartbeat   string `json:"heartbeat_mode"`
 	ClaimWaitMs int64  `json:"claim_max_wait_ms"`
 	RunID       string `json:"run_id"`
@@ -217,6 +219,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Connect == "" {
 		cfg.Connect = d.Connect
 	}
+	if cfg.Transport == "" {
+		cfg.Transport = d.Transport
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = d.Timeout
 	}
@@ -244,7 +249,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r := &runner{cfg: cfg, out: cfg.Out, runID: "bench-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(rb[:])}
 	r.res = &Result{System: "spine-raft-r" + fmt.Sprint(len(cfg.Addrs)), Label: cfg.Label, GoVersion: runtime.Version(),
 		Phase: cfg.Phase, Nodes: len(cfg.Addrs), Jobs: cfg.Jobs, MixedJobs: cfg.MixedJobs, Producers: cfg.Producers,
-		Workers: cfg.Workers, Payload: cfg.Payload, Connect: cfg.Connect, Heartbeat: hb,
+		Workers: cfg.Workers, Payload: cfg.Payload, Connect: cfg.Connect, Transport: cfg.Transport, Heartbeat: hb,
 		ClaimWaitMs: cfg.ClaimWait.Milliseconds(), RunID: r.runID}
 	if len(cfg.Addrs) == 0 {
 		return r.res, errors.New("no node address")
@@ -259,7 +264,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	default:
 		return r.res, fmt.Errorf("unknown connect mode %q (rr|request|leader)", cfg.Connect)
 	}
+	if cfg.Transport != "mux" && cfg.Transport != "http" {
+		return r.res, fmt.Errorf("unknown transport %q (mux|http)", cfg.Transport)
+	}
 	r.a = newAPI(cfg.Addrs, cfg.HeadToken, cfg.ClawToken, cfg.Producers+cfg.Workers+8, cfg.RequestTimeout)
+	r.a.mux = cfg.Transport == "mux"
 	defer r.a.close()
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -323,8 +332,8 @@ func (r *runner) node(g, off, k int) int {
 func (r *runner) run(ctx context.Context) error {
 	cfg := r.cfg
 	r.printf("spine bench: %d nodes %v, %s, GOMAXPROCS=%d, run id %s\n", len(cfg.Addrs), cfg.Addrs, runtime.Version(), runtime.GOMAXPROCS(0), r.runID)
-	r.printf("config: jobs=%d mixed-jobs=%d producers=%d workers=%d payload=%dB phase=%s connect=%s heartbeat=%s claim max_wait=%v\n",
-		cfg.Jobs, cfg.MixedJobs, cfg.Producers, cfg.Workers, cfg.Payload, cfg.Phase, cfg.Connect, r.res.Heartbeat, cfg.ClaimWait)
+	r.printf("config: jobs=%d mixed-jobs=%d producers=%d workers=%d payload=%dB phase=%s connect=%s transport=%s heartbeat=%s claim max_wait=%v\n",
+		cfg.Jobs, cfg.MixedJobs, cfg.Producers, cfg.Workers, cfg.Payload, cfg.Phase, cfg.Connect, cfg.Transport, r.res.Heartbeat, cfg.ClaimWait)
 
 	leader, err := r.waitLeader(ctx, 30*time.Second)
 	if err != nil {

@@ -101,6 +101,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	fs.IntVar(&cfg.Payload, "payload", cfg.Payload, fmt.Sprintf("payload bytes per job (JSON; min %d: send time + job number)", minPayload))
 	fs.StringVar(&cfg.Phase, "phase", cfg.Phase, "create | lifecycle | mixed | all (create alone still drains its jobs afterwards, unmeasured; lifecycle runs create first)")
 	fs.StringVar(&cfg.Connect, "connect", cfg.Connect, "rr: producer i on node i%n, worker i on node (i+1)%n (as peerbench -connect rr); request: every request to the next node; leader: everything to the leader")
+	fs.StringVar(&cfg.Transport, "transport", cfg.Transport, "mux: each process's requests share one spine-mux/1 connection per node, as the Go client's do; http: HTTP/1.1 keep-alive, one connection per producer and worker")
 	fs.BoolVar(&cfg.Heartbeat, "heartbeat", cfg.Heartbeat, "send one (confirmed) heartbeat per job between claim and complete")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "upper bound for the whole run")
 	fs.DurationVar(&cfg.PhaseTimeout, "phase-timeout", cfg.PhaseTimeout, "upper bound for each phase")
@@ -155,6 +156,10 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	case "rr", "request", "leader":
 	default:
 		fmt.Fprintf(stderr, "spine bench: --connect must be rr, request or leader\n")
+		return ExitUsage
+	}
+	if cfg.Transport != "mux" && cfg.Transport != "http" {
+		fmt.Fprintf(stderr, "spine bench: --transport must be mux or http\n")
 		return ExitUsage
 	}
 	cfg.Out = stdout

@@ -1,0 +1,240 @@
+// Package wire carries many concurrent HTTP requests and their answers over
+// one long-lived TCP connection as length-prefixed frames.
+//
+// A connection starts as an HTTP Upgrade on a node's own port, so no extra
+// listener is needed. Two protocols use it:
+//
+//   - spine-relay/1: a follower forwarding requests to its leader,
+//     authenticated by a key derived from the nodes' token configuration.
+//   - spine-mux/1: a client (a claw, a producer, the load generator) talking
+//     to any node, authenticated by the client's own token; every request
+//     still carries its own Authorization and is checked as over HTTP.
+//
+// After the upgrade both sides exchange frames: a request (method, URI,
+// headers, body), its answer (status, headers, body), or the cancellation of
+// a request whose caller went away. Frames of concurrent requests share each
+// write and each read, which is the point: on a loaded connection a request
+// costs a fraction of a syscall on each side instead of a whole HTTP
+// exchange with its own read and write.
+//
+// A request means exactly what it means over HTTP: the server runs it
+// through the same handler, and its answer is byte for byte the same.
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+)
+
+// Protocols and the paths they are served on.
+const (
+	RelayPath     = "/internal/relay"
+	RelayProtocol = "spine-relay/1"
+	MuxPath       = "/mux"
+	MuxProtocol   = "spine-mux/1"
+)
+
+const (
+	// MaxBody is the largest request body sent in a frame; larger ones (blob
+	// uploads) go over plain HTTP.
+	MaxBody = 1 << 20
+	// MaxFrame bounds a frame a client accepts (a blob download's answer is
+	// at most a node's blob limit plus framing).
+	MaxFrame = 64 << 20
+	// MaxRequestFrame bounds a request frame a server accepts: MaxBody plus
+	// room for the method, URI and headers.
+	MaxRequestFrame = MaxBody + 64<<10
+
+	FrameRequest  byte = 1
+	FrameCancel   byte = 2
+	FrameResponse byte = 3
+	frameHeader        = 4 + 1 + 8 // length, kind, request id
+)
+
+var (
+	// ErrNotSent: the request never left this process (no connection, or
+	// the connection broke before its frame was written whole), so sending
+	// it again cannot apply it twice.
+	ErrNotSent = errors.New("wire: request not sent")
+	// ErrLost: the request was sent but its answer will not come.
+	ErrLost = errors.New("wire: connection lost before the answer")
+	// ErrUnsupported: the server does not speak the protocol (an older
+	// version, another token configuration, a proxy, TLS): use plain HTTP.
+	ErrUnsupported = errors.New("wire: protocol not available at this address")
+)
+
+// HopHeaders are connection-level headers that are never carried in a frame
+// (nor copied by a node forwarding over plain HTTP).
+var HopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true,
+}
+
+// AppendFrame appends one frame to b.
+func AppendFrame(b []byte, kind byte, id uint64, payload []byte) []byte {
+	var hdr [frameHeader]byte
+	binary.BigEndian.PutUint32(hdr[0:4], uint32(1+8+len(payload)))
+	hdr[4] = kind
+	binary.BigEndian.PutUint64(hdr[5:], id)
+	return append(append(b, hdr[:]...), payload...)
+}
+
+// ReadFrame reads one frame whose payload is at most max bytes; a longer
+// one is an error (the connection is then unusable).
+func ReadFrame(r *bufio.Reader, max uint32) (kind byte, id uint64, payload []byte, err error) {
+	var hdr [frameHeader]byte
+	if _, err = io.ReadFull(r, hdr[:]); err != nil {
+		return 0, 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[0:4])
+	if n < 9 || n-9 > max {
+		return 0, 0, nil, fmt.Errorf("wire: bad frame length %d", n)
+	}
+	payload = make([]byte, n-9)
+	if _, err = io.ReadFull(r, payload); err != nil {
+		return 0, 0, nil, err
+	}
+	return hdr[4], binary.BigEndian.Uint64(hdr[5:]), payload, nil
+}
+
+// AppendField appends a length-prefixed byte string.
+func AppendField(b, f []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(f)))
+	return append(b, f...)
+}
+
+// AppendHeader appends h, without its hop-by-hop headers.
+func AppendHeader(b []byte, h http.Header) []byte {
+	n := 0
+	for k, vs := range h {
+		if !HopHeaders[k] {
+			n += len(vs)
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	for k, vs := range h {
+		if HopHeaders[k] {
+			continue
+		}
+		for _, v := range vs {
+			b = AppendField(AppendField(b, []byte(k)), []byte(v))
+		}
+	}
+	return b
+}
+
+// Fields reads what AppendField and AppendHeader wrote. The first malformed
+// field sets Err; later reads return zero values.
+type Fields struct {
+	B   []byte
+	Err error
+}
+
+var errMalformed = errors.New("wire: malformed frame")
+
+// Uvarint reads an unsigned varint.
+func (f *Fields) Uvarint() uint64 {
+	if f.Err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(f.B)
+	if n <= 0 {
+		f.Err = errMalformed
+		return 0
+	}
+	f.B = f.B[n:]
+	return v
+}
+
+// Bytes reads a byte string; the result aliases the frame.
+func (f *Fields) Bytes() []byte {
+	n := f.Uvarint()
+	if f.Err != nil {
+		return nil
+	}
+	if n > uint64(len(f.B)) {
+		f.Err = errMalformed
+		return nil
+	}
+	v := f.B[:n:n]
+	f.B = f.B[n:]
+	return v
+}
+
+// Header reads a header set.
+func (f *Fields) Header() http.Header {
+	n := f.Uvarint()
+	if n > uint64(len(f.B)) {
+		f.Err = errMalformed
+	}
+	if f.Err != nil {
+		return nil
+	}
+	h := make(http.Header, n)
+	for i := uint64(0); i < n && f.Err == nil; i++ {
+		k := string(f.Bytes())
+		h[k] = append(h[k], string(f.Bytes()))
+	}
+	return h
+}
+
+// AppendRequest appends a request frame's payload.
+func AppendRequest(b []byte, method, uri string, h http.Header, body []byte) []byte {
+	b = AppendField(b, []byte(method))
+	b = AppendField(b, []byte(uri))
+	b = AppendHeader(b, h)
+	return AppendField(b, body)
+}
+
+// DecodeRequest parses a request frame's payload into a server request.
+func DecodeRequest(p []byte) (*http.Request, error) {
+	f := &Fields{B: p}
+	method := string(f.Bytes())
+	uri := string(f.Bytes())
+	h := f.Header()
+	body := f.Bytes()
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	u, err := url.ParseRequestURI(uri)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Request{
+		Method: method, URL: u, RequestURI: uri, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
+		Host: u.Host,
+	}, nil
+}
+
+// AppendResponse appends an answer frame's payload.
+func AppendResponse(b []byte, status int, h http.Header, body []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(status))
+	b = AppendHeader(b, h)
+	return AppendField(b, body)
+}
+
+// DecodeResponse parses an answer frame's payload.
+func DecodeResponse(p []byte) (*http.Response, error) {
+	f := &Fields{B: p}
+	status := int(f.Uvarint())
+	h := f.Header()
+	body := f.Bytes()
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	if status < 100 || status > 999 {
+		return nil, fmt.Errorf("wire: bad status %d", status)
+	}
+	return &http.Response{
+		StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
+	}, nil
+}

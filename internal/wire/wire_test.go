@@ -1,0 +1,408 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Frames survive a round trip, and truncated or oversized ones are refused.
+func TestFraming(t *testing.T) {
+	h := http.Header{"Authorization": {"Bearer x"}, "X-Multi": {"a", "b"}, "Connection": {"close"}}
+	p := AppendRequest(nil, "POST", "/jobs?x=1", h, []byte(`{"payload":1}`))
+	req, err := DecodeRequest(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(req.Body)
+	if req.Method != "POST" || req.URL.RequestURI() != "/jobs?x=1" || string(body) != `{"payload":1}` ||
+		req.Header.Get("Authorization") != "Bearer x" || len(req.Header["X-Multi"]) != 2 || req.Header.Get("Connection") != "" {
+		t.Fatalf("decoded %s %s %v %q", req.Method, req.URL, req.Header, body)
+	}
+	for i := 0; i < len(p); i++ {
+		if _, err := DecodeRequest(p[:i]); err == nil {
+			t.Fatalf("truncated request of %d bytes decoded", i)
+		}
+	}
+	frame := AppendFrame(nil, FrameRequest, 42, p)
+	kind, id, got, err := ReadFrame(bufio.NewReader(bytes.NewReader(frame)), MaxRequestFrame)
+	if err != nil || kind != FrameRequest || id != 42 || !bytes.Equal(got, p) {
+		t.Fatalf("frame round trip: %d %d %v", kind, id, err)
+	}
+	huge := AppendFrame(nil, FrameRequest, 1, nil)
+	binary.BigEndian.PutUint32(huge, MaxRequestFrame+100)
+	if _, _, _, err := ReadFrame(bufio.NewReader(bytes.NewReader(huge)), MaxRequestFrame); err == nil {
+		t.Fatal("oversized frame accepted")
+	}
+	r := AppendResponse(nil, 409, http.Header{"Retry-After": {"1"}}, []byte(`{"error":{}}`))
+	resp, err := DecodeResponse(r)
+	if err != nil || resp.StatusCode != 409 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("answer round trip: %v %v", resp, err)
+	}
+	if _, err := DecodeResponse(AppendResponse(nil, 7, nil, nil)); err == nil {
+		t.Fatal("status 7 accepted")
+	}
+}
+
+// A pooled recorder starts every answer empty: no header, status or body of
+// an earlier answer leaks into a later one, whichever recorder the pool
+// hands out (under -race the pool drops items at random, so both fresh and
+// reused recorders are exercised).
+func TestRecorderReuseStartsEmpty(t *testing.T) {
+	for i := 0; i < 200; i++ {
+		rec := newRecorder()
+		if len(rec.header) != 0 || rec.status != 0 || rec.body.Len() != 0 {
+			t.Fatalf("answer %d: recorder holds header %v, status %d, body %q", i, rec.header, rec.status, rec.body.String())
+		}
+		want := fmt.Sprintf(`{"n":%d}`, i)
+		if i%2 == 0 {
+			rec.Header().Set("Retry-After", "1")
+			rec.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = rec.Write([]byte(want))
+		resp, err := DecodeResponse(bytes.Clone(rec.encode()))
+		rec.free()
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		wantStatus, wantRetry := http.StatusOK, false
+		if i%2 == 0 {
+			wantStatus, wantRetry = http.StatusServiceUnavailable, true
+		}
+		if retry := resp.Header.Get("Retry-After") != ""; resp.StatusCode != wantStatus || retry != wantRetry {
+			t.Fatalf("answer %d: status %d, Retry-After %v; want %d, %v", i, resp.StatusCode, retry, wantStatus, wantRetry)
+		}
+		if string(body) != want {
+			t.Fatalf("answer %d: body %q, want %q", i, body, want)
+		}
+	}
+}
+
+// muxServer serves h over spine-mux/1 (key "good") and over plain HTTP,
+// counting the requests each way.
+type muxServer struct {
+	*httptest.Server
+	overMux, overHTTP atomic.Int64
+	mu                sync.Mutex
+	conns             []*Conn // server sides of the upgraded connections
+}
+
+// breakConns closes the server side of every upgraded connection.
+func (s *muxServer) breakConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.Fail(errors.New("broken by the test"))
+	}
+}
+
+func newMuxServer(t *testing.T, h http.HandlerFunc, cfg Server) *muxServer {
+	t.Helper()
+	s := &muxServer{}
+	cfg.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.overMux.Add(1)
+		h(w, r)
+	})
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == MuxPath {
+			if r.Header.Get("Authorization") != "Bearer good" {
+				http.Error(w, "bad token", http.StatusUnauthorized)
+				return
+			}
+			c, err := Accept(w, r, MuxProtocol)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			go cfg.Serve(c)
+			return
+		}
+		s.overHTTP.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func echo(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	w.Header().Set("X-Method", r.Method)
+	w.Header().Set("X-Auth", r.Header.Get("Authorization"))
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprintf(w, "%s %s", r.URL.RequestURI(), b)
+}
+
+// Many goroutines share one connection, each gets its own answer, and what
+// the protocol does not carry goes over plain HTTP with the same answer.
+func TestTransportCarriesConcurrentRequests(t *testing.T) {
+	srv := newMuxServer(t, echo, Server{})
+	tr := NewTransport(http.DefaultTransport)
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	const n = 100
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", fmt.Sprintf("%s/jobs?i=%d", srv.URL, i), strings.NewReader(fmt.Sprint(i)))
+			req.Header.Set("Authorization", "Bearer good")
+			resp, err := hc.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := fmt.Sprintf("/jobs?i=%d %d", i, i); resp.StatusCode != 201 || string(b) != want || resp.Header.Get("X-Auth") != "Bearer good" {
+				errs <- fmt.Errorf("request %d: %d %q %v, want 201 %q", i, resp.StatusCode, b, resp.Header, want)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := srv.overMux.Load(); got != n {
+		t.Fatalf("%d requests over the mux, want %d", got, n)
+	}
+	if clients, _, _ := tr.pool.Stats(); clients != 1 {
+		t.Fatalf("%d connections, want 1", clients)
+	}
+
+	// No token, a blob, a body over MaxBody: plain HTTP, same answers.
+	for _, c := range []struct {
+		path, auth string
+		body       []byte
+	}{
+		{"/health", "", nil},
+		{"/blobs", "Bearer good", []byte("x")},
+		{"/jobs", "Bearer good", bytes.Repeat([]byte("a"), MaxBody+1)},
+	} {
+		before := srv.overHTTP.Load()
+		req, _ := http.NewRequest("POST", srv.URL+c.path, bytes.NewReader(c.body))
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 201 || !bytes.Equal(b, append([]byte(c.path+" "), c.body...)) {
+			t.Fatalf("%s: %d, %d bytes", c.path, resp.StatusCode, len(b))
+		}
+		if srv.overHTTP.Load() != before+1 {
+			t.Fatalf("%s did not go over plain HTTP", c.path)
+		}
+	}
+}
+
+// A node that refuses the upgrade (an older version) is served over plain
+// HTTP, with the request's body intact, and not asked again at once.
+func TestTransportFallsBackWhenRefused(t *testing.T) {
+	srv := newMuxServer(t, echo, Server{})
+	tr := NewTransport(http.DefaultTransport)
+	hc := &http.Client{Transport: tr}
+	for i := 0; i < 3; i++ {
+		req, _ := http.NewRequest("POST", srv.URL+"/jobs", strings.NewReader("body"))
+		req.Header.Set("Authorization", "Bearer stale")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "/jobs body" {
+			t.Fatalf("answer %q", b)
+		}
+	}
+	if srv.overHTTP.Load() != 3 || srv.overMux.Load() != 0 {
+		t.Fatalf("http %d mux %d, want 3 and 0", srv.overHTTP.Load(), srv.overMux.Load())
+	}
+	if clients, _, unsupported := tr.pool.Stats(); clients != 0 || unsupported != 1 {
+		t.Fatalf("clients %d unsupported %d", clients, unsupported)
+	}
+}
+
+// A caller that goes away cancels its request on the server at once; a
+// request whose connection breaks after it was sent is lost, not "not sent".
+func TestCancelAndLoss(t *testing.T) {
+	started := make(chan struct{}, 1)
+	cancelled := make(chan struct{}, 1)
+	srv := newMuxServer(t, func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-r.Context().Done()
+		cancelled <- struct{}{}
+	}, Server{})
+	c, err := Dial(context.Background(), srv.URL, MuxPath, MuxProtocol, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.RoundTrip(ctx, AppendRequest(nil, "POST", "/wait", nil, nil))
+		done <- err
+	}()
+	<-started
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled request: %v", err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server kept serving a cancelled request")
+	}
+
+	go func() {
+		_, err := c.RoundTrip(context.Background(), AppendRequest(nil, "POST", "/wait", nil, nil))
+		done <- err
+	}()
+	<-started
+	srv.breakConns()
+	if err := <-done; !errors.Is(err, ErrLost) {
+		t.Fatalf("request on a broken connection: %v, want ErrLost", err)
+	}
+	if _, err := c.RoundTrip(context.Background(), AppendRequest(nil, "GET", "/x", nil, nil)); !errors.Is(err, ErrNotSent) {
+		t.Fatalf("request after the break: %v, want ErrNotSent", err)
+	}
+}
+
+// A connection's requests in flight are bounded: past the bound, the server
+// reads no more of them until one ends.
+func TestMaxInFlight(t *testing.T) {
+	release := make(chan struct{})
+	var running, peak atomic.Int64
+	srv := newMuxServer(t, func(w http.ResponseWriter, r *http.Request) {
+		n := running.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		<-release
+		running.Add(-1)
+	}, Server{MaxInFlight: 3})
+	c, err := Dial(context.Background(), srv.URL, MuxPath, MuxProtocol, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if resp, err := c.RoundTrip(context.Background(), AppendRequest(nil, "GET", "/x", nil, nil)); err != nil || resp.StatusCode != 200 {
+				t.Errorf("request: %v", err)
+			}
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for running.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("three requests never ran")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	if p := peak.Load(); p != 3 {
+		t.Fatalf("peak of %d requests at once, want 3", p)
+	}
+}
+
+// An address that accepts connections but never answers the upgrade (hung,
+// or partitioned after the handshake) holds at most one dial: callers
+// arriving meanwhile share it instead of queueing behind one another's
+// dials, a caller that leaves is let go at once, and a connection to another
+// address is not held up by it.
+func TestPoolDialIsSharedAndDoesNotBlockOthers(t *testing.T) {
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	live := newMuxServer(t, echo, Server{})
+	pool := &Pool{Path: MuxPath, Protocol: MuxProtocol}
+	defer pool.Close()
+	hungURL := "http://" + hung.Addr().String()
+
+	const callers = 8
+	results := make(chan error, callers)
+	for i := 0; i < callers; i++ {
+		go func() {
+			_, err := pool.Get(context.Background(), hungURL, "good")
+			results <- err
+		}()
+	}
+	var first net.Conn
+	select {
+	case first = <-accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no dial reached the hung address")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, dialing, _ := pool.Stats(); dialing != 1; _, dialing, _ = pool.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatal("no dial in flight")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := pool.Get(ctx, hungURL, "good"); !errors.Is(err, ErrNotSent) {
+		t.Fatalf("caller that left: %v, want a not-sent error", err)
+	}
+	c, err := pool.Get(context.Background(), live.URL, "good")
+	if err != nil || c == nil {
+		t.Fatalf("connection to a live address while another dial hangs: %v", err)
+	}
+
+	first.Close() // the upgrade fails: that address speaks no mux
+	for i := 0; i < callers; i++ {
+		select {
+		case err := <-results:
+			if !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("caller %d: %v, want unsupported", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("callers still waiting after the dial ended")
+		}
+	}
+	select {
+	case c := <-accepted:
+		c.Close()
+		t.Fatal("a second dial reached the hung address")
+	default:
+	}
+}
