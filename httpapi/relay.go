@@ -95,8 +95,15 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, protocol string
 		c.Fail(errors.New("server closing"))
 		return
 	}
+	mux := protocol == wire.MuxProtocol
+	if mux {
+		s.muxConns.Add(1)
+	}
 	go func() {
 		defer s.trackConn(c, false)
+		if mux {
+			defer s.muxConns.Add(-1)
+		}
 		err := srv.Serve(c)
 		if !errors.Is(err, io.EOF) && !isClosedConn(err) {
 			s.logger.Debug("connection ended", "protocol", protocol, "peer", c.RemoteAddr().String(), "error", err)

@@ -121,4 +121,3 @@ func TestRelayRefusedFallsBackToHTTP(t *testing.T) {
 		t.Fatalf("relay clients %d, unsupported %d: want none and the leader marked", clients, unsupported)
 	}
 }
-

@@ -94,6 +94,8 @@ type Server struct {
 	fwd     *http.Client
 	// claimWaiters counts worker claims waiting in a long poll on this node.
 	claimWaiters atomic.Int64
+	// muxConns counts the clients' spine-mux/1 connections this node serves.
+	muxConns atomic.Int64
 	// localHeartbeats counts heartbeats this node answered from its own
 	// recent state: no entry, no forward, no quorum round.
 	localHeartbeats atomic.Uint64

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/spine-queue/spine/internal/testcluster"
+	"github.com/spine-queue/spine/internal/wire"
 )
 
 // ---- HTTP helpers --------------------------------------------------------
@@ -44,6 +45,14 @@ func (r *wResp) String() string { return fmt.Sprintf("%d %s", r.Status, bytes.Tr
 // wDo sends one request with the token, a JSON body (nil: none) and
 // headers given as name, value pairs.
 func wDo(ctx context.Context, base, token, method, path string, body interface{}, hdr ...string) (*wResp, error) {
+	return wDoVia(ctx, wHTTP, base, token, method, path, body, hdr...)
+}
+
+// wDoFunc is wDo, or wDoVia with a given client.
+type wDoFunc func(ctx context.Context, base, token, method, path string, body interface{}, hdr ...string) (*wResp, error)
+
+// wDoVia is wDo through hc.
+func wDoVia(ctx context.Context, hc *http.Client, base, token, method, path string, body interface{}, hdr ...string) (*wResp, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -63,7 +72,7 @@ func wDo(ctx context.Context, base, token, method, path string, body interface{}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := wHTTP.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -1043,14 +1052,42 @@ func TestWorkerShortLease(t *testing.T) {
 	})
 
 	t.Run("LeaderKillDuringLongPolls", func(t *testing.T) {
-		wLeaderKill(t, c, leader, []string{L, F1, F2})
+		wLeaderKill(t, c, leader, []string{L, F1, F2}, wDo)
 	})
+}
+
+// The same leader kill with every claim, complete and create sent over the
+// nodes' multiplexed connections (spine-mux/1, as the Go client sends them):
+// requests in flight on the killed leader's connection, and on the
+// followers' relays to it, end as over HTTP, never in a second completion.
+func TestWorkerLeaderKillOverMux(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, map[string]string{"LEASE_SECONDS": "1", "REAPER_INTERVAL_MS": "100", "SPINE_LEASE_GRACE_MS": "0"})
+	leader, followers := wRoles(t, c)
+	tr := wire.NewTransport(&http.Transport{})
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	muxDo := func(ctx context.Context, base, token, method, path string, body interface{}, hdr ...string) (*wResp, error) {
+		return wDoVia(ctx, hc, base, token, method, path, body, hdr...)
+	}
+	wLeaderKill(t, c, leader, []string{leader.URL, followers[0].URL, followers[1].URL}, muxDo)
+	// The load went over the mux: each survivor still serves the test's
+	// connection (the fallback to HTTP would have left none).
+	for _, f := range followers {
+		var h struct {
+			MuxConnections *int64 `json:"mux_connections"`
+		}
+		wGetRetrying(t, f.URL, "/health", &h)
+		if h.MuxConnections == nil || *h.MuxConnections < 1 {
+			t.Errorf("%s serves %v mux connections, want the test's", f.ID, h.MuxConnections)
+		}
+	}
 }
 
 // wLeaderKill runs workers that long-poll and complete through every node
 // with retries while jobs are created, SIGKILLs the leader midway, and checks
 // that every job ends done exactly once and no claim was handed out twice.
-func wLeaderKill(t *testing.T, c *testcluster.Cluster, leader *testcluster.Node, addrs []string) {
+func wLeaderKill(t *testing.T, c *testcluster.Cluster, leader *testcluster.Node, addrs []string, do wDoFunc) {
 	const jobs, workers, killAt = 120, 9, 40
 	head, left, right := testcluster.HeadToken, testcluster.LeftToken, testcluster.RightToken
 	stream := wName("kill")
@@ -1084,7 +1121,7 @@ func wLeaderKill(t *testing.T, c *testcluster.Cluster, leader *testcluster.Node,
 				default:
 				}
 				rctx, rcancel := context.WithTimeout(ctx, 8*time.Second)
-				r, err := wDo(rctx, addrs[addr], token, "POST", "/internal/worker/claim", wClaimBody(worker, []string{stream}, 1500))
+				r, err := do(rctx, addrs[addr], token, "POST", "/internal/worker/claim", wClaimBody(worker, []string{stream}, 1500))
 				rcancel()
 				var a wClaimAnswer
 				if err != nil || r.Status != http.StatusOK || json.Unmarshal(r.Body, &a) != nil {
@@ -1106,7 +1143,7 @@ func wLeaderKill(t *testing.T, c *testcluster.Cluster, leader *testcluster.Node,
 				// Complete, retrying the same attempt across nodes until a definite answer.
 				for try := 0; ; try++ {
 					rctx, rcancel := context.WithTimeout(ctx, 8*time.Second)
-					cr, err := wDo(rctx, addrs[addr], token, "POST", "/internal/worker/complete", wWith(wRef(worker, a), "result", worker))
+					cr, err := do(rctx, addrs[addr], token, "POST", "/internal/worker/complete", wWith(wRef(worker, a), "result", worker))
 					rcancel()
 					if err == nil && cr.Status == http.StatusOK {
 						mu.Lock()
@@ -1145,7 +1182,7 @@ func wLeaderKill(t *testing.T, c *testcluster.Cluster, leader *testcluster.Node,
 		err := testcluster.Eventually(30*time.Second, 50*time.Millisecond, func() error {
 			rctx, rcancel := context.WithTimeout(ctx, 8*time.Second)
 			defer rcancel()
-			r, err := wDo(rctx, addrs[addr], head, "POST", "/jobs", map[string]interface{}{"payload": k, "stream": stream, "idempotencyKey": key})
+			r, err := do(rctx, addrs[addr], head, "POST", "/jobs", map[string]interface{}{"payload": k, "stream": stream, "idempotencyKey": key})
 			if err == nil && (r.Status == http.StatusCreated || r.Status == http.StatusOK) {
 				return json.Unmarshal(r.Body, &j)
 			}

@@ -1,0 +1,122 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spine-queue/spine/internal/wire"
+)
+
+// muxDo sends one request over c and records its answer.
+func muxDo(t *testing.T, c *wire.Client, method, uri, token, body string, hdr ...string) resp {
+	t.Helper()
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		h.Set(hdr[i], hdr[i+1])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := c.RoundTrip(ctx, wire.AppendRequest(nil, method, uri, h, []byte(body)))
+	if err != nil {
+		t.Fatalf("%s %s over the mux: %v", method, uri, err)
+	}
+	b, _ := io.ReadAll(r.Body)
+	return resp{Code: r.StatusCode, Header: r.Header, Body: b}
+}
+
+func muxDial(t *testing.T, url, token string) *wire.Client {
+	t.Helper()
+	c, err := wire.Dial(context.Background(), url, wire.MuxPath, wire.MuxProtocol, token)
+	if err != nil {
+		t.Fatalf("mux upgrade: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// The upgrade itself needs a valid token and the Upgrade header, and says
+// what is wrong in the API's JSON errors.
+func TestMuxUpgradeRefusals(t *testing.T) {
+	e := newEnv(t)
+	e.do("GET", "/mux", "", nil, "Connection", "Upgrade", "Upgrade", wire.MuxProtocol).apiErr(t, http.StatusUnauthorized, codeUnauthorized)
+	e.do("GET", "/mux", "not-a-token", nil, "Connection", "Upgrade", "Upgrade", wire.MuxProtocol).apiErr(t, http.StatusUnauthorized, codeUnauthorized)
+	e.do("GET", "/mux", headTok, nil).apiErr(t, http.StatusBadRequest, codeInvalidRequest)
+	ts := httptest.NewServer(e.h)
+	defer ts.Close()
+	if _, err := wire.Dial(context.Background(), ts.URL, wire.MuxPath, wire.MuxProtocol, "not-a-token"); err == nil {
+		t.Fatal("mux opened with an invalid token")
+	}
+}
+
+// Over the mux every request is authenticated and answered as over HTTP:
+// its own token and role count (not the upgrade's), bad input gets the same
+// JSON error, an oversized body gets 413 and leaves the connection usable.
+func TestMuxAnswersAsHTTP(t *testing.T) {
+	e := newEnv(t, func(cfg *Config) { cfg.MaxBodyBytes = 2048 })
+	ts := httptest.NewServer(e.h)
+	defer ts.Close()
+	c := muxDial(t, ts.URL, leftTok)
+
+	created := muxDo(t, c, "POST", "/jobs", headTok, `{"payload":{"n":1}}`)
+	if created.Code != http.StatusCreated {
+		t.Fatalf("create over the mux: %d %s", created.Code, created.Body)
+	}
+	id := created.json(t)["id"].(string)
+	over := muxDo(t, c, "GET", "/jobs/"+id, headTok, "")
+	direct := e.do("GET", "/jobs/"+id, headTok, nil)
+	if over.Code != http.StatusOK || string(over.Body) != string(direct.Body) {
+		t.Fatalf("GET over the mux %d %s, over HTTP %d %s", over.Code, over.Body, direct.Code, direct.Body)
+	}
+	for _, k := range []string{headerNode, headerIndex} {
+		if over.Header.Get(k) == "" {
+			t.Errorf("answer over the mux lacks %s", k)
+		}
+	}
+
+	muxDo(t, c, "POST", "/jobs", "", `{"payload":1}`).apiErr(t, http.StatusUnauthorized, codeUnauthorized)
+	muxDo(t, c, "POST", "/dlq/"+id+"/redrive", leftTok, "").apiErr(t, http.StatusForbidden, codeForbidden)
+	muxDo(t, c, "POST", "/jobs", headTok, `{"payload":`).apiErr(t, http.StatusBadRequest, codeInvalidJSON)
+	muxDo(t, c, "GET", "/jobs/nope", headTok, "").apiErr(t, http.StatusNotFound, codeNotFound)
+	muxDo(t, c, "POST", "/jobs", headTok, `{"payload":"`+strings.Repeat("a", 4096)+`"}`).apiErr(t, http.StatusRequestEntityTooLarge, codeTooLarge)
+	if again := muxDo(t, c, "POST", "/jobs", headTok, `{"payload":2}`); again.Code != http.StatusCreated {
+		t.Fatalf("create after a refused one: %d %s", again.Code, again.Body)
+	}
+	counts, err := e.fc.fsm.Read().Counts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts["queued"] != 2 {
+		t.Fatalf("%d jobs queued, want 2 (refused requests changed something)", counts["queued"])
+	}
+	if n := e.srv.muxConns.Load(); n != 1 {
+		t.Fatalf("mux_connections = %d, want 1", n)
+	}
+}
+
+// A follower forwards a client's mux requests to the leader like HTTP ones.
+// A client cannot pass its request off as already forwarded by a node: the
+// follower would then refuse it as "not the leader" instead of forwarding.
+func TestMuxThroughFollower(t *testing.T) {
+	leader, follower, _ := relayPair(t)
+	fts := httptest.NewServer(follower.h)
+	defer fts.Close()
+	c := muxDial(t, fts.URL, headTok)
+	r := muxDo(t, c, "POST", "/jobs", headTok, `{"payload":7}`, forwardedHeader, "n9")
+	if r.Code != http.StatusCreated {
+		t.Fatalf("create through the follower's mux: %d %s", r.Code, r.Body)
+	}
+	if leader.job(r.json(t)["id"].(string)) == nil {
+		t.Fatal("the leader does not have the job")
+	}
+	if got := r.Header.Get(headerNode); got != follower.fc.id {
+		t.Fatalf("%s = %q, want the follower %q", headerNode, got, follower.fc.id)
+	}
+}
