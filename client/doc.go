@@ -1,7 +1,7 @@
 // Package client is the Go client of Spine, a Raft-replicated job queue for
-// AI-agent workers. It speaks the HTTP API described in docs/api.md and
-// imports nothing else from the Spine module, so it can be copied into a
-// worker as is.
+// AI-agent workers. It speaks the HTTP API described in docs/api.md; of the
+// rest of the Spine module it imports only internal/wire, the framing of
+// the multiplexed connection below (not the server).
 //
 // # Talking to a cluster
 //
@@ -11,6 +11,18 @@
 // the leader's address (from the X-Spine-Leader / X-Spine-Node headers and
 // GET /health) and sends writes there to save the forwarding hop. On a
 // network error it rotates to the next seed address.
+//
+// # One connection per node
+//
+// By default the requests of all of a Client's goroutines share one
+// multiplexed connection per node (GET /mux, Upgrade: spine-mux/1; see
+// docs/api.md): each request still carries the token and is answered
+// exactly as over HTTP, but requests in flight together share reads and
+// writes on both sides, which costs the client and the cluster markedly
+// less CPU per request than an HTTP/1.1 connection per goroutine. Blob
+// uploads and downloads, https addresses and nodes that refuse the upgrade
+// (an older version, a proxy) are served over plain HTTP instead. To use
+// plain HTTP throughout, pass [WithHTTPClient].
 //
 // # Retries
 //

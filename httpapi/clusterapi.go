@@ -26,7 +26,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, c *call) e
 		"time":             time.Now().UTC().Format(time.RFC3339Nano),
 		"claim_waiters":    s.claimWaiters.Load(),
 		"local_heartbeats": s.localHeartbeats.Load(),
-		"mux_connections":  s.muxConns.Load(),
+		"mux_connections":  s.muxSrv.Conns(),
 		"log_batches":      st.LogBatches, "log_entries": st.LogEntries,
 		"log_append_seconds": st.LogAppendSeconds, "log_writes_overlapped": st.LogWritesOverlapped,
 	}

@@ -96,7 +96,7 @@ func TestMuxAnswersAsHTTP(t *testing.T) {
 	if counts["queued"] != 2 {
 		t.Fatalf("%d jobs queued, want 2 (refused requests changed something)", counts["queued"])
 	}
-	if n := e.srv.muxConns.Load(); n != 1 {
+	if n := e.srv.muxSrv.Conns(); n != 1 {
 		t.Fatalf("mux_connections = %d, want 1", n)
 	}
 }

@@ -62,7 +62,7 @@ func (s *Server) handleRelay(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errorf(http.StatusUnauthorized, codeUnauthorized, "relay key does not match this node's token configuration"))
 		return
 	}
-	s.upgrade(w, r, wire.RelayProtocol, &wire.Server{Handler: s.router, MaxFrame: wire.MaxFrame})
+	s.upgrade(w, r, wire.RelayProtocol, s.relaySrv)
 }
 
 // handleMux upgrades a client's connection to the multiplexed protocol.
@@ -72,13 +72,7 @@ func (s *Server) handleMux(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	s.upgrade(w, r, wire.MuxProtocol, &wire.Server{
-		Handler: s.router, MaxInFlight: muxMaxInFlight,
-		MaxFrame: uint32(max(s.cfg.MaxBodyBytes, wire.MaxBody)) + 64<<10,
-		// A client's request is forwarded like any other: only a node
-		// marks a request as forwarded.
-		Prepare: func(r *http.Request) { r.Header.Del(forwardedHeader) },
-	})
+	s.upgrade(w, r, wire.MuxProtocol, s.muxSrv)
 }
 
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, protocol string, srv *wire.Server) {
@@ -91,21 +85,9 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, protocol string
 		s.logger.Debug("upgrade failed", "protocol", protocol, "error", err)
 		return
 	}
-	if !s.trackConn(c, true) {
-		c.Fail(errors.New("server closing"))
-		return
-	}
-	mux := protocol == wire.MuxProtocol
-	if mux {
-		s.muxConns.Add(1)
-	}
 	go func() {
-		defer s.trackConn(c, false)
-		if mux {
-			defer s.muxConns.Add(-1)
-		}
 		err := srv.Serve(c)
-		if !errors.Is(err, io.EOF) && !isClosedConn(err) {
+		if err != nil && !errors.Is(err, io.EOF) && !isClosedConn(err) {
 			s.logger.Debug("connection ended", "protocol", protocol, "peer", c.RemoteAddr().String(), "error", err)
 		}
 	}()
@@ -114,25 +96,6 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, protocol string
 func isClosedConn(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "use of closed network connection") ||
 		strings.Contains(err.Error(), "connection reset"))
-}
-
-// trackConn adds or removes a served connection; adding fails once Close
-// has run.
-func (s *Server) trackConn(c *wire.Conn, add bool) bool {
-	s.relayMu.Lock()
-	defer s.relayMu.Unlock()
-	if !add {
-		delete(s.relayServed, c)
-		return true
-	}
-	if s.relayClosed {
-		return false
-	}
-	if s.relayServed == nil {
-		s.relayServed = map[*wire.Conn]bool{}
-	}
-	s.relayServed[c] = true
-	return true
 }
 
 // relayTo sends r (with body) to the leader at addr over the relay.

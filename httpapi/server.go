@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,19 +93,16 @@ type Server struct {
 	fwd     *http.Client
 	// claimWaiters counts worker claims waiting in a long poll on this node.
 	claimWaiters atomic.Int64
-	// muxConns counts the clients' spine-mux/1 connections this node serves.
-	muxConns atomic.Int64
 	// localHeartbeats counts heartbeats this node answered from its own
 	// recent state: no entry, no forward, no quorum round.
 	localHeartbeats atomic.Uint64
 
 	// relay: this node's connection to the leader (follower side) and the
 	// connections followers opened to it (leader side); see relay.go.
-	relay       *wire.Pool
-	relayKey    string
-	relayMu     sync.Mutex
-	relayServed map[*wire.Conn]bool
-	relayClosed bool
+	relay    *wire.Pool
+	relayKey string
+	relaySrv *wire.Server // followers' relays, served as leader
+	muxSrv   *wire.Server // clients' mux connections
 }
 
 const (
@@ -165,6 +161,14 @@ func New(cfg Config, c Cluster, st State) (*Server, error) {
 		relayKey: relayKey(cfg.Tokens)}
 	s.relay = &wire.Pool{Path: wire.RelayPath, Protocol: wire.RelayProtocol, Single: true}
 	s.routes()
+	s.relaySrv = &wire.Server{Handler: s.router, MaxFrame: wire.MaxFrame}
+	s.muxSrv = &wire.Server{
+		Handler: s.router, MaxInFlight: muxMaxInFlight,
+		MaxFrame: uint32(max(cfg.MaxBodyBytes, wire.MaxBody)) + 64<<10,
+		// A client's request is forwarded like any other: only a node
+		// marks a request as forwarded.
+		Prepare: func(r *http.Request) { r.Header.Del(forwardedHeader) },
+	}
 	return s, nil
 }
 
@@ -185,18 +189,25 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
-// Close releases forwarding connections and closes relays.
+// Shutdown drains the mux and relay connections this node serves: each
+// stops reading requests, tells its peer which ones it read, answers those
+// and closes, so no caller is left in doubt about a request unless ctx ends
+// first (requests it never read fail as not sent and are retried
+// elsewhere). Clients' connections go first; followers' relays are served
+// until then, as long as this node's HTTP requests are (run Shutdown beside
+// http.Server.Shutdown, then Close).
+func (s *Server) Shutdown(ctx context.Context) {
+	s.muxSrv.Shutdown(ctx)
+	s.relaySrv.Shutdown(ctx)
+}
+
+// Close releases forwarding connections and closes relays and mux
+// connections at once.
 func (s *Server) Close() {
 	s.fwd.CloseIdleConnections()
 	s.relay.Close()
-	s.relayMu.Lock()
-	s.relayClosed = true
-	served := s.relayServed
-	s.relayServed = nil
-	s.relayMu.Unlock()
-	for c := range served {
-		c.Fail(errors.New("server closing"))
-	}
+	s.relaySrv.Close()
+	s.muxSrv.Close()
 }
 
 // kind says how a route meets consistency.

@@ -317,7 +317,15 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// HTTP requests and mux connections drain side by side: each answers
+	// what it read (up to 5 s) and closes.
+	drained := make(chan struct{})
+	go func() {
+		api.Shutdown(ctx)
+		close(drained)
+	}()
 	_ = srv.Shutdown(ctx)
+	<-drained
 	api.Close()
 	if err := node.Shutdown(); err != nil {
 		logger.Warn("raft shutdown", "error", err)

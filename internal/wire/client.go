@@ -16,6 +16,9 @@ import (
 // Client is the calling side of one connection.
 type Client struct {
 	*Conn
+	// sendMu makes numbering a request and queueing its frame one step, so
+	// ids go out in increasing order (what a go-away's last id relies on).
+	sendMu    sync.Mutex
 	pendingMu sync.Mutex // guards nextID and pending (Conn.mu guards the write side)
 	nextID    uint64
 	pending   map[uint64]chan answer
@@ -80,6 +83,10 @@ func (e *upgradeError) Unwrap() error { return ErrUnsupported }
 func (c *Client) readLoop() {
 	for {
 		kind, id, payload, err := ReadFrame(c.br, MaxFrame)
+		if err == nil && kind == FrameGoAway {
+			c.goAway(id)
+			continue
+		}
 		if err == nil && kind != FrameResponse {
 			err = fmt.Errorf("wire: unexpected frame kind %d", kind)
 		}
@@ -104,18 +111,47 @@ func (c *Client) readLoop() {
 	}
 }
 
+// goAway takes no new requests and fails those the server never read
+// (numbered after last) as not sent; earlier ones still get their answers.
+func (c *Client) goAway(last uint64) {
+	c.sendMu.Lock()
+	c.Conn.mu.Lock()
+	if c.Conn.refused == nil {
+		c.Conn.refused = errors.New("wire: the server is shutting down")
+	}
+	c.Conn.mu.Unlock()
+	c.sendMu.Unlock()
+	c.pendingMu.Lock()
+	for id, ch := range c.pending {
+		if id > last {
+			ch <- answer{err: ErrNotSent}
+			delete(c.pending, id)
+		}
+	}
+	c.pendingMu.Unlock()
+}
+
 // RoundTrip sends a request frame's payload (AppendRequest) and waits for
 // its answer. Errors wrap ErrNotSent when the request certainly did not
 // leave this process; ErrLost when it did and its answer will not come.
 // When ctx ends first, the server is told to cancel the request.
 func (c *Client) RoundTrip(ctx context.Context, payload []byte) (*http.Response, error) {
 	ch := make(chan answer, 1)
+	c.sendMu.Lock()
+	c.Conn.mu.Lock()
+	refused := c.Conn.refused
+	c.Conn.mu.Unlock()
+	if refused != nil {
+		c.sendMu.Unlock()
+		return nil, fmt.Errorf("%w: %v", ErrNotSent, refused)
+	}
 	c.pendingMu.Lock()
 	c.nextID++
 	id := c.nextID
 	c.pending[id] = ch
 	c.pendingMu.Unlock()
 	end, err := c.Send(FrameRequest, id, payload)
+	c.sendMu.Unlock()
 	if err != nil {
 		c.forget(id)
 		return nil, fmt.Errorf("%w: %v", ErrNotSent, err)
@@ -124,6 +160,9 @@ func (c *Client) RoundTrip(ctx context.Context, payload []byte) (*http.Response,
 	case ans := <-ch:
 		if errors.Is(ans.err, ErrLost) && !c.Delivered(end) {
 			return nil, ErrNotSent
+		}
+		if errors.Is(ans.err, ErrNotSent) {
+			return nil, fmt.Errorf("%w: the server shut down before reading it", ErrNotSent)
 		}
 		return ans.resp, ans.err
 	case <-ctx.Done():

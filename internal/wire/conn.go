@@ -2,9 +2,11 @@ package wire
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"runtime"
 	"sync"
+	"time"
 )
 
 // Conn writes frames from many goroutines with as few syscalls as possible:
@@ -19,6 +21,9 @@ type Conn struct {
 	queued   uint64 // bytes ever appended to buf
 	written  uint64 // bytes ever written to conn
 	err      error  // set once the connection failed
+	refused  error  // set once no new request may be sent (go-away received)
+	// closeFlushed: close the connection once everything queued is written.
+	closeFlushed bool
 	kick     chan struct{}
 	closedCh chan struct{}
 }
@@ -72,7 +77,12 @@ func (c *Conn) writeLoop() {
 		c.mu.Lock()
 		b := c.buf
 		if len(b) == 0 {
+			done := c.closeFlushed
 			c.mu.Unlock()
+			if done {
+				c.Fail(errFlushed)
+				return
+			}
 			continue
 		}
 		c.buf, spare = spare[:0], nil
@@ -88,6 +98,27 @@ func (c *Conn) writeLoop() {
 		if cap(b) <= 1<<20 {
 			spare = b
 		}
+		c.mu.Lock()
+		done := c.closeFlushed && len(c.buf) == 0
+		c.mu.Unlock()
+		if done {
+			c.Fail(errFlushed)
+			return
+		}
+	}
+}
+
+var errFlushed = errors.New("wire: closed after its last frame")
+
+// closeWhenFlushed closes the connection once every frame queued so far
+// (and any queued meanwhile) is written.
+func (c *Conn) closeWhenFlushed() {
+	c.mu.Lock()
+	c.closeFlushed = true
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -104,12 +135,16 @@ func (c *Conn) Fail(err error) bool {
 	return true
 }
 
-// Alive reports whether the connection has not failed.
+// Alive reports whether the connection has not failed and takes new
+// requests.
 func (c *Conn) Alive() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.err == nil
+	return c.err == nil && c.refused == nil
 }
+
+// setReadDeadline interrupts or bounds the reader.
+func (c *Conn) setReadDeadline(t time.Time) { _ = c.conn.SetReadDeadline(t) }
 
 // Delivered reports whether the stream up to end reached the kernel.
 func (c *Conn) Delivered(end uint64) bool {

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,14 +40,64 @@ type Server struct {
 	MaxInFlight int
 	// Prepare, if set, adjusts each request before it is served.
 	Prepare func(*http.Request)
+
+	mu       sync.Mutex
+	conns    map[*Conn]context.CancelFunc // served now, and how to cancel their requests
+	draining bool                         // Shutdown began: read no more requests
+	closed   bool                         // Close ran: serve nothing
+	idle     chan struct{}                // closed when draining and conns is empty
+}
+
+// Conns counts the connections being served.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func (s *Server) track(c *Conn, cancel context.CancelFunc) (ok, draining bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, false
+	}
+	if s.conns == nil {
+		s.conns = map[*Conn]context.CancelFunc{}
+	}
+	s.conns[c] = cancel
+	return true, s.draining
+}
+
+func (s *Server) untrack(c *Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	if s.draining && len(s.conns) == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+func (s *Server) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
 }
 
 // Serve reads requests from c and answers each on its own goroutine until
-// the connection fails; it returns why. Requests still running when it
-// returns are cancelled.
+// the connection fails, or until Shutdown drained it; it returns why.
 func (s *Server) Serve(c *Conn) error {
 	ctx, cancelAll := context.WithCancel(context.Background())
 	defer cancelAll()
+	ok, draining := s.track(c, cancelAll)
+	if !ok {
+		c.Fail(errors.New("wire: server closed"))
+		return errors.New("wire: server closed")
+	}
+	defer s.untrack(c)
+	if draining {
+		c.setReadDeadline(time.Now())
+	}
 	max := s.MaxFrame
 	if max == 0 {
 		max = MaxRequestFrame
@@ -57,12 +108,23 @@ func (s *Server) Serve(c *Conn) error {
 	}
 	var mu sync.Mutex
 	cancels := map[uint64]context.CancelFunc{}
+	var inFlight sync.WaitGroup
+	var last uint64 // the last request read
 	remote := c.RemoteAddr().String()
 	for {
 		kind, id, payload, err := ReadFrame(c.br, max)
 		if err != nil {
-			c.Fail(err)
-			return err
+			if !s.isDraining() || !c.Alive() {
+				c.Fail(err)
+				return err
+			}
+			// Shutdown interrupted the read: tell the client which requests
+			// were read (a frame cut short by the interruption was not), answer
+			// those, then close.
+			_, _ = c.Send(FrameGoAway, last, nil)
+			inFlight.Wait()
+			c.closeWhenFlushed()
+			return nil
 		}
 		switch kind {
 		case FrameCancel:
@@ -77,6 +139,7 @@ func (s *Server) Serve(c *Conn) error {
 				c.Fail(err)
 				return fmt.Errorf("wire: bad request frame: %w", err)
 			}
+			last = id
 			if slots != nil {
 				slots <- struct{}{}
 			}
@@ -89,7 +152,9 @@ func (s *Server) Serve(c *Conn) error {
 			if s.Prepare != nil {
 				s.Prepare(req)
 			}
+			inFlight.Add(1)
 			go func() {
+				defer inFlight.Done()
 				rec := newRecorder()
 				s.Handler.ServeHTTP(rec, req)
 				mu.Lock()
@@ -107,6 +172,53 @@ func (s *Server) Serve(c *Conn) error {
 			c.Fail(err)
 			return err
 		}
+	}
+}
+
+// Shutdown stops reading requests on every connection, tells each client
+// which of its requests were read (go-away), answers those and closes. When
+// ctx ends first, the requests still running are cancelled and their
+// connections closed (their callers learn the outcome is unknown).
+// Connections served after Shutdown began are drained at once.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.mu.Lock()
+	s.draining = true
+	idle := make(chan struct{})
+	if len(s.conns) == 0 {
+		close(idle)
+	} else {
+		s.idle = idle
+	}
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.setReadDeadline(time.Now())
+	}
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		s.Close()
+	}
+}
+
+// Close closes every connection at once, cancelling the requests they run,
+// and refuses later ones.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	conns := s.conns
+	s.conns = nil
+	if s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+	s.mu.Unlock()
+	for c, cancel := range conns {
+		cancel()
+		c.Fail(errors.New("wire: server closed"))
 	}
 }
 

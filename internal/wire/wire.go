@@ -11,8 +11,10 @@
 //     still carries its own Authorization and is checked as over HTTP.
 //
 // After the upgrade both sides exchange frames: a request (method, URI,
-// headers, body), its answer (status, headers, body), or the cancellation of
-// a request whose caller went away. Frames of concurrent requests share each
+// headers, body), its answer (status, headers, body), the cancellation of a
+// request whose caller went away, or the server's notice that it is shutting
+// down (go-away), which tells the client exactly which requests it never
+// read, so they can be sent elsewhere without any risk of applying them twice. Frames of concurrent requests share each
 // write and each read, which is the point: on a loaded connection a request
 // costs a fraction of a syscall on each side instead of a whole HTTP
 // exchange with its own read and write.
@@ -54,7 +56,12 @@ const (
 	FrameRequest  byte = 1
 	FrameCancel   byte = 2
 	FrameResponse byte = 3
-	frameHeader        = 4 + 1 + 8 // length, kind, request id
+	// FrameGoAway: the server reads no more requests on this connection; its
+	// id is the last request it read (a client numbers its requests in the
+	// order it writes them, so every later one was never read). Requests up
+	// to it are still answered, then the server closes the connection.
+	FrameGoAway byte = 4
+	frameHeader      = 4 + 1 + 8 // length, kind, request id
 )
 
 var (

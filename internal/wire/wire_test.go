@@ -109,7 +109,7 @@ func (s *muxServer) breakConns() {
 	}
 }
 
-func newMuxServer(t *testing.T, h http.HandlerFunc, cfg Server) *muxServer {
+func newMuxServer(t *testing.T, h http.HandlerFunc, cfg *Server) *muxServer {
 	t.Helper()
 	s := &muxServer{}
 	cfg.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +151,7 @@ func echo(w http.ResponseWriter, r *http.Request) {
 // Many goroutines share one connection, each gets its own answer, and what
 // the protocol does not carry goes over plain HTTP with the same answer.
 func TestTransportCarriesConcurrentRequests(t *testing.T) {
-	srv := newMuxServer(t, echo, Server{})
+	srv := newMuxServer(t, echo, &Server{})
 	tr := NewTransport(http.DefaultTransport)
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
@@ -220,7 +220,7 @@ func TestTransportCarriesConcurrentRequests(t *testing.T) {
 // A node that refuses the upgrade (an older version) is served over plain
 // HTTP, with the request's body intact, and not asked again at once.
 func TestTransportFallsBackWhenRefused(t *testing.T) {
-	srv := newMuxServer(t, echo, Server{})
+	srv := newMuxServer(t, echo, &Server{})
 	tr := NewTransport(http.DefaultTransport)
 	hc := &http.Client{Transport: tr}
 	for i := 0; i < 3; i++ {
@@ -253,7 +253,7 @@ func TestCancelAndLoss(t *testing.T) {
 		started <- struct{}{}
 		<-r.Context().Done()
 		cancelled <- struct{}{}
-	}, Server{})
+	}, &Server{})
 	c, err := Dial(context.Background(), srv.URL, MuxPath, MuxProtocol, "good")
 	if err != nil {
 		t.Fatal(err)
@@ -300,7 +300,7 @@ func TestMaxInFlight(t *testing.T) {
 		}
 		<-release
 		running.Add(-1)
-	}, Server{MaxInFlight: 3})
+	}, &Server{MaxInFlight: 3})
 	c, err := Dial(context.Background(), srv.URL, MuxPath, MuxProtocol, "good")
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +351,7 @@ func TestPoolDialIsSharedAndDoesNotBlockOthers(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	live := newMuxServer(t, echo, Server{})
+	live := newMuxServer(t, echo, &Server{})
 	pool := &Pool{Path: MuxPath, Protocol: MuxProtocol}
 	defer pool.Close()
 	hungURL := "http://" + hung.Addr().String()
@@ -405,4 +405,103 @@ func TestPoolDialIsSharedAndDoesNotBlockOthers(t *testing.T) {
 		t.Fatal("a second dial reached the hung address")
 	default:
 	}
+}
+
+// Shutdown drains a connection without leaving any request in doubt: the
+// requests the server read are answered, and every other one fails as not
+// sent (and indeed never ran), so the client may send it elsewhere.
+func TestShutdownAnswersWhatItReadAndNothingElse(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	ran := map[string]bool{}
+	var slow atomic.Int64
+	srvCfg := &Server{}
+	srv := newMuxServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ran[r.URL.Query().Get("n")] = true
+		mu.Unlock()
+		if r.URL.Path == "/slow" {
+			slow.Add(1)
+			<-release
+		}
+	}, srvCfg)
+	c, err := Dial(context.Background(), srv.URL, MuxPath, MuxProtocol, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	type result struct {
+		n    string
+		resp *http.Response
+		err  error
+	}
+	results := make(chan result, 200)
+	send := func(path string, n int) {
+		key := fmt.Sprint(n)
+		resp, err := c.RoundTrip(context.Background(), AppendRequest(nil, "POST", path+"?n="+key, nil, nil))
+		results <- result{key, resp, err}
+	}
+	const slowN, lateN = 20, 100
+	for i := 0; i < slowN; i++ {
+		go send("/slow", i)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for slow.Load() < slowN {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow requests never ran")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// More requests race the shutdown: some are read before it, some are
+	// in the kernel or half read when it interrupts the reader, the last
+	// ones are refused by the client after the go-away.
+	for i := slowN; i < slowN+lateN; i++ {
+		go send("/fast", i)
+	}
+	done := make(chan struct{})
+	go func() {
+		srvCfg.Shutdown(context.Background())
+		close(done)
+	}()
+	for c.Alive() {
+		if time.Now().After(deadline) {
+			t.Fatal("no go-away reached the client")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	answered, notSent := 0, 0
+	for i := 0; i < slowN+lateN; i++ {
+		r := <-results
+		mu.Lock()
+		didRun := ran[r.n]
+		mu.Unlock()
+		switch {
+		case r.err == nil:
+			answered++
+			if !didRun || r.resp.StatusCode != http.StatusOK {
+				t.Errorf("request %s answered %d but ran=%v", r.n, r.resp.StatusCode, didRun)
+			}
+		case errors.Is(r.err, ErrNotSent):
+			notSent++
+			if didRun {
+				t.Errorf("request %s reported not sent, but it ran", r.n)
+			}
+		default:
+			t.Errorf("request %s: %v (in doubt)", r.n, r.err)
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown did not return after the last answer")
+	}
+	if answered < slowN {
+		t.Fatalf("%d answered, want at least the %d slow ones", answered, slowN)
+	}
+	if n := srvCfg.Conns(); n != 0 {
+		t.Fatalf("%d connections still served", n)
+	}
+	t.Logf("%d answered, %d not sent", answered, notSent)
 }
