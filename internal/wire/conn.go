@@ -16,16 +16,16 @@ type Conn struct {
 	conn net.Conn
 	br   *bufio.Reader
 
-	mu       sync.Mutex
-	buf      []byte
-	queued   uint64 // bytes ever appended to buf
-	written  uint64 // bytes ever written to conn
-	err      error  // set once the connection failed
-	refused  error  // set once no new request may be sent (go-away received)
+	mu      sync.Mutex
+	buf     []byte
+	queued  uint64 // bytes ever appended to buf
+	written uint64 // bytes ever written to conn
+	err     error  // set once the connection failed
+	refused error  // set once no new request may be sent (go-away received)
 	// closeFlushed: close the connection once everything queued is written.
 	closeFlushed bool
-	kick     chan struct{}
-	closedCh chan struct{}
+	kick         chan struct{}
+	closedCh     chan struct{}
 }
 
 // NewConn starts writing frames to conn; br reads from it (it may hold
