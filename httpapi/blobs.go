@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/gorilla/mux"
-
 	"github.com/spine-queue/spine/fsm"
 )
 
@@ -95,7 +93,7 @@ func (s *Server) handleBlobPut(w http.ResponseWriter, r *http.Request, c *call) 
 // and content-addressed, so any copy is the copy; a node that has not yet
 // applied the blob forwards the read to the leader.
 func (s *Server) handleBlobGet(w http.ResponseWriter, r *http.Request, c *call) error {
-	id := mux.Vars(r)["id"]
+	id := r.PathValue("id")
 	rd := s.state.Read()
 	b, err := rd.Blob(id)
 	if errors.Is(err, fsm.ErrNotFound) && !s.cluster.IsLeader() && r.Header.Get(forwardedHeader) == "" {

@@ -140,19 +140,24 @@ func TestRoutingErrors(t *testing.T) {
 		method, path string
 		status       int
 		code         string
+		allow        string // the 405's Allow header
 	}{
-		{"GET", "/nope", http.StatusNotFound, codeNotFound},
-		{"GET", "/jobs/a/b/c", http.StatusNotFound, codeNotFound},
-		{"POST", "/", http.StatusNotFound, codeNotFound},
-		{"DELETE", "/jobs", http.StatusMethodNotAllowed, codeMethodNotAllowed},
-		{"PUT", "/jobs/x", http.StatusMethodNotAllowed, codeMethodNotAllowed},
-		{"GET", "/jobs/x/claim", http.StatusMethodNotAllowed, codeMethodNotAllowed},
-		{"POST", "/health", http.StatusMethodNotAllowed, codeMethodNotAllowed},
-		{"GET", "/internal/worker/claim", http.StatusMethodNotAllowed, codeMethodNotAllowed},
-		{"DELETE", "/blobs/x", http.StatusMethodNotAllowed, codeMethodNotAllowed},
+		{"GET", "/nope", http.StatusNotFound, codeNotFound, ""},
+		{"GET", "/jobs/a/b/c", http.StatusNotFound, codeNotFound, ""},
+		{"POST", "/", http.StatusNotFound, codeNotFound, ""},
+		{"GET", "/jobs/", http.StatusNotFound, codeNotFound, ""},
+		{"DELETE", "/jobs", http.StatusMethodNotAllowed, codeMethodNotAllowed, "POST, GET"},
+		{"PUT", "/jobs/x", http.StatusMethodNotAllowed, codeMethodNotAllowed, "GET"},
+		{"GET", "/jobs/x/claim", http.StatusMethodNotAllowed, codeMethodNotAllowed, "POST"},
+		{"POST", "/health", http.StatusMethodNotAllowed, codeMethodNotAllowed, "GET"},
+		{"GET", "/internal/worker/claim", http.StatusMethodNotAllowed, codeMethodNotAllowed, "POST"},
+		{"DELETE", "/blobs/x", http.StatusMethodNotAllowed, codeMethodNotAllowed, "GET"},
 	} {
 		r := e.do(c.method, c.path, headTok, nil)
 		r.apiErr(t, c.status, c.code)
+		if got := r.Header.Get("Allow"); got != c.allow {
+			t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, got, c.allow)
+		}
 		if r.Header.Get(headerNode) != "n1" || r.Header.Get(headerLeader) != "n1" || r.Header.Get(headerIndex) != "0" {
 			t.Errorf("%s %s: missing X-Spine headers: %v", c.method, c.path, r.Header)
 		}

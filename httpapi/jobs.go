@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gorilla/mux"
-
 	"github.com/spine-queue/spine/fsm"
 )
 
@@ -104,7 +102,7 @@ func visible(role string, j *fsm.Job) bool {
 
 // lookup reads a job the caller may see; an invisible job is not found.
 func (s *Server) lookup(r *http.Request, c *call) (*fsm.Job, error) {
-	id := mux.Vars(r)["id"]
+	id := r.PathValue("id")
 	j, err := s.state.Peek().Job(id)
 	if err != nil {
 		return nil, err
@@ -195,7 +193,7 @@ type leaseFields struct {
 }
 
 func (l leaseFields) ref(r *http.Request) fsm.LeaseRef {
-	return fsm.LeaseRef{JobID: mux.Vars(r)["id"], AttemptID: l.AttemptID, Token: l.LeaseToken}
+	return fsm.LeaseRef{JobID: r.PathValue("id"), AttemptID: l.AttemptID, Token: l.LeaseToken}
 }
 
 func (s *Server) answerJob(w http.ResponseWriter, res *fsm.Result) error {
@@ -211,7 +209,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, c *call) er
 		return err
 	}
 	actor := fsm.Actor{Role: c.role, WorkerID: req.WorkerID}
-	cmd := fsm.ClaimCommand{Now: s.now(), JobID: mux.Vars(r)["id"], Targets: []string{c.role, req.WorkerID}, Actor: actor,
+	cmd := fsm.ClaimCommand{Now: s.now(), JobID: r.PathValue("id"), Targets: []string{c.role, req.WorkerID}, Actor: actor,
 		AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
 	res, err := s.apply(r.Context(), w, fsm.CmdClaim, &cmd)
 	if err != nil {
@@ -333,7 +331,7 @@ func (s *Server) handleComment(w http.ResponseWriter, r *http.Request, c *call) 
 	if _, err := s.lookup(r, c); err != nil {
 		return err
 	}
-	res, err := s.apply(r.Context(), w, fsm.CmdComment, &fsm.CommentCommand{Now: s.now(), JobID: mux.Vars(r)["id"],
+	res, err := s.apply(r.Context(), w, fsm.CmdComment, &fsm.CommentCommand{Now: s.now(), JobID: r.PathValue("id"),
 		Actor: fsm.Actor{Role: c.role}, Text: req.Text})
 	if err != nil {
 		return err

@@ -8,11 +8,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/gorilla/mux"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/spine-queue/spine/cluster"
@@ -89,8 +89,12 @@ type Server struct {
 	cluster Cluster
 	state   State
 	logger  hclog.Logger
-	router  *mux.Router
-	fwd     *http.Client
+	router  *http.ServeMux
+	// routes are the served "METHOD /pattern"s; methods is each pattern's
+	// methods, for the Allow header of a 405.
+	routeList []string
+	methods   map[string][]string
+	fwd       *http.Client
 	// claimWaiters counts worker claims waiting in a long poll on this node.
 	claimWaiters atomic.Int64
 	// localHeartbeats counts heartbeats this node answered from its own
@@ -246,9 +250,19 @@ type call struct {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 
 func (s *Server) route(method, path string, k kind, who allow, h handlerFunc) {
-	s.router.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+	s.router.HandleFunc(method+" "+path, func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, k, who, h)
-	}).Methods(method)
+	})
+	s.routeList = append(s.routeList, method+" "+path)
+	if s.methods[path] == nil {
+		// The same path with any other method: 405 in the API's JSON.
+		s.router.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			s.setLeaderHeaders(w)
+			w.Header().Set("Allow", strings.Join(s.methods[path], ", "))
+			s.writeError(w, errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+		})
+	}
+	s.methods[path] = append(s.methods[path], method)
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow, h handlerFunc) {
@@ -296,11 +310,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow
 	}
 }
 
+// routeTemplate is the route's path pattern ("/jobs/{id}"), else the path.
 func routeTemplate(r *http.Request) string {
-	if rt := mux.CurrentRoute(r); rt != nil {
-		if t, err := rt.GetPathTemplate(); err == nil {
-			return t
-		}
+	if _, p, ok := strings.Cut(r.Pattern, " "); ok {
+		return p
 	}
 	return r.URL.Path
 }
@@ -521,15 +534,12 @@ func (s *Server) recentHeartbeat(ctx context.Context, cmd *fsm.HeartbeatCommand,
 func (s *Server) now() int64 { return s.cfg.Now().UnixNano() }
 
 func (s *Server) routes() {
-	r := mux.NewRouter()
-	s.router = r
-	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.router = http.NewServeMux()
+	s.methods = map[string][]string{}
+	// Every path no route has: 404 in the API's JSON.
+	s.router.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.setLeaderHeaders(w)
 		s.writeError(w, errorf(http.StatusNotFound, codeNotFound, "no route %s %s", r.Method, r.URL.Path))
-	})
-	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.setLeaderHeaders(w)
-		s.writeError(w, errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
 	})
 
 	s.route("GET", "/health", kindPublic, allowPublic, s.handleHealth)

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/spine-queue/spine/fsm"
 )
 
@@ -263,7 +261,7 @@ func (s *Server) handleDLQList(w http.ResponseWriter, r *http.Request, c *call) 
 }
 
 func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, c *call) error {
-	res, err := s.apply(r.Context(), w, fsm.CmdRedrive, &fsm.RedriveCommand{Now: s.now(), JobID: mux.Vars(r)["id"], Actor: fsm.Actor{Role: c.role}})
+	res, err := s.apply(r.Context(), w, fsm.CmdRedrive, &fsm.RedriveCommand{Now: s.now(), JobID: r.PathValue("id"), Actor: fsm.Actor{Role: c.role}})
 	if err != nil {
 		return err
 	}
