@@ -120,3 +120,33 @@ func TestMuxThroughFollower(t *testing.T) {
 		t.Fatalf("%s = %q, want the follower %q", headerNode, got, follower.fc.id)
 	}
 }
+
+// A node shutting down answers its parked long polls {"claimed":false} at
+// once instead of holding its drain until they are cut off with no answer;
+// a job created afterwards is not claimed for them.
+func TestShutdownEndsLongPolls(t *testing.T) {
+	e := newEnv(t)
+	done := make(chan resp, 1)
+	go func() {
+		done <- e.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w1","max_wait_ms":30000}`)
+	}()
+	waitUntil(t, "the claim to park", func() bool { return e.srv.claimWaiters.Load() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e.srv.Shutdown(ctx)
+	select {
+	case r := <-done:
+		if r.Code != http.StatusOK || r.json(t)["claimed"] != false {
+			t.Fatalf("parked claim answered %d %s, want claimed:false", r.Code, r.Body)
+		}
+	case <-ctx.Done():
+		t.Fatal("the parked claim was not answered")
+	}
+	if r := e.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w2","max_wait_ms":30000}`); r.Code != http.StatusOK || r.json(t)["claimed"] != false {
+		t.Fatalf("claim during shutdown answered %d %s, want claimed:false at once", r.Code, r.Body)
+	}
+	id := e.create(map[string]interface{}{"payload": 1})["id"].(string)
+	if j := e.job(id); j.State != "queued" {
+		t.Fatalf("job state %s, want queued", j.State)
+	}
+}

@@ -107,6 +107,9 @@ type Server struct {
 	relayKey string
 	relaySrv *wire.Server // followers' relays, served as leader
 	muxSrv   *wire.Server // clients' mux connections
+	// draining ends when Shutdown begins: long polls answer at once.
+	draining     context.Context
+	stopDraining context.CancelFunc
 }
 
 const (
@@ -164,6 +167,7 @@ func New(cfg Config, c Cluster, st State) (*Server, error) {
 	s := &Server{cfg: cfg, cluster: c, state: st, logger: cfg.Logger.Named("http"), fwd: newForwardClient(),
 		relayKey: relayKey(cfg.Tokens)}
 	s.relay = &wire.Pool{Path: wire.RelayPath, Protocol: wire.RelayProtocol, Single: true}
+	s.draining, s.stopDraining = context.WithCancel(context.Background())
 	s.routes()
 	s.relaySrv = &wire.Server{Handler: s.router, MaxFrame: wire.MaxFrame}
 	s.muxSrv = &wire.Server{
@@ -201,6 +205,10 @@ func (s *Server) Handler() http.Handler {
 // until then, as long as this node's HTTP requests are (run Shutdown beside
 // http.Server.Shutdown, then Close).
 func (s *Server) Shutdown(ctx context.Context) {
+	// Claims parked in a long poll answer {"claimed":false} now rather than
+	// hold the drain up to its deadline and then be cut off (an outcome
+	// their callers could not know); their claws poll again elsewhere.
+	s.stopDraining()
 	s.muxSrv.Shutdown(ctx)
 	s.relaySrv.Shutdown(ctx)
 }
@@ -208,6 +216,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 // Close releases forwarding connections and closes relays and mux
 // connections at once.
 func (s *Server) Close() {
+	s.stopDraining()
 	s.fwd.CloseIdleConnections()
 	s.relay.Close()
 	s.relaySrv.Close()

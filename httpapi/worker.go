@@ -64,6 +64,8 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 	wait := time.Duration(min(req.MaxWaitMS, s.cfg.MaxClaimWait.Milliseconds())) * time.Millisecond
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
+	// A node shutting down ends the wait early (Shutdown).
+	defer context.AfterFunc(s.draining, cancel)()
 
 	targets := []string{c.role, req.WorkerID}
 	actor := fsm.Actor{Role: c.role, WorkerID: req.WorkerID}
