@@ -26,12 +26,14 @@ type Conn struct {
 	closeFlushed bool
 	kick         chan struct{}
 	closedCh     chan struct{}
+	written1     *sync.Cond // on mu: broadcast when written grows or the connection fails
 }
 
 // NewConn starts writing frames to conn; br reads from it (it may hold
 // bytes already read past the upgrade).
 func NewConn(conn net.Conn, br *bufio.Reader) *Conn {
 	c := &Conn{conn: conn, br: br, kick: make(chan struct{}, 1), closedCh: make(chan struct{})}
+	c.written1 = sync.NewCond(&c.mu)
 	go c.writeLoop()
 	return c
 }
@@ -90,6 +92,7 @@ func (c *Conn) writeLoop() {
 		n, err := c.conn.Write(b)
 		c.mu.Lock()
 		c.written += uint64(n)
+		c.written1.Broadcast()
 		c.mu.Unlock()
 		if err != nil {
 			c.Fail(err)
@@ -132,7 +135,19 @@ func (c *Conn) Fail(err error) bool {
 	c.err = err
 	close(c.closedCh)
 	c.conn.Close()
+	c.written1.Broadcast()
 	return true
+}
+
+// waitBacklog blocks while more than max bytes are queued but not yet
+// written: the peer is not reading what it is sent. It returns at once
+// once the connection failed.
+func (c *Conn) waitBacklog(max uint64) {
+	c.mu.Lock()
+	for c.err == nil && c.queued-c.written > max {
+		c.written1.Wait()
+	}
+	c.mu.Unlock()
 }
 
 // Alive reports whether the connection has not failed and takes new

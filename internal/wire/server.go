@@ -40,6 +40,11 @@ type Server struct {
 	MaxInFlight int
 	// Prepare, if set, adjusts each request before it is served.
 	Prepare func(*http.Request)
+	// MaxBacklog bounds the answers queued for a connection but not yet
+	// written (default 4 MiB): past it the connection's requests are not
+	// read until its client reads, as an HTTP/1.1 server does not read the
+	// next request of a client that does not read its answer.
+	MaxBacklog uint64
 
 	mu       sync.Mutex
 	conns    map[*Conn]context.CancelFunc // served now, and how to cancel their requests
@@ -102,6 +107,10 @@ func (s *Server) Serve(c *Conn) error {
 	if max == 0 {
 		max = MaxRequestFrame
 	}
+	backlog := s.MaxBacklog
+	if backlog == 0 {
+		backlog = 4 << 20
+	}
 	var slots chan struct{}
 	if s.MaxInFlight > 0 {
 		slots = make(chan struct{}, s.MaxInFlight)
@@ -112,6 +121,7 @@ func (s *Server) Serve(c *Conn) error {
 	var last uint64 // the last request read
 	remote := c.RemoteAddr().String()
 	for {
+		c.waitBacklog(backlog)
 		kind, id, payload, err := ReadFrame(c.br, max)
 		if err != nil {
 			if !s.isDraining() || !c.Alive() {

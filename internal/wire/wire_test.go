@@ -505,3 +505,70 @@ func TestShutdownAnswersWhatItReadAndNothingElse(t *testing.T) {
 	}
 	t.Logf("%d answered, %d not sent", answered, notSent)
 }
+
+// A client that sends requests but reads no answers is not served without
+// bound: once its unread answers pass MaxBacklog the server stops reading
+// its requests (as an HTTP/1.1 server does not read the next request of a
+// client that does not read its answer), so it cannot make a node buffer
+// answers until it runs out of memory. Other connections are unaffected.
+func TestBacklogStopsReadingFromAClientThatDoesNotRead(t *testing.T) {
+	var served atomic.Int64
+	answer := bytes.Repeat([]byte("a"), 64<<10)
+	srv := newMuxServer(t, func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		_, _ = w.Write(answer)
+	}, &Server{MaxBacklog: 1 << 20})
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET "+MuxPath+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nConnection: Upgrade\r\nUpgrade: "+MuxProtocol+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	// 4000 requests of 4 KiB (16 MiB, more than the sockets' buffers hold)
+	// whose answers are 250 MiB; this client reads none.
+	const n = 4000
+	sent := make(chan error, 1)
+	go func() {
+		req := AppendRequest(nil, "POST", "/big", nil, bytes.Repeat([]byte("r"), 4<<10))
+		var b []byte
+		for i := uint64(1); i <= n; i++ {
+			b = AppendFrame(b, FrameRequest, i, req)
+		}
+		_, err := conn.Write(b)
+		sent <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for served.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no request served")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The server must stop reading: the client's write cannot finish.
+	select {
+	case err := <-sent:
+		t.Fatalf("the server read all %d requests of a client that reads no answer (write: %v); %d served", n, err, served.Load())
+	case <-time.After(2 * time.Second):
+	}
+	if got := served.Load(); got >= n/2 {
+		t.Fatalf("%d of %d requests served to a client that reads nothing", got, n)
+	}
+	// Another client is served meanwhile.
+	c, err := Dial(context.Background(), srv.URL, MuxPath, MuxProtocol, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := c.RoundTrip(context.Background(), AppendRequest(nil, "GET", "/big", nil, nil))
+	if err != nil || r.StatusCode != http.StatusOK {
+		t.Fatalf("another client: %v %v", r, err)
+	}
+	t.Logf("%d requests served before the server stopped reading", served.Load())
+}
