@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/spine-queue/spine/internal/wire"
 )
@@ -93,9 +95,9 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, protocol string
 	}()
 }
 
+// isClosedConn reports the usual end of a connection: closed by either side.
 func isClosedConn(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "use of closed network connection") ||
-		strings.Contains(err.Error(), "connection reset"))
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // relayTo sends r (with body) to the leader at addr over the relay.
@@ -111,5 +113,5 @@ func (s *Server) relayTo(ctx context.Context, addr string, r *http.Request, body
 
 // relayable reports whether a forwarded request goes over the relay.
 func relayable(r *http.Request, body []byte) bool {
-	return len(body) <= wire.MaxBody && !strings.HasPrefix(r.URL.Path, "/blobs")
+	return wire.Carries(r.URL.Path, int64(len(body)))
 }

@@ -32,8 +32,8 @@ func NewTransport(fallback http.RoundTripper) *Transport {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	auth := req.Header.Get("Authorization")
 	key, bearer := strings.CutPrefix(auth, "Bearer ")
-	if !bearer || req.URL.Scheme != "http" || strings.HasPrefix(req.URL.Path, "/blobs") ||
-		req.ContentLength > MaxBody || req.ContentLength < 0 && req.Body != nil && req.Body != http.NoBody {
+	unknownLength := req.ContentLength < 0 && req.Body != nil && req.Body != http.NoBody
+	if !bearer || req.URL.Scheme != "http" || unknownLength || !Carries(req.URL.Path, req.ContentLength) {
 		return t.Fallback.RoundTrip(req)
 	}
 	var body []byte

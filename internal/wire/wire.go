@@ -32,6 +32,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // Protocols and the paths they are served on.
@@ -75,6 +76,13 @@ var (
 	// version, another token configuration, a proxy, TLS): use plain HTTP.
 	ErrUnsupported = errors.New("wire: protocol not available at this address")
 )
+
+// Carries reports whether a request to path with a body of n bytes goes in
+// a frame: blob uploads and downloads, and bodies over MaxBody, go over
+// plain HTTP (a frame is held whole in memory on both sides).
+func Carries(path string, n int64) bool {
+	return n <= MaxBody && !strings.HasPrefix(path, "/blobs")
+}
 
 // HopHeaders are connection-level headers that are never carried in a frame
 // (nor copied by a node forwarding over plain HTTP).
