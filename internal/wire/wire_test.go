@@ -531,12 +531,12 @@ func TestBacklogStopsReadingFromAClientThatDoesNotRead(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %v %v", resp, err)
 	}
-	// 4000 requests of 4 KiB (16 MiB, more than the sockets' buffers hold)
-	// whose answers are 250 MiB; this client reads none.
+	// 4000 requests of 16 KiB (64 MiB, far more than the sockets' buffers
+	// hold) whose answers are 250 MiB; this client reads none.
 	const n = 4000
 	sent := make(chan error, 1)
 	go func() {
-		req := AppendRequest(nil, "POST", "/big", nil, bytes.Repeat([]byte("r"), 4<<10))
+		req := AppendRequest(nil, "POST", "/big", nil, bytes.Repeat([]byte("r"), 16<<10))
 		var b []byte
 		for i := uint64(1); i <= n; i++ {
 			b = AppendFrame(b, FrameRequest, i, req)
