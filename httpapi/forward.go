@@ -37,6 +37,18 @@ var hopHeaders = wire.HopHeaders
 // answer is lost the caller gets outcome_unknown.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h handlerFunc) error {
 	ctx := r.Context()
+	if c.longPoll {
+		// This node stopping gracefully ends a forwarded long poll: the
+		// leader is told to cancel it (as when a caller leaves, a claim that
+		// commits meanwhile is given back there), and the caller is told no
+		// job was claimed, so it polls again elsewhere instead of holding
+		// this node's drain and being cut off with no answer.
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		defer context.AfterFunc(s.draining, stop)()
+	}
+	drained := func() bool { return c.longPoll && s.draining.Err() != nil && r.Context().Err() == nil }
 	hold, cancel := context.WithTimeout(ctx, s.cfg.LeaderHold)
 	defer cancel()
 	for {
@@ -44,9 +56,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 			s.setLeaderHeaders(w)
 			return h(w, r, c)
 		}
+		if drained() {
+			writeJSON(w, http.StatusOK, workerClaimAnswer{Claimed: false})
+			return nil
+		}
 		id, addr := s.cluster.Leader()
 		if id != "" && addr != "" && id != s.cluster.ID() {
 			resp, err := s.sendToLeader(ctx, r, c, addr)
+			if err != nil && drained() {
+				writeJSON(w, http.StatusOK, workerClaimAnswer{Claimed: false})
+				return nil
+			}
 			if err == nil && !refusedUnapplied(resp) {
 				defer resp.Body.Close()
 				copyAnswer(w, resp, s.cluster.ID())
@@ -72,6 +92,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 		case <-s.cluster.LeaderCh():
 		case <-time.After(100 * time.Millisecond):
 		case <-hold.Done():
+			if drained() {
+				writeJSON(w, http.StatusOK, workerClaimAnswer{Claimed: false})
+				return nil
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

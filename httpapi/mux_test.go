@@ -150,3 +150,31 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 		t.Fatalf("job state %s, want queued", j.State)
 	}
 }
+
+// A follower stopping gracefully ends the long polls it forwarded: the
+// caller is told {"claimed":false} at once, the leader drops the wait, and
+// a job created afterwards is not claimed for the departed poll.
+func TestFollowerShutdownEndsForwardedLongPolls(t *testing.T) {
+	leader, follower, _ := relayPair(t)
+	done := make(chan resp, 1)
+	go func() {
+		done <- follower.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w1","max_wait_ms":30000}`)
+	}()
+	waitUntil(t, "the claim to park on the leader", func() bool { return leader.srv.claimWaiters.Load() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	follower.srv.Shutdown(ctx)
+	select {
+	case r := <-done:
+		if r.Code != http.StatusOK || r.json(t)["claimed"] != false {
+			t.Fatalf("forwarded claim answered %d %s, want claimed:false", r.Code, r.Body)
+		}
+	case <-ctx.Done():
+		t.Fatal("the forwarded claim was not answered")
+	}
+	waitUntil(t, "the leader to drop the claim", func() bool { return leader.srv.claimWaiters.Load() == 0 })
+	id := leader.create(map[string]interface{}{"payload": 1})["id"].(string)
+	if j := leader.job(id); j.State != "queued" {
+		t.Fatalf("job state %s, want queued", j.State)
+	}
+}

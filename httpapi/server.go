@@ -235,6 +235,9 @@ const (
 	// runs with call.local set on a follower and returns errNeedLeader to
 	// have the request forwarded.
 	kindLocalFirst
+	// kindLongPoll is a write that may wait for work (the worker claim): a
+	// follower stopping gracefully ends its forwarded wait early.
+	kindLongPoll
 )
 
 // errNeedLeader is returned by a kindLocalFirst handler that cannot answer
@@ -247,6 +250,8 @@ type call struct {
 	// body is the raw request body, already read (writes are buffered so a
 	// forward can be retried).
 	body []byte
+	// longPoll is set for a kindLongPoll request.
+	longPoll bool
 	// local is set while a kindLocalFirst handler runs on a follower.
 	local bool
 	// consistent is set when the caller asked for a linearizable answer
@@ -306,7 +311,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow
 		err = h(w, r, c)
 	case kindRead:
 		err = s.serveRead(w, r, c, h)
-	case kindWrite, kindLocalFirst:
+	case kindWrite, kindLocalFirst, kindLongPoll:
+		c.longPoll = k == kindLongPoll
 		err = s.serveWrite(w, r, c, h, k == kindLocalFirst)
 	}
 	if err != nil {
@@ -569,7 +575,7 @@ func (s *Server) routes() {
 	s.route("POST", "/blobs", kindWrite, allowAll, s.handleBlobPut)
 	s.route("GET", "/blobs/{id}", kindPublic, allowPublic, s.authorized(allowAll, s.handleBlobGet))
 
-	s.route("POST", "/internal/worker/claim", kindWrite, allowClaws, s.handleWorkerClaim)
+	s.route("POST", "/internal/worker/claim", kindLongPoll, allowClaws, s.handleWorkerClaim)
 	s.route("POST", "/internal/worker/heartbeat", kindLocalFirst, allowClaws, s.handleWorkerHeartbeat)
 	s.route("POST", "/internal/worker/complete", kindWrite, allowClaws, s.handleWorkerComplete)
 	s.route("POST", "/internal/worker/fail", kindWrite, allowClaws, s.handleWorkerFail)
