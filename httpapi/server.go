@@ -216,7 +216,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 // Close releases forwarding connections and closes relays and mux
 // connections at once.
 func (s *Server) Close() {
-	s.stopDraining()
 	s.fwd.CloseIdleConnections()
 	s.relay.Close()
 	s.relaySrv.Close()
