@@ -57,6 +57,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 			return h(w, r, c)
 		}
 		if drained() {
+			// No job was claimed for the caller (a claim that committed on
+			// the leader as it was cancelled is given back there).
 			writeJSON(w, http.StatusOK, workerClaimAnswer{Claimed: false})
 			return nil
 		}
@@ -64,8 +66,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 		if id != "" && addr != "" && id != s.cluster.ID() {
 			resp, err := s.sendToLeader(ctx, r, c, addr)
 			if err != nil && drained() {
-				writeJSON(w, http.StatusOK, workerClaimAnswer{Claimed: false})
-				return nil
+				continue // answered above
 			}
 			if err == nil && !refusedUnapplied(resp) {
 				defer resp.Body.Close()
@@ -93,8 +94,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 		case <-time.After(100 * time.Millisecond):
 		case <-hold.Done():
 			if drained() {
-				writeJSON(w, http.StatusOK, workerClaimAnswer{Claimed: false})
-				return nil
+				continue // answered above
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
