@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -80,5 +81,55 @@ func TestAPIClaimHeartbeatAndErrors(t *testing.T) {
 	mu.Unlock()
 	if n != len(want) {
 		t.Fatalf("a call on a cancelled phase was sent (%d requests)", n)
+	}
+}
+
+// An async heartbeat that the job's complete overtakes (409 after the
+// complete succeeded) is counted as overtaken, not as an error; a 409 for a
+// job whose complete failed, and any other failure, is an error; an
+// answered heartbeat is timed.
+func TestAsyncHeartbeatJudgement(t *testing.T) {
+	var status atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch s := int(status.Load()); s {
+		case http.StatusOK:
+			_, _ = io.WriteString(w, `{"ok":true}`)
+		default:
+			w.WriteHeader(s)
+			_, _ = io.WriteString(w, `{"ok":false,"error":{"code":"x","message":"refused"}}`)
+		}
+	}))
+	defer srv.Close()
+	r := &runner{cfg: Config{Addrs: []string{srv.URL}, MaxErrors: 100}}
+	r.a = newAPI(r.cfg.Addrs, "h", "c", 4, 5*time.Second)
+	defer r.a.close()
+	c := &claim{Claimed: true, JobID: "j1", AttemptID: "a1", LeaseToken: "t1"}
+	for _, tc := range []struct {
+		status     int
+		completeOK bool
+		overtaken  int64
+		errs       int64
+		timed      int
+	}{
+		{http.StatusOK, true, 0, 0, 1},
+		{http.StatusConflict, true, 1, 0, 0},
+		{http.StatusConflict, false, 0, 1, 0},
+		{http.StatusServiceUnavailable, true, 0, 1, 0},
+	} {
+		status.Store(int32(tc.status))
+		var st workStats
+		completed := make(chan bool, 1)
+		completed <- tc.completeOK
+		r.asyncHeartbeat(context.Background(), func() {}, 0, "w", c, completed, &st)
+		if got := st.hbOvertaken.Load(); got != tc.overtaken {
+			t.Errorf("status %d, complete ok %v: %d overtaken, want %d", tc.status, tc.completeOK, got, tc.overtaken)
+		}
+		if got := st.errN.Load(); got != tc.errs {
+			t.Errorf("status %d, complete ok %v: %d errors, want %d", tc.status, tc.completeOK, got, tc.errs)
+		}
+		if got := st.hbL.summary().N; got != tc.timed {
+			t.Errorf("status %d: %d heartbeats timed, want %d", tc.status, got, tc.timed)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"strconv"
@@ -33,20 +34,26 @@ type Config struct {
 	Phase                string // create | lifecycle | mixed | all
 	Connect              string // rr (goroutine i on node i%n) | request (each request to the next node) | leader
 	Transport            string // mux (spine-mux/1, one connection per node, as the Go client) | http (HTTP/1.1 keep-alive, a connection per goroutine)
-	Heartbeat            bool   // send one heartbeat per job between claim and complete
-	Timeout              time.Duration
-	PhaseTimeout         time.Duration
-	RequestTimeout       time.Duration
-	ClaimWait            time.Duration // max_wait_ms of a worker claim
-	MaxErrors            int           // a phase stops after this many errors
-	Label                string
-	Out                  io.Writer // human-readable lines
+	// Heartbeat is how a worker sends its one heartbeat per job between
+	// claim and complete: "async" (as peerbench's default -hb async, and as
+	// a claw whose heartbeats run beside its work: the complete does not
+	// wait for the answer, which is still checked and timed), "sync" (the
+	// complete waits for the heartbeat's answer, as peerbench -hb sync) or
+	// "off".
+	Heartbeat      string
+	Timeout        time.Duration
+	PhaseTimeout   time.Duration
+	RequestTimeout time.Duration
+	ClaimWait      time.Duration // max_wait_ms of a worker claim
+	MaxErrors      int           // a phase stops after this many errors
+	Label          string
+	Out            io.Writer // human-readable lines
 }
 
 // DefaultConfig mirrors peerbench's defaults.
 func DefaultConfig() Config {
 	return Config{Jobs: 20000, Producers: 16, Workers: 16, Payload: 256, Phase: "all", Connect: "rr",
-		Transport: "mux", Heartbeat: true, Timeout: 10 * time.Minute, PhaseTimeout: 5 * time.Minute,
+		Transport: "mux", Heartbeat: "async", Timeout: 10 * time.Minute, PhaseTimeout: 5 * time.Minute,
 		RequestTimeout: 10 * time.Second, ClaimWait: time.Second, MaxErrors: 1000}
 }
 
@@ -122,7 +129,10 @@ type Result struct {
 	// HeartbeatsLocal is the share of the lifecycle's heartbeats the node
 	// they reached answered from its own state (no forward, no quorum round).
 	HeartbeatsLocal float64 `json:"heartbeats_local_share"`
-	LeftAfterB      int     `json:"jobs_not_done_after_lifecycle"`
+	// HeartbeatsOvertaken counts async heartbeats answered 409 because
+	// their job's complete got there first (not errors).
+	HeartbeatsOvertaken int64 `json:"heartbeats_overtaken"`
+	LeftAfterB          int   `json:"jobs_not_done_after_lifecycle"`
 
 	MixedCreated     int64   `json:"mixed_created"`
 	MixedCompleted   int64   `json:"mixed_completed"`
@@ -240,16 +250,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.MaxErrors <= 0 {
 		cfg.MaxErrors = d.MaxErrors
 	}
-	hb := "sync"
-	if !cfg.Heartbeat {
-		hb = "off"
+	if cfg.Heartbeat == "" {
+		cfg.Heartbeat = d.Heartbeat
 	}
 	var rb [4]byte
 	_, _ = rand.Read(rb[:])
 	r := &runner{cfg: cfg, out: cfg.Out, runID: "bench-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(rb[:])}
 	r.res = &Result{System: "spine-raft-r" + fmt.Sprint(len(cfg.Addrs)), Label: cfg.Label, GoVersion: runtime.Version(),
 		Phase: cfg.Phase, Nodes: len(cfg.Addrs), Jobs: cfg.Jobs, MixedJobs: cfg.MixedJobs, Producers: cfg.Producers,
-		Workers: cfg.Workers, Payload: cfg.Payload, Connect: cfg.Connect, Transport: cfg.Transport, Heartbeat: hb,
+		Workers: cfg.Workers, Payload: cfg.Payload, Connect: cfg.Connect, Transport: cfg.Transport, Heartbeat: cfg.Heartbeat,
 		ClaimWaitMs: cfg.ClaimWait.Milliseconds(), RunID: r.runID}
 	if len(cfg.Addrs) == 0 {
 		return r.res, errors.New("no node address")
@@ -266,6 +275,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if cfg.Transport != "mux" && cfg.Transport != "http" {
 		return r.res, fmt.Errorf("unknown transport %q (mux|http)", cfg.Transport)
+	}
+	switch cfg.Heartbeat {
+	case "async", "sync", "off":
+	default:
+		return r.res, fmt.Errorf("unknown heartbeat mode %q (async|sync|off)", cfg.Heartbeat)
 	}
 	r.a = newAPI(cfg.Addrs, cfg.HeadToken, cfg.ClawToken, cfg.Producers+cfg.Workers+8, cfg.RequestTimeout)
 	r.a.mux = cfg.Transport == "mux"
@@ -592,6 +606,7 @@ func (r *runner) produce(ctx context.Context, stop context.CancelFunc, g int, st
 
 type workStats struct {
 	completed, gaveUp, errN, redeliv, empty, dup atomic.Int64
+	hbOvertaken                                  atomic.Int64 // async heartbeats answered after the job's complete
 	endNs                                        atomic.Int64
 	claimL, hbL, compL, jobL, e2eL               lat
 	eb                                           errBox
@@ -610,6 +625,8 @@ func (r *runner) work(ctx, pctx context.Context, stop context.CancelFunc, g int,
 		}
 	}()
 	var claimD, hbD, compD, jobD, e2eD []time.Duration
+	var hbs sync.WaitGroup // async heartbeats still waiting for their answer
+	defer hbs.Wait()       // runs last: the latencies below are this worker's own
 	defer func() {
 		st.claimL.addAll(claimD)
 		st.hbL.addAll(hbD)
@@ -646,7 +663,9 @@ func (r *runner) work(ctx, pctx context.Context, stop context.CancelFunc, g int,
 		if c.Attempt > 1 {
 			st.redeliv.Add(1)
 		}
-		if r.cfg.Heartbeat {
+		var completed chan<- bool // async heartbeat: told whether the complete succeeded
+		switch r.cfg.Heartbeat {
+		case "sync":
 			node = r.node(g, 1, k)
 			k++
 			th := time.Now()
@@ -656,12 +675,25 @@ func (r *runner) work(ctx, pctx context.Context, stop context.CancelFunc, g int,
 			} else {
 				hbD = append(hbD, time.Since(th))
 			}
+		case "async":
+			node = r.node(g, 1, k)
+			k++
+			ch := make(chan bool, 1)
+			completed = ch
+			hbs.Add(1)
+			go func(node int) {
+				defer hbs.Done()
+				r.asyncHeartbeat(ctx, stop, node, wid, c, ch, st)
+			}(node)
 		}
 		node = r.node(g, 1, k)
 		k++
 		tc := time.Now()
 		dup, err := r.a.complete(ctx, node, wid, c)
 		td := time.Now()
+		if completed != nil {
+			completed <- err == nil
+		}
 		if err != nil {
 			st.gaveUp.Add(1)
 			r.countErr(&st.errN, &st.eb, stop, fmt.Errorf("complete via %s: %w", r.cfg.Addrs[node], err))
@@ -687,6 +719,28 @@ func (r *runner) work(ctx, pctx context.Context, stop context.CancelFunc, g int,
 			stop()
 		}
 	}
+}
+
+// asyncHeartbeat sends a heartbeat that the worker's complete does not wait
+// for, as peerbench's default in-progress ack (-hb async) and a claw
+// heartbeating beside its work. Its answer is still checked and timed. The
+// complete may overtake it: a 409 that arrives for a job whose complete
+// succeeded (completed receives true) is counted as overtaken, not as an
+// error; any other failure is an error.
+func (r *runner) asyncHeartbeat(ctx context.Context, stop context.CancelFunc, node int, wid string, c *claim,
+	completed <-chan bool, st *workStats) {
+	th := time.Now()
+	err := r.a.heartbeat(ctx, node, wid, c)
+	if err == nil {
+		st.hbL.add(time.Since(th))
+		return
+	}
+	var he *httpError
+	if errors.As(err, &he) && he.Status == http.StatusConflict && <-completed {
+		st.hbOvertaken.Add(1)
+		return
+	}
+	r.countErr(&st.errN, &st.eb, stop, fmt.Errorf("heartbeat via %s: %w", r.cfg.Addrs[node], err))
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -901,18 +955,23 @@ func (r *runner) phaseLifecycle(ctx context.Context, cleanupOnly bool) error {
 	res.LifecycleCPUPerJob = perJobMs(cpu, res.LifecycleCompleted)
 	res.LifecycleBatch = cost.perBatch()
 	res.LifecycleAppendMs = cost.appendMs()
+	res.HeartbeatsOvertaken = st.hbOvertaken.Load()
 	hbNote := ""
-	if h.N > 0 {
-		res.HeartbeatsLocal = round3(float64(cost.localHB) / float64(h.N))
-		hbNote = fmt.Sprintf(" (%.0f%% answered by the node reached)", 100*res.HeartbeatsLocal)
+	if n := int64(h.N) + res.HeartbeatsOvertaken; n > 0 {
+		res.HeartbeatsLocal = round3(float64(cost.localHB) / float64(n))
+		hbNote = fmt.Sprintf(" (%.0f%% answered by the node reached", 100*res.HeartbeatsLocal)
+		if res.HeartbeatsOvertaken > 0 {
+			hbNote += fmt.Sprintf("; %d overtaken by their job's complete", res.HeartbeatsOvertaken)
+		}
+		hbNote += ")"
 	}
 	res.LeftAfterB = left
 	res.VerifyErrors += int64(left)
 	r.printf("[B lifecycle] %d/%d jobs completed (%d errors, %d redeliveries, %d empty claims) in %.3fs => %.0f jobs/s\n"+
-		"              claim ms p50 %.3f p99 %.3f max %.3f | heartbeat ms p50 %.3f p99 %.3f max %.3f%s | complete ms p50 %.3f p99 %.3f max %.3f\n"+
+		"              claim ms p50 %.3f p99 %.3f max %.3f | heartbeat (%s) ms p50 %.3f p99 %.3f max %.3f%s | complete ms p50 %.3f p99 %.3f max %.3f\n"+
 		"              per job (claim start->complete ack) ms p50 %.3f p99 %.3f | server CPU %.2fs (%.3f ms/job) | not done %d\n%s",
 		res.LifecycleCompleted, target.Load(), res.LifecycleErrors, res.LifecycleRedeliv, res.LifecycleEmpty, el.Seconds(), res.LifecycleJobsPerS,
-		c.P50, c.P99, c.Max, h.P50, h.P99, h.Max, hbNote, p.P50, p.P99, p.Max, j.P50, j.P99, cpu, res.LifecycleCPUPerJob, left, cost.raft(res.LifecycleCompleted))
+		c.P50, c.P99, c.Max, cfg.Heartbeat, h.P50, h.P99, h.Max, hbNote, p.P50, p.P99, p.Max, j.P50, j.P99, cpu, res.LifecycleCPUPerJob, left, cost.raft(res.LifecycleCompleted))
 	if st.eb.err != nil {
 		r.printf("    first lifecycle error: %v\n", st.eb.err)
 	}

@@ -102,7 +102,8 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	fs.StringVar(&cfg.Phase, "phase", cfg.Phase, "create | lifecycle | mixed | all (create alone still drains its jobs afterwards, unmeasured; lifecycle runs create first)")
 	fs.StringVar(&cfg.Connect, "connect", cfg.Connect, "rr: producer i on node i%n, worker i on node (i+1)%n (as peerbench -connect rr); request: every request to the next node; leader: everything to the leader")
 	fs.StringVar(&cfg.Transport, "transport", cfg.Transport, "mux: each process's requests share one spine-mux/1 connection per node, as the Go client's do; http: HTTP/1.1 keep-alive, one connection per producer and worker")
-	fs.BoolVar(&cfg.Heartbeat, "heartbeat", cfg.Heartbeat, "send one (confirmed) heartbeat per job between claim and complete")
+	fs.StringVar(&cfg.Heartbeat, "hb", cfg.Heartbeat, "the heartbeat sent between claim and complete: async (the complete does not wait for its answer, as peerbench's default -hb async and a claw heartbeating beside its work; the answer is still checked and timed) | sync (the complete waits for it, as peerbench -hb sync) | off")
+	heartbeat := fs.Bool("heartbeat", true, "send one heartbeat per job between claim and complete (false: --hb off)")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "upper bound for the whole run")
 	fs.DurationVar(&cfg.PhaseTimeout, "phase-timeout", cfg.PhaseTimeout, "upper bound for each phase")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "timeout of one request (a claim gets --claim-wait on top)")
@@ -141,6 +142,9 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "spine bench: unexpected argument %q\n", fs.Arg(0))
 		return ExitUsage
+	}
+	if !*heartbeat {
+		cfg.Heartbeat = "off"
 	}
 	if cfg.Jobs <= 0 || cfg.Producers <= 0 || cfg.Workers <= 0 || cfg.Timeout <= 0 || cfg.PhaseTimeout <= 0 {
 		fmt.Fprintln(stderr, "spine bench: --jobs, --producers, --workers, --timeout and --phase-timeout must be > 0")

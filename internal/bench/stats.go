@@ -14,6 +14,12 @@ type lat struct {
 	d  []time.Duration
 }
 
+func (l *lat) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
 func (l *lat) addAll(d []time.Duration) {
 	l.mu.Lock()
 	l.d = append(l.d, d...)
