@@ -385,9 +385,15 @@ func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, c *call, h h
 	if r.URL.Path == "/blobs" {
 		limit = s.cfg.MaxBlobBytes + 1<<20 // multipart framing
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		return err
+	body, inMemory := wire.BodyBytes(r.Body) // a request from a mux or relay frame
+	if inMemory && int64(len(body)) > limit {
+		return &http.MaxBytesError{Limit: limit}
+	}
+	if !inMemory {
+		var err error
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit)); err != nil {
+			return err
+		}
 	}
 	c.body = body
 	if s.cluster.IsLeader() {

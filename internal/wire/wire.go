@@ -182,7 +182,10 @@ func (f *Fields) Bytes() []byte {
 	return v
 }
 
-// Header reads a header set.
+// Header reads a header set. One string holds every name and value and one
+// slice backs every value list, so a header set costs three allocations
+// rather than two per field (this was the largest count of objects a
+// leader allocated per relayed request).
 func (f *Fields) Header() http.Header {
 	n := f.Uvarint()
 	if n > uint64(len(f.B)) {
@@ -191,10 +194,32 @@ func (f *Fields) Header() http.Header {
 	if f.Err != nil {
 		return nil
 	}
-	h := make(http.Header, n)
+	type span struct{ k0, k1, v0, v1 int }
+	var fixed [16]span
+	spans := fixed[:0]
+	base := f.B
+	at := func() int { return len(base) - len(f.B) }
 	for i := uint64(0); i < n && f.Err == nil; i++ {
-		k := string(f.Bytes())
-		h[k] = append(h[k], string(f.Bytes()))
+		k := f.Bytes()
+		k1 := at()
+		v := f.Bytes()
+		v1 := at()
+		spans = append(spans, span{k1 - len(k), k1, v1 - len(v), v1})
+	}
+	if f.Err != nil {
+		return nil
+	}
+	all := string(base[:at()])
+	vals := make([]string, len(spans))
+	h := make(http.Header, len(spans))
+	for i, sp := range spans {
+		k := all[sp.k0:sp.k1]
+		vals[i] = all[sp.v0:sp.v1]
+		if vs, dup := h[k]; dup {
+			h[k] = append(vs, vals[i])
+		} else {
+			h[k] = vals[i : i+1 : i+1]
+		}
 	}
 	return h
 }
@@ -210,7 +235,7 @@ func AppendRequest(b []byte, method, uri string, h http.Header, body []byte) []b
 // DecodeRequest parses a request frame's payload into a server request.
 func DecodeRequest(p []byte) (*http.Request, error) {
 	f := &Fields{B: p}
-	method := string(f.Bytes())
+	method := methodString(f.Bytes())
 	uri := string(f.Bytes())
 	h := f.Header()
 	body := f.Bytes()
@@ -223,9 +248,49 @@ func DecodeRequest(p []byte) (*http.Request, error) {
 	}
 	return &http.Request{
 		Method: method, URL: u, RequestURI: uri, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
+		Header: h, Body: newBody(body), ContentLength: int64(len(body)),
 		Host: u.Host,
 	}, nil
+}
+
+// methodString returns the common methods without allocating.
+func methodString(b []byte) string {
+	switch string(b) {
+	case http.MethodGet:
+		return http.MethodGet
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodPut:
+		return http.MethodPut
+	case http.MethodDelete:
+		return http.MethodDelete
+	}
+	return string(b)
+}
+
+// frameBody is a decoded request's body: it is already in memory, and
+// BodyBytes hands it over without a copy.
+type frameBody struct {
+	bytes.Reader
+	b []byte
+}
+
+func newBody(b []byte) *frameBody {
+	rb := &frameBody{b: b}
+	rb.Reset(b)
+	return rb
+}
+
+func (*frameBody) Close() error { return nil }
+
+// BodyBytes returns the whole body of a request decoded from a frame, which
+// is already in memory, without reading it (the reader is left as it was).
+// ok is false for any other body, which must be read.
+func BodyBytes(r io.Reader) (b []byte, ok bool) {
+	if rb, ok := r.(*frameBody); ok {
+		return rb.b, true
+	}
+	return nil, false
 }
 
 // AppendResponse appends an answer frame's payload.

@@ -572,3 +572,26 @@ func TestBacklogStopsReadingFromAClientThatDoesNotRead(t *testing.T) {
 	}
 	t.Logf("%d requests served before the server stopped reading", served.Load())
 }
+
+// BenchmarkDecodeRequest decodes a worker's complete as a claw's mux
+// request carries it.
+func BenchmarkDecodeRequest(b *testing.B) {
+	h := http.Header{}
+	h.Set("Authorization", "Bearer claw-token-0123456789")
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "spine-go/1")
+	h.Set("X-Spine-Min-Index", "123456")
+	body := []byte(`{"worker_id":"w-1","job_id":"0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","lease_token":"0123456789abcdef","attempt_id":"0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c","output":{"ok":true}}`)
+	p := AppendRequest(nil, http.MethodPost, "/internal/worker/complete", h, body)
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := DecodeRequest(p)
+		if err != nil || r.Header.Get("X-Spine-Min-Index") != "123456" {
+			b.Fatal(err)
+		}
+		got, ok := BodyBytes(r.Body)
+		if !ok || len(got) != len(body) {
+			b.Fatal("body")
+		}
+	}
+}
