@@ -625,8 +625,10 @@ func (r *runner) work(ctx, pctx context.Context, stop context.CancelFunc, g int,
 		}
 	}()
 	var claimD, hbD, compD, jobD, e2eD []time.Duration
-	var hbs sync.WaitGroup // async heartbeats still waiting for their answer
-	defer hbs.Wait()       // runs last: the latencies below are this worker's own
+	// Async heartbeats still waiting for their answer: the worker returns
+	// only once they have it, so a phase's summary counts every one.
+	var hbs sync.WaitGroup
+	defer hbs.Wait()
 	defer func() {
 		st.claimL.addAll(claimD)
 		st.hbL.addAll(hbD)
