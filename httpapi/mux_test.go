@@ -126,22 +126,7 @@ func TestMuxThroughFollower(t *testing.T) {
 // a job created afterwards is not claimed for them.
 func TestShutdownEndsLongPolls(t *testing.T) {
 	e := newEnv(t)
-	done := make(chan resp, 1)
-	go func() {
-		done <- e.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w1","max_wait_ms":30000}`)
-	}()
-	waitUntil(t, "the claim to park", func() bool { return e.srv.claimWaiters.Load() == 1 })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	e.srv.Shutdown(ctx)
-	select {
-	case r := <-done:
-		if r.Code != http.StatusOK || r.json(t)["claimed"] != false {
-			t.Fatalf("parked claim answered %d %s, want claimed:false", r.Code, r.Body)
-		}
-	case <-ctx.Done():
-		t.Fatal("the parked claim was not answered")
-	}
+	shutdownWithParkedClaim(t, e, e, e)
 	if r := e.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w2","max_wait_ms":30000}`); r.Code != http.StatusOK || r.json(t)["claimed"] != false {
 		t.Fatalf("claim during shutdown answered %d %s, want claimed:false at once", r.Code, r.Body)
 	}
@@ -156,25 +141,33 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 // a job created afterwards is not claimed for the departed poll.
 func TestFollowerShutdownEndsForwardedLongPolls(t *testing.T) {
 	leader, follower, _ := relayPair(t)
-	done := make(chan resp, 1)
-	go func() {
-		done <- follower.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w1","max_wait_ms":30000}`)
-	}()
-	waitUntil(t, "the claim to park on the leader", func() bool { return leader.srv.claimWaiters.Load() == 1 })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	follower.srv.Shutdown(ctx)
-	select {
-	case r := <-done:
-		if r.Code != http.StatusOK || r.json(t)["claimed"] != false {
-			t.Fatalf("forwarded claim answered %d %s, want claimed:false", r.Code, r.Body)
-		}
-	case <-ctx.Done():
-		t.Fatal("the forwarded claim was not answered")
-	}
+	shutdownWithParkedClaim(t, follower, leader, follower)
 	waitUntil(t, "the leader to drop the claim", func() bool { return leader.srv.claimWaiters.Load() == 0 })
 	id := leader.create(map[string]interface{}{"payload": 1})["id"].(string)
 	if j := leader.job(id); j.State != "queued" {
 		t.Fatalf("job state %s, want queued", j.State)
+	}
+}
+
+// shutdownWithParkedClaim sends a 30 s long-poll claim to via, waits until
+// it is parked on parks, shuts stop down gracefully and requires the claim
+// to be answered {"claimed":false} within 20 s.
+func shutdownWithParkedClaim(t *testing.T, via, parks, stop *env) {
+	t.Helper()
+	done := make(chan resp, 1)
+	go func() {
+		done <- via.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w1","max_wait_ms":30000}`)
+	}()
+	waitUntil(t, "the claim to park", func() bool { return parks.srv.claimWaiters.Load() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stop.srv.Shutdown(ctx)
+	select {
+	case r := <-done:
+		if r.Code != http.StatusOK || r.json(t)["claimed"] != false {
+			t.Fatalf("parked claim answered %d %s, want claimed:false", r.Code, r.Body)
+		}
+	case <-ctx.Done():
+		t.Fatal("the parked claim was not answered")
 	}
 }
