@@ -76,11 +76,11 @@ func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
-	if to == "" {
-		return n.futureErr(ctx, n.raft.LeadershipTransfer())
-	}
 	if to == n.cfg.NodeID {
 		return nil
+	}
+	if to == "" {
+		return n.futureErr(ctx, n.transfer(func() raft.Future { return n.raft.LeadershipTransfer() }))
 	}
 	cfg, err := n.configuration()
 	if err != nil {
@@ -88,10 +88,37 @@ func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 	}
 	for _, s := range cfg.Servers {
 		if s.ID == raft.ServerID(to) {
-			return n.futureErr(ctx, n.raft.LeadershipTransferToServer(s.ID, s.Address))
+			return n.futureErr(ctx, n.transfer(func() raft.Future { return n.raft.LeadershipTransferToServer(s.ID, s.Address) }))
 		}
 	}
 	return fmt.Errorf("%w: %q", ErrUnknownServer, to)
+}
+
+// transfer starts a leadership transfer with the read lease suspended until
+// raft has finished it, whether or not the caller waits that long: the
+// target is elected at once, by voters that still know this node as leader.
+func (n *Node) transfer(start func() raft.Future) raft.Future {
+	resume := n.lease.transfer()
+	f := start()
+	out := &waitedFuture{done: make(chan struct{})}
+	go func() {
+		out.err = f.Error()
+		resume()
+		close(out.done)
+	}()
+	return out
+}
+
+// waitedFuture is a raft.Future another goroutine waits on (a raft future
+// must have one waiter).
+type waitedFuture struct {
+	done chan struct{}
+	err  error
+}
+
+func (f *waitedFuture) Error() error {
+	<-f.done
+	return f.err
 }
 
 // futureErr waits for a membership/transfer future under ctx and translates

@@ -55,6 +55,10 @@ type Node struct {
 	session *leaderSession // non-nil while leader and ready
 	ready   atomic.Bool
 
+	// lease is the leader's read lease (guardTransport records its
+	// followers' answers).
+	lease *readLease
+
 	observerCh chan raft.Observation
 	observer   *raft.Observer
 
@@ -122,9 +126,12 @@ func New(cfg Config) (*Node, error) {
 		n.trans = tt
 		n.cfg.RaftAddr = string(tt.LocalAddr())
 	}
+	var bound func(uint64) uint64
 	if st.overlap != nil {
-		n.trans = clampCommits(n.trans, st.overlap.commitBound)
+		bound = st.overlap.commitBound
 	}
+	n.lease = newReadLease(n.cfg.LeaderLeaseTimeout)
+	n.trans = guard(n.trans, bound, n.lease)
 
 	if err := n.loadPeers(); err != nil {
 		return fail(err)
@@ -378,8 +385,16 @@ func (n *Node) ConsistentIndex(ctx context.Context) (uint64, error) {
 // commit index no longer ago than that). A candidate, a follower cut off
 // from the leader, or a node still starting answers ok false. The caller
 // waits for the index (WaitForApplied) before reading.
+//
+// A process can be paused between taking the index and answering (SIGSTOP,
+// a stalled VM, a long GC): the caller reads its state, then asks
+// StillRecent before it answers, and answers from a quorum instead if that
+// says no.
 func (n *Node) RecentIndex() (index uint64, ok bool) {
 	if n.IsLeader() {
+		if !n.leaseHeld() {
+			return 0, false
+		}
 		return n.raft.CommitIndex(), true
 	}
 	if n.raft.State() != raft.Follower {
@@ -395,6 +410,32 @@ func (n *Node) RecentIndex() (index uint64, ok bool) {
 		return 0, false
 	}
 	return n.raft.CommitIndex(), true
+}
+
+// StillRecent reports whether what this node read from its own state after
+// RecentIndex said ok may still be answered: it checks again, after the
+// read, that the leader holds its read lease (readLease) or that the
+// follower heard from its leader within LeaderLeaseTimeout. A node paused
+// after taking the index, or after reading, wakes up to find this false.
+func (n *Node) StillRecent() bool {
+	if n.IsLeader() {
+		return n.leaseHeld()
+	}
+	_, ok := n.RecentIndex()
+	return ok
+}
+
+// leaseHeld reports whether this leader holds its read lease now.
+func (n *Node) leaseHeld() bool {
+	term := n.raft.CurrentTerm()
+	cfg := n.raft.GetConfiguration().Configuration()
+	voters := make([]raft.ServerID, 0, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, s.ID)
+		}
+	}
+	return n.lease.holds(raft.ServerID(n.cfg.NodeID), term, voters, time.Now()) && n.raft.State() == raft.Leader
 }
 
 // AppliedIndex returns the highest log index up to which every entry has been

@@ -290,7 +290,7 @@ func (c *clampRecorder) AppendEntries(id raft.ServerID, target raft.ServerAddres
 func TestCommitClampTransport(t *testing.T) {
 	_, inmem := raft.NewInmemTransport("")
 	rec := &clampRecorder{InmemTransport: inmem}
-	tr := clampCommits(rec, func(c uint64) uint64 { return min(c, 7) })
+	tr := guard(rec, func(c uint64) uint64 { return min(c, 7) }, nil)
 	if _, ok := tr.(raft.WithPreVote); !ok {
 		t.Fatal("clamping dropped the transport's pre-vote support")
 	}
@@ -305,7 +305,7 @@ func TestCommitClampTransport(t *testing.T) {
 	if fmt.Sprint(rec.sent) != "[0 5 7]" {
 		t.Fatalf("sent commit indexes %v, want [0 5 7]", rec.sent)
 	}
-	noPV := clampCommits(struct{ raft.Transport }{inmem}, func(c uint64) uint64 { return c })
+	noPV := guard(struct{ raft.Transport }{inmem}, func(c uint64) uint64 { return c }, nil)
 	if _, ok := noPV.(raft.WithPreVote); ok {
 		t.Fatal("clamping claimed pre-vote for a transport without it")
 	}

@@ -52,6 +52,8 @@ type FSM struct {
 	waiters waiters
 
 	applied atomic.Uint64
+	// chain is the running hash of applied commands (hash.go).
+	chain *chain
 
 	// intern shares repeated strings of applied commands; ApplyBatch holds
 	// its lock.
@@ -66,7 +68,8 @@ func New(cfg Config) (*FSM, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	f := &FSM{cfg: cfg, logger: cfg.Logger.Named("fsm"), intern: newInterner()}
+	f := &FSM{cfg: cfg, logger: cfg.Logger.Named("fsm"), intern: newInterner(), chain: &chain{}}
+	f.chain.reset(0, Hash{}, true)
 	f.w.t = newTables()
 	f.view.Store(f.w.publishAll())
 	return f, nil
@@ -105,7 +108,9 @@ func (f *FSM) applyLocked(logs []*raft.Log) ([]interface{}, []laneKey) {
 		if l.Type != raft.LogCommand {
 			continue
 		}
+		f.chain.fold(l.Index, l.Term, l.Data)
 		out[i] = f.applyOne(&f.w, l.Index, l.Data)
+		f.chain.publish()
 	}
 	if n := len(logs); n > 0 {
 		f.w.index = logs[n-1].Index
@@ -199,18 +204,25 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
 	v := f.publishLocked()
-	return &snapshot{t: v, index: v.index}, nil
+	return &snapshot{t: v, index: v.index, hash: f.chain.hash, hashIndex: f.chain.index, hashKnown: f.chain.known}, nil
 }
 
 // Restore replaces the whole state with the snapshot's.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	t, index, err := readSnapshot(rc)
+	t, hdr, err := readSnapshot(rc)
 	if err != nil {
 		return err
 	}
+	index := hdr.Index
 	f.wmu.Lock()
 	f.w = writer{t: t, index: index}
+	var h Hash
+	known := copy(h[:], hdr.Hash) == len(h)
+	if !known {
+		f.logger.Warn("snapshot carries no state hash; this node's hash is unknown until it restores one that does", "index", index)
+	}
+	f.chain.reset(hdr.HashIndex, h, known)
 	v := f.w.publishAll()
 	v.index = index
 	f.view.Store(v)

@@ -36,6 +36,11 @@ const maxSnapRecord = 1 << 30
 type snapHeaderRecord struct {
 	Version int
 	Index   uint64
+	// Hash is the state hash after the command at HashIndex, the last one
+	// at or below Index (hash.go). Absent from snapshots of builds that
+	// kept no hash: readers of those ignore the fields.
+	Hash      []byte `codec:",omitempty"`
+	HashIndex uint64 `codec:",omitempty"`
 }
 
 type snapEndRecord struct {
@@ -45,6 +50,10 @@ type snapEndRecord struct {
 type snapshot struct {
 	t     *tables // a published view: never changes
 	index uint64
+	// the state hash at index (hash.go)
+	hash      Hash
+	hashIndex uint64
+	hashKnown bool
 }
 
 // Persist streams every record to sink, ending with a trailer that counts
@@ -63,7 +72,11 @@ func (s *snapshot) write(w io.Writer) error {
 	if err := bw.WriteByte(snapHeader); err != nil {
 		return err
 	}
-	if err := mp.Encode(snapHeaderRecord{Version: snapshotVersion, Index: s.index}); err != nil {
+	head := snapHeaderRecord{Version: snapshotVersion, Index: s.index}
+	if s.hashKnown {
+		head.Hash, head.HashIndex = s.hash[:], s.hashIndex
+	}
+	if err := mp.Encode(head); err != nil {
 		return err
 	}
 	var (
@@ -126,17 +139,17 @@ func (s *snapshot) write(w io.Writer) error {
 func (s *snapshot) Release() {}
 
 // readSnapshot builds a fresh store from a snapshot stream.
-func readSnapshot(r io.Reader) (*tables, uint64, error) {
+func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	w := &writer{t: newTables()}
 	br := bufio.NewReaderSize(r, 1<<20)
 	mp := codec.NewDecoder(br, msgpackHandle)
 	t, err := br.ReadByte()
 	if err != nil || t != snapHeader {
-		return nil, 0, fmt.Errorf("restore: snapshot does not start with a header")
+		return nil, snapHeaderRecord{}, fmt.Errorf("restore: snapshot does not start with a header")
 	}
 	var h snapHeaderRecord
 	if err := mp.Decode(&h); err != nil {
-		return nil, 0, fmt.Errorf("restore header: %w", err)
+		return nil, h, fmt.Errorf("restore header: %w", err)
 	}
 	var got snapEndRecord
 	switch h.Version {
@@ -145,20 +158,20 @@ func readSnapshot(r io.Reader) (*tables, uint64, error) {
 	case snapshotVersion:
 		err = readRecordsV2(br, w, &got)
 	default:
-		return nil, 0, fmt.Errorf("restore: snapshot version %d, this build reads 1 and %d", h.Version, snapshotVersion)
+		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 and %d", h.Version, snapshotVersion)
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, h, err
 	}
 	// The trailer's type byte has been read.
 	var want snapEndRecord
 	if err := mp.Decode(&want); err != nil {
-		return nil, 0, fmt.Errorf("restore trailer: %w", err)
+		return nil, h, fmt.Errorf("restore trailer: %w", err)
 	}
 	if want != got {
-		return nil, 0, fmt.Errorf("restore: snapshot counts %+v, read %+v", want, got)
+		return nil, h, fmt.Errorf("restore: snapshot counts %+v, read %+v", want, got)
 	}
-	return w.t, h.Index, nil
+	return w.t, h, nil
 }
 
 func readType(br *bufio.Reader) (byte, error) {

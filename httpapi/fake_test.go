@@ -60,6 +60,10 @@ type fakeCluster struct {
 	// inContact makes a follower vouch for its own state (RecentIndex), as
 	// one that heard from the leader within the leader lease does.
 	inContact bool
+	// leaseLost makes StillRecent say no: the node's lease ran out while it
+	// read. stillRecentCalls counts the checks.
+	leaseLost        bool
+	stillRecentCalls int
 
 	leaderCh chan struct{}
 }
@@ -147,6 +151,13 @@ func (c *fakeCluster) RecentIndex() (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.index, c.leader || c.inContact
+}
+
+func (c *fakeCluster) StillRecent() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stillRecentCalls++
+	return !c.leaseLost && (c.leader || c.inContact)
 }
 
 // WaitForApplied: the fake applies every command it acknowledges at once,

@@ -29,6 +29,7 @@ type Cluster interface {
 	LeaderCh() <-chan struct{}
 	ConsistentIndex(ctx context.Context) (uint64, error)
 	RecentIndex() (index uint64, ok bool)
+	StillRecent() bool
 	WaitForApplied(ctx context.Context, index uint64) error
 	AppliedIndex() uint64
 	Status(ctx context.Context) (cluster.Status, error)
@@ -100,6 +101,9 @@ type Server struct {
 	// localHeartbeats counts heartbeats this node answered from its own
 	// recent state: no entry, no forward, no quorum round.
 	localHeartbeats atomic.Uint64
+	// leaseMisses counts answers from local state withheld because the
+	// node's lease (leader) or contact (follower) ran out while it read.
+	leaseMisses atomic.Uint64
 
 	// relay: this node's connection to the leader (follower side) and the
 	// connections followers opened to it (leader side); see relay.go.
@@ -359,22 +363,42 @@ func (s *Server) serveRead(w http.ResponseWriter, r *http.Request, c *call, h ha
 		return h(w, r, c)
 	}
 	if !s.cluster.IsLeader() {
-		if r.Header.Get(forwardedHeader) != "" {
-			return errorf(http.StatusServiceUnavailable, codeNoLeader, "forwarded read reached a node that is not the leader")
-		}
-		return s.forward(w, r, c, h)
+		return s.forwardRead(w, r, c, h)
 	}
-	if c.consistent {
-		idx, err := s.cluster.ConsistentIndex(r.Context())
-		if err != nil {
-			return err
+	if !c.consistent {
+		// A default read is answered from this node's state while it holds
+		// the leader's read lease, which is checked after the read: a leader
+		// paused mid-read (SIGSTOP, a stalled VM) wakes to find the lease
+		// gone and answers from a quorum round instead, or sends the read
+		// on to the leader that replaced it.
+		held := newHeldResponse()
+		s.setIndex(held, s.cluster.AppliedIndex())
+		err := h(held, r, c)
+		if s.cluster.StillRecent() {
+			return held.release(w, err)
 		}
-		if err := s.cluster.WaitForApplied(r.Context(), idx); err != nil {
-			return err
+		s.leaseMisses.Add(1)
+		if !s.cluster.IsLeader() {
+			return s.forwardRead(w, r, c, h)
 		}
+	}
+	idx, err := s.cluster.ConsistentIndex(r.Context())
+	if err != nil {
+		return err
+	}
+	if err := s.cluster.WaitForApplied(r.Context(), idx); err != nil {
+		return err
 	}
 	s.setIndex(w, s.cluster.AppliedIndex())
 	return h(w, r, c)
+}
+
+// forwardRead sends a read this node cannot answer to the leader.
+func (s *Server) forwardRead(w http.ResponseWriter, r *http.Request, c *call, h handlerFunc) error {
+	if r.Header.Get(forwardedHeader) != "" {
+		return errorf(http.StatusServiceUnavailable, codeNoLeader, "forwarded read reached a node that is not the leader")
+	}
+	return s.forward(w, r, c, h)
 }
 
 // serveWrite runs a write on the leader, forwarding it there if this node is
@@ -545,6 +569,12 @@ func (s *Server) recentHeartbeat(ctx context.Context, cmd *fsm.HeartbeatCommand,
 	}
 	res, ok := s.state.Peek().Heartbeat(cmd, renewFraction)
 	if !ok || res.Err != nil {
+		return nil, 0, false
+	}
+	// Checked again after the read: a node paused since RecentIndex may
+	// have read a state the cluster has moved on from.
+	if !s.cluster.StillRecent() {
+		s.leaseMisses.Add(1)
 		return nil, 0, false
 	}
 	s.localHeartbeats.Add(1)
