@@ -303,6 +303,9 @@ type ClusterNode struct {
 	GossipAddr string `json:"gossip_addr"`
 	Suffrage   string `json:"suffrage"`
 	Alive      bool   `json:"alive"`
+	// HashIndex and StateHash: the node's latest state hash as gossiped.
+	HashIndex uint64 `json:"hash_index,omitempty"`
+	StateHash string `json:"state_hash,omitempty"`
 }
 
 // ClusterLeader names the leader in a cluster status.
@@ -322,4 +325,12 @@ type ClusterStatus struct {
 	State        string         `json:"state"`
 	// LastContact is passed through as the server formats it.
 	LastContact string `json:"last_contact,omitempty"`
+	// HashIndex and StateHash are the node's running hash of the commands
+	// it has applied: equal on nodes that applied the same log up to the
+	// same index. HashMismatches counts peers whose hash differed at the
+	// same index (replicas diverged): it must be 0.
+	HashIndex      uint64 `json:"hash_index"`
+	StateHash      string `json:"state_hash"`
+	HashChecks     uint64 `json:"hash_checks"`
+	HashMismatches uint64 `json:"hash_mismatches"`
 }

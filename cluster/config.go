@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -215,7 +216,10 @@ func (c *Config) Validate() error {
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = DefaultTrailingLogs
 	}
-	if b, _ := json.Marshal(c.meta()); len(b) >= maxMetaSize {
+	// Room for the state hash the node gossips beside its addresses.
+	m := c.meta()
+	m.HashIndex, m.Hash = ^uint64(0), strings.Repeat("f", 64)
+	if b, _ := json.Marshal(m); len(b) >= maxMetaSize {
 		return bad("gossip metadata is %d bytes, limit %d", len(b), maxMetaSize)
 	}
 	return nil

@@ -20,13 +20,17 @@ type nodeMeta struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
+	// HashIndex and Hash are the node's latest state hash (hashcheck.go).
+	HashIndex uint64 `json:"hash_index,omitempty"`
+	Hash      string `json:"hash,omitempty"`
 }
 
 // peerInfo is what this node knows about another node, from gossip, from a
 // join answer, from AddVoter or from peers.json.
 type peerInfo struct {
 	Member
-	alive bool // alive in memberlist right now
+	alive  bool        // alive in memberlist right now
+	report *hashReport // its latest gossiped state hash
 }
 
 // peersFile is the JSON layout of DataDir/peers.json.
@@ -38,15 +42,19 @@ type peersFile struct {
 // Callbacks only update the peer map under a mutex and do non-blocking sends:
 // they must never block memberlist.
 type gossipDelegate struct {
-	n    *Node
-	meta []byte
+	n *Node
 }
 
 func (d *gossipDelegate) NodeMeta(limit int) []byte {
-	if len(d.meta) > limit {
+	m := d.n.cfg.meta()
+	if r := d.n.hashMeta.Load(); r != nil {
+		m.HashIndex, m.Hash = r.index, r.hash
+	}
+	b, err := json.Marshal(m)
+	if err != nil || len(b) > limit {
 		return nil
 	}
-	return d.meta
+	return b
 }
 func (d *gossipDelegate) NotifyMsg([]byte)                           {}
 func (d *gossipDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
@@ -86,6 +94,9 @@ func (n *Node) gossipEvent(node *memberlist.Node, alive bool) {
 	p.alive = alive
 	n.peers[meta.ID] = p
 	n.peersMu.Unlock()
+	if alive {
+		n.peerHashReported(meta.ID, meta.HashIndex, meta.Hash)
+	}
 	poke(n.peersDirty)
 	poke(n.gossipKick)
 	n.notifyLeaderChange()
@@ -108,11 +119,7 @@ func (n *Node) startMemberlist() error {
 	if err != nil {
 		return fmt.Errorf("gossip port %q: %w", portStr, err)
 	}
-	meta, err := json.Marshal(n.cfg.meta())
-	if err != nil {
-		return err
-	}
-	d := &gossipDelegate{n: n, meta: meta}
+	d := &gossipDelegate{n: n}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = n.cfg.NodeID
 	mc.BindAddr = host

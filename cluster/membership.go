@@ -153,6 +153,10 @@ type NodeStatus struct {
 	Suffrage string `json:"suffrage"`
 	// Alive is true if memberlist sees the node alive (always for self).
 	Alive bool `json:"alive"`
+	// HashIndex and StateHash are the node's latest state hash as it
+	// gossiped it (this node's own, current, for self); absent if unknown.
+	HashIndex uint64 `json:"hash_index,omitempty"`
+	StateHash string `json:"state_hash,omitempty"`
 }
 
 // Status is this node's view of the cluster, served by GET /cluster/status.
@@ -187,6 +191,19 @@ type Status struct {
 	// its log while they were being replicated instead of before (always 0
 	// with SerialLogWrite).
 	LogWritesOverlapped uint64 `json:"log_writes_overlapped"`
+	// HashIndex and StateHash are this node's running hash of the commands
+	// it has applied, and the index of the last one: equal on two nodes
+	// that have applied the same log up to the same index ("" if the state
+	// machine keeps none, or it is unknown after restoring a snapshot of a
+	// build without it).
+	HashIndex uint64 `json:"hash_index"`
+	StateHash string `json:"state_hash"`
+	// HashChecks counts the peers' gossiped state hashes this node
+	// compared with its own at the same index; HashMismatches those that
+	// differed. A mismatch means the replicas diverged: it is logged at
+	// error level and must stay 0.
+	HashChecks     uint64 `json:"hash_checks"`
+	HashMismatches uint64 `json:"hash_mismatches"`
 }
 
 // Status reports this node's view of the cluster. It works on any node.
@@ -217,6 +234,8 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 	if n.stores.overlap != nil {
 		st.LogWritesOverlapped = n.stores.overlap.overlapped.Load()
 	}
+	st.HashIndex, st.StateHash = n.StateHash()
+	st.HashChecks, st.HashMismatches = n.HashChecks()
 	st.Leader.ID, st.Leader.HTTPAddr = n.Leader()
 	switch lc := n.raft.LastContact(); {
 	case n.raft.State() == raft.Leader:
@@ -230,8 +249,12 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 		ns := NodeStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage(s.Suffrage)}
 		if ns.ID == n.cfg.NodeID {
 			ns.HTTPAddr, ns.GossipAddr, ns.Alive = n.cfg.HTTPAddr, n.cfg.GossipAddr, true
+			ns.HashIndex, ns.StateHash = st.HashIndex, st.StateHash
 		} else if p, ok := n.peer(ns.ID); ok {
 			ns.HTTPAddr, ns.GossipAddr, ns.Alive = p.HTTPAddr, p.GossipAddr, p.alive
+			if p.report != nil {
+				ns.HashIndex, ns.StateHash = p.report.index, p.report.hash
+			}
 		}
 		st.Nodes = append(st.Nodes, ns)
 	}

@@ -55,6 +55,12 @@ type Node struct {
 	session *leaderSession // non-nil while leader and ready
 	ready   atomic.Bool
 
+	// hasher is the FSM's state hash, if it keeps one (hashcheck.go).
+	hasher         StateHasher
+	hashMeta       atomic.Pointer[hashReport] // the latest hash gossiped
+	hashChecks     atomic.Uint64
+	hashMismatches atomic.Uint64
+
 	// lease is the leader's read lease (guardTransport records its
 	// followers' answers).
 	lease *readLease
@@ -87,6 +93,9 @@ func New(cfg Config) (*Node, error) {
 		gossipKick:   make(chan struct{}, 1),
 		leaderNotify: make(chan struct{}),
 		shutdownCh:   make(chan struct{}),
+	}
+	if h, ok := cfg.FSM.(StateHasher); ok {
+		n.hasher = h
 	}
 	st, err := openStores(&n.cfg, n.logFailed)
 	if err != nil {
@@ -192,6 +201,10 @@ func New(cfg Config) (*Node, error) {
 		}
 		n.wg.Add(1)
 		go n.gossipLoop(seeds)
+		if n.hasher != nil {
+			n.wg.Add(1)
+			go n.hashLoop()
+		}
 	}
 	if len(cfg.Join) > 0 && !hasState && !cfg.Bootstrap {
 		n.wg.Add(1)

@@ -3,7 +3,6 @@ package fsm
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"sync"
 )
 
@@ -24,11 +23,9 @@ import (
 // the same chain. A snapshot written by a build that kept no hash leaves it
 // unknown until the node restores one that has it.
 
-// Hash is a state hash.
-type Hash [sha256.Size]byte
-
-// String is the hash in hex.
-func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+// Hash is a state hash (an alias, so that interfaces elsewhere can name
+// the plain array type).
+type Hash = [sha256.Size]byte
 
 // hashRingSize is how many recent (index, hash) pairs a node keeps to
 // answer "what was your hash at index i": enough to cover the gossip delay

@@ -30,7 +30,7 @@ func TestStateHashFollowsTheLog(t *testing.T) {
 	ia, ha, oka := a.StateHash()
 	ib, hb, okb := b.StateHash()
 	if !oka || !okb || ia != 500 || ia != ib || ha != hb {
-		t.Fatalf("same log, different hashes: %d %s %v / %d %s %v", ia, ha, oka, ib, hb, okb)
+		t.Fatalf("same log, different hashes: %d %x %v / %d %x %v", ia, ha, oka, ib, hb, okb)
 	}
 	if ha == (Hash{}) {
 		t.Fatal("hash of 500 commands is zero")
@@ -41,7 +41,7 @@ func TestStateHashFollowsTheLog(t *testing.T) {
 		x, okx := a.StateHashAt(i)
 		y, oky := b.StateHashAt(i)
 		if !okx || !oky || x != y {
-			t.Fatalf("index %d: %s %v / %s %v", i, x, okx, y, oky)
+			t.Fatalf("index %d: %x %v / %x %v", i, x, okx, y, oky)
 		}
 	}
 	h1, _ := a.StateHashAt(1)
@@ -101,7 +101,7 @@ func TestStateHashSurvivesSnapshots(t *testing.T) {
 	}
 	wantAt250, _ := a.StateHashAt(250)
 	if got, ok := b.StateHashAt(250); !ok || got != wantAt250 {
-		t.Fatalf("restored node at 250: %s %v, want %s", got, ok, wantAt250)
+		t.Fatalf("restored node at 250: %x %v, want %x", got, ok, wantAt250)
 	}
 	if _, ok := b.StateHashAt(100); ok {
 		t.Fatal("restored node answered for an index before its snapshot")
@@ -110,7 +110,7 @@ func TestStateHashSurvivesSnapshots(t *testing.T) {
 	ia, ha, _ := a.StateHash()
 	ib, hb, okb := b.StateHash()
 	if !okb || ia != ib || ha != hb {
-		t.Fatalf("after restore and the same entries: %d %s / %d %s", ia, ha, ib, hb)
+		t.Fatalf("after restore and the same entries: %d %x / %d %x", ia, ha, ib, hb)
 	}
 
 	// A snapshot written without a hash (an older build) leaves it unknown:

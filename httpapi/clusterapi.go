@@ -29,6 +29,9 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, c *call) e
 		"mux_connections":  s.muxSrv.Conns(),
 		"log_batches":      st.LogBatches, "log_entries": st.LogEntries,
 		"log_append_seconds": st.LogAppendSeconds, "log_writes_overlapped": st.LogWritesOverlapped,
+		"hash_index": st.HashIndex, "state_hash": st.StateHash,
+		"hash_checks": st.HashChecks, "hash_mismatches": st.HashMismatches,
+		"lease_misses": s.leaseMisses.Load(),
 	}
 	// docs/api.md: last_contact is a time (RFC 3339), omitted if never.
 	// Status reports it as an age ("0s" on the leader, "never").
