@@ -2,10 +2,15 @@
 GO       ?= go
 BIN      ?= bin/spine
 PKGS     ?= ./...
+# make chaos: load per run, number of runs (consecutive seeds), first seed (empty: random)
+CHAOS_DURATION ?= 3m
+CHAOS_RUNS     ?= 3
+CHAOS_SEED     ?=
+CHAOS_TIMEOUT  ?= 3h
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test test-short lint bench bench-fsm drill clean
+.PHONY: help build run test test-short lint bench bench-fsm drill chaos clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -37,6 +42,10 @@ bench-fsm: ## state machine micro-benchmarks (apply rate, claim scaling, memory,
 
 drill: build ## failover drill: SIGKILL the leader KILLS times under load and verify nothing is lost
 	BIN=$(BIN) scripts/failover-drill.sh
+
+chaos: ## fault workload: kill/pause leader and followers under random load, then every replica must agree (CHAOS_DURATION=3m CHAOS_RUNS=3 CHAOS_SEED=)
+	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) \
+	  $(GO) test -race -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./systemtest
 
 clean: ## remove build output and local cluster data
 	rm -rf bin data

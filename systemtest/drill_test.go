@@ -13,8 +13,9 @@ import (
 // TestDrillFailover runs a short failover drill (3 leader kills on a
 // 3-node cluster, scripts/failover-drill.sh does 10): nothing acknowledged
 // may be lost or completed twice, every job must end done with one
-// completed event, and every node must agree. Unavailability is reported,
-// not asserted (it depends on the machine's load). SEED replays a run.
+// completed event, and every node must agree, state hash included.
+// Unavailability is reported, not asserted (it depends on the machine's
+// load). SEED replays a run.
 func TestDrillFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drill: skipped in -short mode")
@@ -65,6 +66,9 @@ func dCheck(t *testing.T, rep *drill.Report) {
 	}
 	if !rep.NodesAgree {
 		t.Errorf("nodes disagree on %d jobs", rep.Disagreements)
+	}
+	if rep.Verified && !rep.HashesAgree {
+		t.Error("state hashes: the replicas did not converge (see the violation)")
 	}
 	if !rep.Verified {
 		t.Error("final state not verified")

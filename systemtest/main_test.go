@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spine-queue/spine/internal/testcluster"
 )
@@ -30,7 +31,8 @@ func TestMain(m *testing.M) {
 }
 
 // startCluster starts a cluster for one test and stops it (by pid) at the end,
-// printing the nodes' logs if the test failed.
+// printing the nodes' logs if the test failed. A test that passed ends with
+// the replicas compared (stopCluster).
 func startCluster(t *testing.T, nodes int, env map[string]string) *testcluster.Cluster {
 	t.Helper()
 	if testing.Short() {
@@ -40,13 +42,30 @@ func startCluster(t *testing.T, nodes int, env map[string]string) *testcluster.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		c.Stop()
-		if t.Failed() {
-			t.Log(c.Logs(6000))
-		}
-	})
+	t.Cleanup(func() { stopCluster(t, c) })
 	return c
+}
+
+// convergeTimeout bounds the wait for the nodes to reach the same applied
+// index at the end of a test.
+const convergeTimeout = 30 * time.Second
+
+// stopCluster ends a test's cluster: if the test has passed so far and some
+// node is still running, every running node must reach the same applied
+// index and then report the same state hash, with no hash mismatch seen
+// (nodes the test killed and did not restart are left out); then every node
+// is stopped, and the logs are printed if the test failed.
+func stopCluster(tb testing.TB, c *testcluster.Cluster) {
+	tb.Helper()
+	if !tb.Failed() {
+		if err := c.CheckConverged(convergeTimeout); err != nil {
+			tb.Errorf("the replicas did not converge after the test: %v", err)
+		}
+	}
+	c.Stop()
+	if tb.Failed() {
+		tb.Log(c.Logs(6000))
+	}
 }
 
 // A node that exits while the cluster forms fails the start at once, with

@@ -1327,12 +1327,7 @@ func wStartCluster(tb testing.TB, env map[string]string) *testcluster.Cluster {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		c.Stop()
-		if tb.Failed() {
-			tb.Log(c.Logs(6000))
-		}
-	})
+	tb.Cleanup(func() { stopCluster(tb, c) })
 	return c
 }
 

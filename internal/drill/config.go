@@ -8,7 +8,9 @@
 //   - no job was acknowledged complete for two different attempts
 //     (double completions == 0);
 //   - every job ends done, with exactly one `completed` event;
-//   - all nodes agree on the final state (id, status, attempts, modifyIndex).
+//   - all nodes agree on the final state (id, status, attempts, modifyIndex);
+//   - all nodes reach the same applied index with the same state hash, and
+//     none saw a peer report another hash (testcluster.CheckConverged).
 //
 // It also measures write unavailability per kill: the time from the SIGKILL
 // to the first acknowledged create that was sent after it.

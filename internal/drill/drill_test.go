@@ -77,7 +77,7 @@ func TestDiffViews(t *testing.T) {
 }
 
 func TestReportMedianMaxAndOK(t *testing.T) {
-	r := &Report{Verified: true, Kills: []KillRecord{
+	r := &Report{Verified: true, HashesAgree: true, Kills: []KillRecord{
 		{Unavailable: 3 * time.Second}, {Unavailable: time.Second}, {Unavailable: 2 * time.Second}, {Unavailable: 4 * time.Second},
 	}}
 	med, mx := r.Unavailability()

@@ -64,6 +64,9 @@ type Report struct {
 	NodesAgree        bool // every node holds the same (id, status, attempts, modifyIndex)
 	Disagreements     int
 	FinalIndex        uint64 // leader commit index the nodes were compared at
+	// HashesAgree: every node reached the same applied index with the same
+	// state hash and saw no hash mismatch (testcluster.CheckConverged).
+	HashesAgree bool
 	// Verified is set when the final verification ran to the end.
 	Verified bool
 
@@ -164,6 +167,7 @@ func (r *Report) String() string {
 	p("not done              %d", r.NotDone)
 	p("bad event histories   %d (of %d checked)", r.EventViolations, r.EventsChecked)
 	p("nodes agree           %s (%d nodes at index %d, %d differences)", yes(r.NodesAgree), r.Nodes, r.FinalIndex, r.Disagreements)
+	p("state hashes agree    %s", yes(r.HashesAgree))
 	for _, v := range r.Violations {
 		p("VIOLATION: %s", v)
 	}
@@ -213,7 +217,7 @@ func (r *Report) JSON() []byte {
 		"complete_errors": r.CompleteErrors, "stale_refused": r.StaleRefused,
 		"lost": r.Lost, "double_completions": r.DoubleCompletions, "not_done": r.NotDone,
 		"events_checked": r.EventsChecked, "reaped": r.Reaped, "event_violations": r.EventViolations,
-		"verified": r.Verified, "nodes_agree": r.NodesAgree, "disagreements": r.Disagreements, "final_index": r.FinalIndex,
+		"verified": r.Verified, "nodes_agree": r.NodesAgree, "disagreements": r.Disagreements, "hashes_agree": r.HashesAgree, "final_index": r.FinalIndex,
 		"unavailability_median_ms": f(med), "unavailability_max_ms": f(mx),
 		"producer_gap_median_ms": f(gmed), "producer_gap_max_ms": f(gmx), "probe_errors": r.ProbeErrors,
 		"election_median_ms": f(emed), "election_max_ms": f(emx),

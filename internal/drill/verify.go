@@ -89,8 +89,8 @@ func (d *drill) drain(ctx context.Context) error {
 }
 
 // verify checks the final state: every acknowledged create exists and is
-// done, no double completion, exactly one completed event per job, and all
-// nodes hold the same jobs.
+// done, no double completion, exactly one completed event per job, all
+// nodes hold the same jobs, and their state hashes agree.
 func (d *drill) verify(ctx context.Context) error {
 	rep, rec := d.rep, d.rec
 	rec.mu.Lock()
@@ -218,6 +218,13 @@ func (d *drill) verify(ctx context.Context) error {
 	d.checkEvents(ctx, ref)
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+
+	// The replicas' running hashes of the commands they applied agree.
+	if err := d.c.CheckConverged(d.cfg.RecoveryTimeout); err != nil {
+		rep.violation("state hashes: %v", err)
+	} else {
+		rep.HashesAgree = true
 	}
 	rep.Verified = true
 	return nil

@@ -1,7 +1,9 @@
 // Package testcluster starts real `spine serve` processes on loopback for
-// system tests, the failover drill and benchmarks: it builds the binary,
-// picks free ports, bootstraps and joins nodes, kills them by pid (SIGKILL
-// or SIGTERM) and restarts them from their data directories.
+// system tests, the failover drill, the chaos workload and benchmarks: it
+// builds the binary, picks free ports, bootstraps and joins nodes, kills them
+// by pid (SIGKILL or SIGTERM), pauses and resumes them (SIGSTOP, SIGCONT),
+// restarts them from their data directories, and checks that the replicas
+// converged to the same state ([Cluster.CheckConverged]).
 package testcluster
 
 import (
@@ -77,6 +79,7 @@ type Node struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
+	paused bool // SIGSTOPped by Pause and not resumed since
 	args   []string
 	env    []string
 }
@@ -280,7 +283,7 @@ func (c *Cluster) launch(n *Node) error {
 		logf.Close()
 		close(exited)
 	}()
-	n.cmd, n.exited = cmd, exited
+	n.cmd, n.exited, n.paused = cmd, exited, false
 	c.logf("started %s pid %d (%s)", n.ID, cmd.Process.Pid, n.URL)
 	return nil
 }
@@ -312,7 +315,8 @@ func (n *Node) Running() bool { return n.Pid() != 0 }
 
 func (c *Cluster) signal(n *Node, sig syscall.Signal, wait time.Duration) error {
 	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
+	cmd, exited, paused := n.cmd, n.exited, n.paused
+	n.paused = false
 	n.mu.Unlock()
 	if cmd == nil {
 		return nil
@@ -321,6 +325,13 @@ func (c *Cluster) signal(n *Node, sig syscall.Signal, wait time.Duration) error 
 	case <-exited:
 		return nil
 	default:
+	}
+	// A stopped process acts on SIGTERM only once it runs again: wake a
+	// paused node first, so that nothing is left stopped.
+	if paused {
+		if err := cmd.Process.Signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return err
+		}
 	}
 	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
@@ -331,6 +342,56 @@ func (c *Cluster) signal(n *Node, sig syscall.Signal, wait time.Duration) error 
 	case <-time.After(wait):
 		return fmt.Errorf("%s (pid %d) did not exit within %v of %v", n.ID, cmd.Process.Pid, wait, sig)
 	}
+}
+
+// Pause stops the node's process with SIGSTOP: it keeps its sockets and
+// state but answers nothing (a long GC pause, a frozen VM). Resume wakes it;
+// Kill, Terminate and Stop wake it too, so no process is left stopped.
+func (c *Cluster) Pause(n *Node) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return fmt.Errorf("pause %s: not started", n.ID)
+	}
+	select {
+	case <-n.exited:
+		return fmt.Errorf("pause %s: not running", n.ID)
+	default:
+	}
+	if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pause %s: %w", n.ID, err)
+	}
+	n.paused = true
+	c.logf("SIGSTOP %s pid %d", n.ID, n.cmd.Process.Pid)
+	return nil
+}
+
+// Resume wakes a node stopped by Pause (SIGCONT). Resuming a node that is
+// not paused does nothing.
+func (c *Cluster) Resume(n *Node) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.paused {
+		return nil
+	}
+	n.paused = false
+	select {
+	case <-n.exited:
+		return nil
+	default:
+	}
+	if err := n.cmd.Process.Signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("resume %s: %w", n.ID, err)
+	}
+	c.logf("SIGCONT %s pid %d", n.ID, n.cmd.Process.Pid)
+	return nil
+}
+
+// Paused reports whether the node is stopped by Pause.
+func (n *Node) Paused() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.paused
 }
 
 // Kill SIGKILLs the node's process and waits for it to be gone.
@@ -355,7 +416,8 @@ func (c *Cluster) Restart(n *Node) error {
 	return c.launch(n)
 }
 
-// Stop terminates every node that is still running.
+// Stop terminates every node that is still running (a paused one is woken
+// first).
 func (c *Cluster) Stop() {
 	var wg sync.WaitGroup
 	for _, n := range c.Nodes {

@@ -1,0 +1,150 @@
+// Package chaos is Spine's randomized fault workload. It starts a real
+// 3-node cluster (internal/testcluster), runs a dozen clients that do random
+// operations on a small pool of live jobs — create, claim by id, worker
+// claim-next, heartbeat, complete, fail, release, redrive, consistent reads —
+// each through a node picked at random, and meanwhile injects a fault every
+// few seconds, chosen by a seed: SIGKILL of the leader (restarted after a
+// while), SIGSTOP of the leader, or SIGSTOP of a follower (resumed after a
+// while). Every operation is recorded (start, end, node, arguments, answer).
+//
+// At the end it resumes everything, makes each node leader in turn and reads
+// every job it ever saw through it with ?consistent, and fails when the
+// nodes hold different states for a job, when an acknowledged create is
+// missing, when a job whose complete was acknowledged is later seen queued
+// or running, or when the replicas' state hashes differ
+// (testcluster.CheckConverged). A failing run keeps its data directories,
+// node logs and the operation history, and the report quotes the history of
+// each failing job. The seed replays the schedule of faults and the
+// clients' choices (the interleaving still depends on timing).
+//
+// systemtest.TestChaos runs it (`make test` a short form, `make chaos` for
+// minutes); docs/drill.md describes it.
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Config configures one run. Zero fields take the defaults of
+// [Config.withDefaults].
+type Config struct {
+	// Seed drives every random choice (0: time-based; the report prints
+	// the seed used, pass it back to replay).
+	Seed int64
+	// Duration is how long the load runs (3m). The load goes on past it
+	// until every kind of fault has been injected once (bounded by
+	// Duration + 1m).
+	Duration time.Duration
+	// Clients is the number of client goroutines (12), Jobs the number of
+	// live jobs they keep in their pool (40).
+	Clients int
+	Jobs    int
+	// Binary is the spine executable (required).
+	Binary string
+	// Dir holds the nodes' data, their logs and, after a failing run, the
+	// operation history; a fresh temporary directory when empty. It is
+	// removed after a passing run unless KeepDir.
+	Dir     string
+	KeepDir bool
+	// Logf receives progress lines (nil: silent).
+	Logf func(format string, args ...any)
+
+	// RequestTimeout bounds each request (2s); a worker claim-next waits
+	// up to MaxWait (300ms) on top of it.
+	RequestTimeout time.Duration
+	MaxWait        time.Duration
+	// Think is the most a client pauses between two operations (40ms).
+	Think time.Duration
+	// FaultGapMin/Max bound the random time between the end of a fault and
+	// the next one (3s, 6s).
+	FaultGapMin, FaultGapMax time.Duration
+	// RestartDelayMin/Max bound how long a killed leader stays down (1s, 3s).
+	RestartDelayMin, RestartDelayMax time.Duration
+	// PauseMin/Max bound how long a node stays SIGSTOPped (2s, 4s).
+	PauseMin, PauseMax time.Duration
+	// RecoveryTimeout bounds each wait for a leader, a leadership
+	// transfer, the final reads and the convergence check (30s).
+	RecoveryTimeout time.Duration
+	// Timeout is the hard bound of the whole run (Duration + 5m).
+	Timeout time.Duration
+
+	// LeaseSeconds, ReaperIntervalMS and LeaseGraceMS go into the nodes'
+	// env (2, 200, 1000): leases expire and get reaped during the run.
+	LeaseSeconds     int
+	ReaperIntervalMS int
+	LeaseGraceMS     int
+	// Env is added to every node's environment last (wins).
+	Env map[string]string
+}
+
+func (c Config) withDefaults() Config {
+	def := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	defd := func(p *time.Duration, v time.Duration) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	orderd := func(lo, hi *time.Duration) {
+		if *hi < *lo {
+			*hi = *lo
+		}
+	}
+	defd(&c.Duration, 3*time.Minute)
+	def(&c.Clients, 12)
+	def(&c.Jobs, 40)
+	defd(&c.RequestTimeout, 2*time.Second)
+	defd(&c.MaxWait, 300*time.Millisecond)
+	defd(&c.Think, 40*time.Millisecond)
+	defd(&c.FaultGapMin, 3*time.Second)
+	defd(&c.FaultGapMax, 6*time.Second)
+	orderd(&c.FaultGapMin, &c.FaultGapMax)
+	defd(&c.RestartDelayMin, time.Second)
+	defd(&c.RestartDelayMax, 3*time.Second)
+	orderd(&c.RestartDelayMin, &c.RestartDelayMax)
+	defd(&c.PauseMin, 2*time.Second)
+	defd(&c.PauseMax, 4*time.Second)
+	orderd(&c.PauseMin, &c.PauseMax)
+	defd(&c.RecoveryTimeout, 30*time.Second)
+	defd(&c.Timeout, c.Duration+5*time.Minute)
+	def(&c.LeaseSeconds, 2)
+	def(&c.ReaperIntervalMS, 200)
+	def(&c.LeaseGraceMS, 1000)
+	if c.Seed == 0 {
+		c.Seed = time.Now().UnixNano()%1_000_000_000 + 1
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return c
+}
+
+func (c Config) nodeEnv() map[string]string {
+	env := map[string]string{
+		"LEASE_SECONDS":        strconv.Itoa(c.LeaseSeconds),
+		"REAPER_INTERVAL_MS":   strconv.Itoa(c.ReaperIntervalMS),
+		"SPINE_LEASE_GRACE_MS": strconv.Itoa(c.LeaseGraceMS),
+		// The harness defaults to debug; the workload writes a lot.
+		"SPINE_LOG_LEVEL": "info",
+	}
+	for k, v := range c.Env {
+		env[k] = v
+	}
+	return env
+}
+
+func (c Config) validate() error {
+	if c.Binary == "" {
+		return fmt.Errorf("chaos: Binary (the spine executable) is required")
+	}
+	if _, err := os.Stat(c.Binary); err != nil {
+		return fmt.Errorf("chaos: binary: %w", err)
+	}
+	return nil
+}

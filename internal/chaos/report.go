@@ -1,0 +1,149 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// FailingJob is a job with at least one problem, with an excerpt of its
+// history.
+type FailingJob struct {
+	Number   int // #n: order of first appearance in the history
+	ID       string
+	Problems []string
+	Excerpt  []string
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Seed     int64
+	Clients  int
+	Jobs     int
+	Duration time.Duration // of the load
+	Elapsed  time.Duration // of the whole run
+
+	Faults []Fault
+
+	// Ops counts the operations by kind and outcome ([OK, Refused, Unknown]).
+	Ops map[OpKind][3]int
+	// Internal counts 500 answers (recorded as unknown outcomes).
+	Internal int
+	// Acknowledged creates, and jobs read at the end.
+	Acked, JobsRead int
+	// FinalStates counts the jobs by state, as the first node read them.
+	FinalStates map[string]int
+	// FinalReads is how many jobs were read through each node as leader.
+	FinalReads map[string]int
+
+	// FailingJobs are the jobs with problems; HashesAgree is the outcome of
+	// testcluster.CheckConverged.
+	FailingJobs []FailingJob
+	HashesAgree bool
+	// Verified is set when the final checks ran to the end.
+	Verified bool
+	// Violations lists every broken guarantee (those of FailingJobs
+	// included); Err says why the run could not be carried out.
+	Violations []string
+	Err        string
+	// Dir holds the nodes' data and logs and, after a failure, summary.txt,
+	// histories.txt (the failing jobs) and history.txt (every operation);
+	// empty once removed.
+	Dir string
+}
+
+// OK reports whether the run finished and found nothing wrong.
+func (r *Report) OK() bool { return r.Err == "" && r.Verified && len(r.Violations) == 0 }
+
+// maxReported bounds the failing jobs quoted in String (all of them are in
+// the files left in Dir).
+const maxReported = 10
+
+// String is the human report: every fault, the operations, and at most
+// maxReported failing jobs with their excerpts (all of them with All).
+func (r *Report) String() string { return r.text(false) }
+
+// All is String with every failing job and violation.
+func (r *Report) All() string { return r.text(true) }
+
+func (r *Report) text(all bool) string {
+	limit := maxReported
+	if all {
+		limit = len(r.FailingJobs) + len(r.Violations)
+	}
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("== Spine chaos workload ==")
+	p("seed %d (CHAOS_SEED=%d to replay), %d clients, %d live jobs, %s of load, %s in all",
+		r.Seed, r.Seed, r.Clients, r.Jobs, r.Duration.Round(100*time.Millisecond), r.Elapsed.Round(100*time.Millisecond))
+	counts := map[FaultKind]int{}
+	for _, f := range r.Faults {
+		counts[f.Kind]++
+	}
+	p("faults: %d leader kills (restarted), %d leader pauses, %d follower pauses", counts[KillLeader], counts[PauseLeader], counts[PauseFollower])
+	for _, f := range r.Faults {
+		p("  %3d. %-15s %-3s pid %-7d %6.1fs..%6.1fs", f.N, f.Kind, f.Node, f.Pid, f.Start.Seconds(), f.End.Seconds())
+	}
+	var kinds []string
+	total := [3]int{}
+	for k, c := range r.Ops {
+		kinds = append(kinds, string(k))
+		for i := range c {
+			total[i] += c[i]
+		}
+	}
+	sort.Strings(kinds)
+	p("operations: %d (ok %d, refused %d, unknown %d; 500 internal %d)", total[0]+total[1]+total[2], total[0], total[1], total[2], r.Internal)
+	for _, k := range kinds {
+		c := r.Ops[OpKind(k)]
+		p("  %-10s ok %6d  refused %6d  unknown %5d", k, c[0], c[1], c[2])
+	}
+	p("jobs: %d creates acknowledged; %d jobs read at the end through every node as leader %v; states %v",
+		r.Acked, r.JobsRead, r.FinalReads, r.FinalStates)
+	if !r.Verified {
+		p("final state NOT VERIFIED (the run did not get that far)")
+	} else {
+		yes := "yes"
+		if !r.HashesAgree {
+			yes = "NO"
+		}
+		p("failing jobs: %d; state hashes agree: %s", len(r.FailingJobs), yes)
+	}
+	for i, fj := range r.FailingJobs {
+		if i == limit {
+			p("... and %d more failing jobs (summary.txt and histories.txt in the directory below)", len(r.FailingJobs)-limit)
+			break
+		}
+		p("")
+		p("== job #%d %s", fj.Number, fj.ID)
+		for _, pr := range fj.Problems {
+			p("-- %s", pr)
+		}
+		for _, l := range fj.Excerpt {
+			p("%s", l)
+		}
+	}
+	if len(r.FailingJobs) > 0 {
+		p("")
+	}
+	for i, v := range r.Violations {
+		if i == 2*limit {
+			p("VIOLATION: ... and %d more (summary.txt in the directory below lists them all)", len(r.Violations)-i)
+			break
+		}
+		p("VIOLATION: %s", v)
+	}
+	if r.Err != "" {
+		p("ERROR: %s", r.Err)
+	}
+	if r.Dir != "" {
+		p("data, node logs (nN.log) and histories in %s", r.Dir)
+	}
+	if r.OK() {
+		p("RESULT: PASS")
+	} else {
+		p("RESULT: FAIL (replay: CHAOS_SEED=%d)", r.Seed)
+	}
+	return b.String()
+}
