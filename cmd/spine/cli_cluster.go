@@ -78,16 +78,26 @@ func clusterTable(w io.Writer, v any) {
 	fmt.Fprintf(w, "NODE\t%s\t%s\n", dash(st.NodeID), dash(st.State))
 	fmt.Fprintf(w, "TERM\t%d\n", st.Term)
 	fmt.Fprintf(w, "INDEX\tcommit %d\tapplied %d\n", st.CommitIndex, st.AppliedIndex)
+	fmt.Fprintf(w, "STATE HASH\t%s\tchecked %d\tmismatches %d\n", hashCell(st.HashIndex, st.StateHash), st.HashChecks, st.HashMismatches)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "ID\tSUFFRAGE\tALIVE\tLEADER\tRAFT\tHTTP\tGOSSIP")
+	fmt.Fprintln(w, "ID\tSUFFRAGE\tALIVE\tLEADER\tRAFT\tHTTP\tGOSSIP\tSTATE HASH")
 	for _, n := range st.Nodes {
 		leader := ""
 		if n.ID == st.Leader.ID {
 			leader = "*"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%s\t%s\n", n.ID, dash(n.Suffrage), n.Alive, leader,
-			dash(n.RaftAddr), dash(n.HTTPAddr), dash(n.GossipAddr))
+		fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\n", n.ID, dash(n.Suffrage), n.Alive, leader,
+			dash(n.RaftAddr), dash(n.HTTPAddr), dash(n.GossipAddr), hashCell(n.HashIndex, n.StateHash))
 	}
+}
+
+// hashCell shows a state hash as "@index prefix": enough to see at a glance
+// whether two nodes at the same index agree.
+func hashCell(index uint64, hash string) string {
+	if hash == "" {
+		return "-"
+	}
+	return fmt.Sprintf("@%d %.12s", index, hash)
 }
 
 func blobsPut(env *cliEnv, c *command, args []string) int {

@@ -354,3 +354,16 @@ func TestJobsRedrive(t *testing.T) {
 		t.Fatalf("redrive without an id: exit %d", code)
 	}
 }
+
+func TestClusterTableShowsStateHashes(t *testing.T) {
+	st := &client.ClusterStatus{NodeID: "n1", State: "Leader", HashIndex: 42, StateHash: strings.Repeat("ab", 32), HashChecks: 7,
+		Nodes: []*client.ClusterNode{{ID: "n1", HashIndex: 42, StateHash: strings.Repeat("ab", 32)}, {ID: "n2"}}}
+	var b strings.Builder
+	clusterTable(&b, st)
+	out := b.String()
+	for _, want := range []string{"STATE HASH\t@42 abababababab\tchecked 7\tmismatches 0", "n1\t", "@42 abababababab\n", "n2\t-\tfalse\t\t-\t-\t-\t-\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cluster table lacks %q:\n%s", want, out)
+		}
+	}
+}
