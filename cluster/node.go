@@ -417,8 +417,12 @@ func (n *Node) RecentIndex() (index uint64, ok bool) {
 		return 0, false
 	}
 	// The contact time first, then the commit index: raft records a contact
-	// after taking the commit index it carried, so the index read second
-	// is at least the leader's commit index at that contact.
+	// after taking the commit index an append carried, so the index read
+	// second is at least the one the leader sent in its latest append.
+	// Heartbeats carry none: a follower whose appends lag behind its
+	// heartbeats knows an older commit index than the contact suggests,
+	// which the caller's X-Spine-Min-Index bounds for its own writes and
+	// lease fencing makes harmless for others' (design.md §7).
 	if time.Since(n.raft.LastContact()) >= n.cfg.LeaderLeaseTimeout {
 		return 0, false
 	}
