@@ -3,6 +3,8 @@ package cluster
 import (
 	"encoding/hex"
 	"time"
+
+	metrics "github.com/hashicorp/go-metrics/compat"
 )
 
 // StateHasher is implemented by a state machine that keeps a running hash
@@ -124,11 +126,13 @@ func (n *Node) checkPeerHash(id string) {
 	n.markChecked(id, rep)
 	if mine := hex.EncodeToString(ours[:]); mine != rep.hash {
 		n.hashMismatches.Add(1)
+		metrics.IncrCounter([]string{"cluster", "state_hash", "mismatches"}, 1)
 		n.logger.Error("REPLICA DIVERGENCE: a peer's state hash differs from this node's at the same index; the replicas applied different logs",
 			"peer", id, "index", rep.index, "peer_hash", rep.hash, "our_hash", mine)
 		return
 	}
 	n.hashChecks.Add(1)
+	metrics.IncrCounter([]string{"cluster", "state_hash", "checks"}, 1)
 }
 
 func (n *Node) markChecked(id string, rep hashReport) {
