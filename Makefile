@@ -33,7 +33,7 @@ lint: ## gofmt and go vet
 	$(GO) vet $(PKGS)
 	GOOS=darwin $(GO) vet $(PKGS)  # Linux-only calls stay behind build tags: spine builds on macOS
 
-bench: build ## start a local 3-node cluster, run `spine bench` against it, stop it
+bench: build ## start a local 3-node cluster, run `spine-bench` against it, stop it
 	BIN=$(BIN) scripts/bench.sh
 
 bench-fsm: ## state machine micro-benchmarks (apply rate, claim scaling, memory, snapshots)

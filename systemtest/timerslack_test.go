@@ -125,7 +125,7 @@ func TestTimerSlackSetting(t *testing.T) {
 	}
 }
 
-// spine bench shares the machine with the cluster it measures, so it takes
+// spine-bench shares the machine with the cluster it measures, so it takes
 // the same timer slack as a node (SPINE_TIMER_SLACK, default 5ms), and says
 // so in its JSON line; SPINE_TIMER_SLACK=0 leaves the inherited one.
 func TestBenchRunsWithTimerSlack(t *testing.T) {
@@ -134,6 +134,10 @@ func TestBenchRunsWithTimerSlack(t *testing.T) {
 		t.Skipf("this test process already runs with 5ms of timer slack; the test could not tell a re-exec from inheritance")
 	}
 	c := startCluster(t, 3, nil)
+	benchBin, err := testcluster.BuildCommand(t.TempDir(), "spine-bench")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var addrs []string
 	for _, n := range c.Nodes {
 		addrs = append(addrs, n.URL)
@@ -142,13 +146,13 @@ func TestBenchRunsWithTimerSlack(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, binary, "bench", "--addr", strings.Join(addrs, ","), "--jobs", "50",
+		cmd := exec.CommandContext(ctx, benchBin, "--addr", strings.Join(addrs, ","), "--jobs", "50",
 			"--producers", "2", "--workers", "2", "--phase", "lifecycle", "--timeout", "50s")
 		cmd.Env = append(os.Environ(), "HEAD_TOKEN="+testcluster.HeadToken, "LEFT_CLAW_TOKEN="+testcluster.LeftToken)
 		cmd.Env = append(cmd.Env, env...)
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("spine bench: %v\n%s", err, out)
+			t.Fatalf("spine-bench: %v\n%s", err, out)
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		var res struct {
@@ -158,7 +162,7 @@ func TestBenchRunsWithTimerSlack(t *testing.T) {
 			AppendMs    float64 `json:"lifecycle_append_ms"`
 		}
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-			t.Fatalf("last line of spine bench is not its JSON result: %v\n%s", err, out)
+			t.Fatalf("last line of spine-bench is not its JSON result: %v\n%s", err, out)
 		}
 		if !res.OK || res.Errors != 0 {
 			t.Fatalf("bench failed: %s", lines[len(lines)-1])
@@ -170,9 +174,9 @@ func TestBenchRunsWithTimerSlack(t *testing.T) {
 		return time.Duration(res.ClientSlack)
 	}
 	if got := run(); got != 5*time.Millisecond {
-		t.Errorf("spine bench ran with timer slack %v, want the default 5ms", got)
+		t.Errorf("spine-bench ran with timer slack %v, want the default 5ms", got)
 	}
 	if got := run("SPINE_TIMER_SLACK=0"); got != own {
-		t.Errorf("SPINE_TIMER_SLACK=0: spine bench ran with timer slack %v, want the inherited %v", got, own)
+		t.Errorf("SPINE_TIMER_SLACK=0: spine-bench ran with timer slack %v, want the inherited %v", got, own)
 	}
 }

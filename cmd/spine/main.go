@@ -1,4 +1,6 @@
-// Command spine is the Spine server, operator CLI and benchmark in one binary.
+// Command spine is the Spine server and operator CLI in one binary. The
+// benchmark is its own command, spine-bench, so that the server links none
+// of its load generator or process harness.
 package main
 
 import (
@@ -13,7 +15,6 @@ Usage:
   spine cluster status|join|remove|transfer-leader [flags]
   spine jobs create|list|get|events|attempts|claim|heartbeat|complete|fail|release|comment|redrive [flags]
   spine blobs put|get [flags]
-  spine bench [flags]                 benchmark a running cluster
   spine version
 
 Common client flags: --addr URL (repeatable or CSV; env SPINE_ADDRS), --token TOKEN (env SPINE_TOKEN),
@@ -42,7 +43,8 @@ func run(args []string) int {
 	case "blobs":
 		return runBlobs(args[1:])
 	case "bench":
-		return runBench(args[1:])
+		fmt.Fprintln(os.Stderr, "spine: the benchmark is its own command: spine-bench (make bench builds and runs it)")
+		return exitUsage
 	case "version", "--version":
 		fmt.Println("spine", version)
 		return 0

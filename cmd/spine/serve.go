@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/spine-queue/spine/internal/timerslack"
 	"io"
 	"net"
 	"net/http"
@@ -220,7 +221,7 @@ func runServe(args []string) int {
 	logger := hclog.New(&hclog.LoggerOptions{Name: "spine", Level: hclog.LevelFromString(cfg.LogLevel), Output: os.Stderr,
 		TimeFormat: "2006-01-02T15:04:05.000Z07:00"}).With("node", cfg.NodeID)
 	// Before anything is opened: this may re-execute the binary in place.
-	if err := applyTimerSlack(cfg.TimerSlack); err != nil {
+	if err := timerslack.Apply(cfg.TimerSlack); err != nil {
 		logger.Warn("timer slack not applied; the node runs with the inherited one", "error", err)
 	}
 	if err := serve(cfg, logger); err != nil {
@@ -237,7 +238,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		// 2-core cluster). Set GOGC to override.
 		debug.SetGCPercent(200)
 	}
-	if d := timerSlackNow(); d >= 0 {
+	if d := timerslack.Now(); d >= 0 {
 		logger.Info("process", "timer_slack", d, "gomaxprocs", runtime.GOMAXPROCS(0))
 	}
 	skill := spine.SkillMD
@@ -270,7 +271,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	}
 	api, err := httpapi.New(httpapi.Config{
 		Tokens: cfg.Tokens, Lease: cfg.Lease, MaxBlobBytes: cfg.MaxBlobBytes, SkillMD: skill,
-		CPUSeconds: cpuSeconds, TimerSlack: timerSlackNow, Logger: logger, DisableRelay: cfg.NoRelay,
+		CPUSeconds: cpuSeconds, TimerSlack: timerslack.Now, Logger: logger, DisableRelay: cfg.NoRelay,
 		LeaseRenewFraction: cfg.LeaseRenewFraction,
 	}, node, machine)
 	if err != nil {

@@ -1,4 +1,4 @@
-// Package bench is `spine bench`: it drives a Spine cluster through the
+// Package bench is `spine-bench`: it drives a Spine cluster through the
 // same three phases as the NATS JetStream peer benchmark
 // (shared/peerbench) — create, lifecycle (claim → heartbeat → complete) and
 // mixed — and reports throughput, latency percentiles, server CPU per job
@@ -345,7 +345,7 @@ func (r *runner) node(g, off, k int) int {
 
 func (r *runner) run(ctx context.Context) error {
 	cfg := r.cfg
-	r.printf("spine bench: %d nodes %v, %s, GOMAXPROCS=%d, run id %s\n", len(cfg.Addrs), cfg.Addrs, runtime.Version(), runtime.GOMAXPROCS(0), r.runID)
+	r.printf("spine-bench: %d nodes %v, %s, GOMAXPROCS=%d, run id %s\n", len(cfg.Addrs), cfg.Addrs, runtime.Version(), runtime.GOMAXPROCS(0), r.runID)
 	r.printf("config: jobs=%d mixed-jobs=%d producers=%d workers=%d payload=%dB phase=%s connect=%s transport=%s heartbeat=%s claim max_wait=%v\n",
 		cfg.Jobs, cfg.MixedJobs, cfg.Producers, cfg.Workers, cfg.Payload, cfg.Phase, cfg.Connect, cfg.Transport, r.res.Heartbeat, cfg.ClaimWait)
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -80,7 +81,7 @@ func normalize(a string) string {
 	return a
 }
 
-// Main is `spine bench ARGS`. It prints human-readable lines and, last, one
+// Main is `spine-bench ARGS`. It prints human-readable lines and, last, one
 // JSON line to stdout.
 func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := DefaultConfig()
@@ -89,7 +90,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	var binary, workDir, logLevel string
 	var keep bool
 	localEnv := addrFlag{}
-	fs := flag.NewFlagSet("spine bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("spine-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(&addrs, "addr", "node base URL; repeatable or CSV (env SPINE_ADDRS, default http://127.0.0.1:36725)")
 	fs.StringVar(&cfg.HeadToken, "token", "", "head token for creates and reads (env HEAD_TOKEN, else first of HEAD_TOKENS)")
@@ -111,13 +112,13 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	fs.IntVar(&cfg.MaxErrors, "max-errors", cfg.MaxErrors, "stop a phase after this many errors (401/403/400/404 stop it at once)")
 	fs.StringVar(&cfg.Label, "label", "", "free text copied into the JSON line")
 	fs.Var(&local, "local", "start a local cluster of N nodes (--local = 3) with testcluster in a temp dir, run, stop it")
-	fs.StringVar(&binary, "binary", "", "spine binary for --local (default: this executable)")
+	fs.StringVar(&binary, "binary", "", "spine binary for --local (default: spine next to this executable, else on PATH)")
 	fs.StringVar(&workDir, "workdir", os.TempDir(), "parent of the --local temp dir")
 	fs.StringVar(&logLevel, "local-log-level", "info", "SPINE_LOG_LEVEL of --local nodes (testcluster's own default is debug)")
 	fs.Var(&localEnv, "local-env", "K=V added to the --local nodes' environment; repeatable or CSV (e.g. SPINE_PPROF=1, LEASE_SECONDS=60)")
 	fs.BoolVar(&keep, "keep", false, "keep the --local temp dir (data dirs and node logs)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: spine bench [flags]\n\nBenchmarks a Spine cluster (phases: A create, B lifecycle claim→heartbeat→complete, C mixed),\nmirroring shared/peerbench. Prints readable lines, then one JSON line.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: spine-bench [flags]\n\nBenchmarks a Spine cluster (phases: A create, B lifecycle claim→heartbeat→complete, C mixed),\nmirroring shared/peerbench. Prints readable lines, then one JSON line.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	// "--local 5": fold a numeric argument after --local into the flag.
@@ -140,30 +141,30 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 		return ExitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "spine bench: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "spine-bench: unexpected argument %q\n", fs.Arg(0))
 		return ExitUsage
 	}
 	if !*heartbeat {
 		cfg.Heartbeat = "off"
 	}
 	if cfg.Jobs <= 0 || cfg.Producers <= 0 || cfg.Workers <= 0 || cfg.Timeout <= 0 || cfg.PhaseTimeout <= 0 {
-		fmt.Fprintln(stderr, "spine bench: --jobs, --producers, --workers, --timeout and --phase-timeout must be > 0")
+		fmt.Fprintln(stderr, "spine-bench: --jobs, --producers, --workers, --timeout and --phase-timeout must be > 0")
 		return ExitUsage
 	}
 	switch cfg.Phase {
 	case "create", "lifecycle", "mixed", "all":
 	default:
-		fmt.Fprintf(stderr, "spine bench: --phase must be create, lifecycle, mixed or all\n")
+		fmt.Fprintf(stderr, "spine-bench: --phase must be create, lifecycle, mixed or all\n")
 		return ExitUsage
 	}
 	switch cfg.Connect {
 	case "rr", "request", "leader":
 	default:
-		fmt.Fprintf(stderr, "spine bench: --connect must be rr, request or leader\n")
+		fmt.Fprintf(stderr, "spine-bench: --connect must be rr, request or leader\n")
 		return ExitUsage
 	}
 	if cfg.Transport != "mux" && cfg.Transport != "http" {
-		fmt.Fprintf(stderr, "spine bench: --transport must be mux or http\n")
+		fmt.Fprintf(stderr, "spine-bench: --transport must be mux or http\n")
 		return ExitUsage
 	}
 	cfg.Out = stdout
@@ -174,16 +175,16 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	var lc *localCluster
 	if local.n > 0 {
 		if len(addrs) > 0 {
-			fmt.Fprintln(stderr, "spine bench: give --local or --addr, not both")
+			fmt.Fprintln(stderr, "spine-bench: give --local or --addr, not both")
 			return ExitUsage
 		}
 		if binary == "" {
-			exe, err := os.Executable()
+			b, err := defaultServer()
 			if err != nil {
-				fmt.Fprintf(stderr, "spine bench: %v\n", err)
+				fmt.Fprintf(stderr, "spine-bench: %v (give --binary)\n", err)
 				return ExitError
 			}
-			binary = exe
+			binary = b
 		}
 		var err error
 		t0 := time.Now()
@@ -191,14 +192,14 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 		for _, kv := range localEnv {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {
-				fmt.Fprintf(stderr, "spine bench: --local-env wants K=V, not %q\n", kv)
+				fmt.Fprintf(stderr, "spine-bench: --local-env wants K=V, not %q\n", kv)
 				return ExitUsage
 			}
 			env[k] = v
 		}
 		lc, err = startLocal(local.n, binary, workDir, env, keep, stdout)
 		if err != nil {
-			fmt.Fprintf(stderr, "spine bench: start local cluster: %v\n", err)
+			fmt.Fprintf(stderr, "spine-bench: start local cluster: %v\n", err)
 			return ExitError
 		}
 		defer lc.stop(stdout)
@@ -228,7 +229,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 		}
 	}
 	if cfg.HeadToken == "" || cfg.ClawToken == "" {
-		fmt.Fprintln(stderr, "spine bench: need a head token (--token, HEAD_TOKEN[S]) and a claw token (--claw-token, LEFT_CLAW_TOKEN[S])")
+		fmt.Fprintln(stderr, "spine-bench: need a head token (--token, HEAD_TOKEN[S]) and a claw token (--claw-token, LEFT_CLAW_TOKEN[S])")
 		return ExitUsage
 	}
 
@@ -384,4 +385,20 @@ func removeStale(workDir string, out io.Writer) {
 			fmt.Fprintf(out, "removed stale %s (owner pid %d gone)\n", d, pid)
 		}
 	}
+}
+
+// defaultServer is the spine binary --local starts: the one installed next
+// to spine-bench (make bench builds both into bin/), else the one on PATH.
+func defaultServer() (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "spine")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("spine")
+	if err != nil {
+		return "", fmt.Errorf("no spine binary next to spine-bench or on PATH")
+	}
+	return p, nil
 }

@@ -26,16 +26,22 @@ import (
 // into dir and returns the binary's path. Set SPINE_TEST_RACE=1 to build it
 // with the race detector.
 func Build(dir string) (string, error) {
+	return BuildCommand(dir, "spine")
+}
+
+// BuildCommand builds the module's command ./cmd/name into dir (with -race
+// when SPINE_TEST_RACE=1) and returns the binary's path.
+func BuildCommand(dir, name string) (string, error) {
 	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 	if err != nil {
 		return "", fmt.Errorf("find module root: %w", err)
 	}
-	bin := filepath.Join(dir, "spine")
+	bin := filepath.Join(dir, name)
 	args := []string{"build", "-o", bin}
 	if os.Getenv("SPINE_TEST_RACE") == "1" {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/spine")...)
+	cmd := exec.Command("go", append(args, "./cmd/"+name)...)
 	cmd.Dir = strings.TrimSpace(string(root))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)

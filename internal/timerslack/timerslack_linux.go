@@ -1,6 +1,9 @@
 //go:build linux
 
-package main
+// Package timerslack gives a process the Linux timer slack it asks for, on
+// every one of its threads (see Apply). A node and the benchmark that shares
+// its machine both use it.
+package timerslack
 
 import (
 	"fmt"
@@ -12,11 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// reexecMarker is set in the environment of the image that applyTimerSlack
+// reexecMarker is set in the environment of the image that Apply
 // re-executes, so a kernel that does not keep the slack cannot loop us.
 const reexecMarker = "SPINE_INTERNAL_TIMER_SLACK_REEXEC"
 
-// applyTimerSlack gives every thread of this process the timer slack want:
+// Apply gives every thread of this process the timer slack want:
 // how late the kernel may fire a timed sleep to batch it with other wake-ups.
 //
 // Why: the Go runtime's sysmon thread naps 20 µs at a time while the process
@@ -39,7 +42,7 @@ const reexecMarker = "SPINE_INTERNAL_TIMER_SLACK_REEXEC"
 // at once. want == 0 leaves the inherited slack alone.
 //
 // It returns only when no re-exec was needed or the re-exec failed.
-func applyTimerSlack(want time.Duration) error {
+func Apply(want time.Duration) error {
 	if want <= 0 {
 		return nil
 	}
@@ -47,7 +50,7 @@ func applyTimerSlack(want time.Duration) error {
 	os.Unsetenv(reexecMarker)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cur, err := currentTimerSlack()
+	cur, err := current()
 	if err != nil {
 		return err
 	}
@@ -86,9 +89,9 @@ func execPath() string {
 	return p
 }
 
-// currentTimerSlack is the calling thread's timer slack. Every thread of a
-// process that applyTimerSlack re-executed has the same one.
-func currentTimerSlack() (time.Duration, error) {
+// current is the calling thread's timer slack. Every thread of a
+// process that Apply re-executed has the same one.
+func current() (time.Duration, error) {
 	v, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
 	if err != nil {
 		return 0, fmt.Errorf("prctl(PR_GET_TIMERSLACK): %w", err)
@@ -96,11 +99,11 @@ func currentTimerSlack() (time.Duration, error) {
 	return time.Duration(v), nil
 }
 
-// timerSlackNow reports the timer slack of the thread that asks, for /health.
-func timerSlackNow() time.Duration {
+// Now reports the timer slack of the thread that asks, for /health.
+func Now() time.Duration {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	d, err := currentTimerSlack()
+	d, err := current()
 	if err != nil {
 		return -1
 	}
