@@ -1,0 +1,63 @@
+package httpapi
+
+import "net/http"
+
+// routes is the API's table: method, path, how the route meets consistency
+// (kind), who may call it, and its handler. docs/openapi.yaml documents the
+// same table (openapi_test.go checks they agree).
+func (s *Server) routes() {
+	s.router = http.NewServeMux()
+	s.methods = map[string][]string{}
+	// Every path no route has: 404 in the API's JSON.
+	s.router.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.setLeaderHeaders(w)
+		s.writeError(w, errorf(http.StatusNotFound, codeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+
+	s.route("GET", "/health", kindPublic, allowPublic, s.handleHealth)
+	s.route("GET", "/skill.md", kindPublic, allowPublic, s.handleSkill)
+
+	s.route("POST", "/jobs", kindWrite, allowHead, s.handleCreate)
+	s.route("GET", "/jobs", kindRead, allowAll, s.handleList)
+	s.route("GET", "/jobs/{id}", kindRead, allowAll, s.handleGet)
+	s.route("GET", "/jobs/{id}/events", kindRead, allowAll, s.handleEvents)
+	s.route("GET", "/jobs/{id}/attempts", kindRead, allowAll, s.handleAttempts)
+	s.route("POST", "/jobs/{id}/claim", kindWrite, allowClaws, s.handleClaim)
+	s.route("POST", "/jobs/{id}/heartbeat", kindLocalFirst, allowAll, s.handleHeartbeat)
+	s.route("POST", "/jobs/{id}/complete", kindWrite, allowAll, s.handleComplete)
+	s.route("POST", "/jobs/{id}/fail", kindWrite, allowAll, s.handleFail)
+	s.route("POST", "/jobs/{id}/release", kindWrite, allowAll, s.handleRelease)
+	s.route("POST", "/jobs/{id}/comment", kindWrite, allowAll, s.handleComment)
+
+	s.route("POST", "/blobs", kindWrite, allowAll, s.handleBlobPut)
+	s.route("GET", "/blobs/{id}", kindPublic, allowPublic, s.authorized(allowAll, s.handleBlobGet))
+
+	s.route("POST", "/internal/worker/claim", kindLongPoll, allowClaws, s.handleWorkerClaim)
+	s.route("POST", "/internal/worker/heartbeat", kindLocalFirst, allowClaws, s.handleWorkerHeartbeat)
+	s.route("POST", "/internal/worker/complete", kindWrite, allowClaws, s.handleWorkerComplete)
+	s.route("POST", "/internal/worker/fail", kindWrite, allowClaws, s.handleWorkerFail)
+
+	s.route("GET", "/dlq", kindRead, allowHead, s.handleDLQList)
+	s.route("POST", "/dlq/{id}/redrive", kindWrite, allowHead, s.handleRedrive)
+
+	s.route("GET", "/cluster/status", kindPublic, allowPublic, s.authorized(allowHead, s.handleClusterStatus))
+	s.route("POST", "/cluster/join", kindWrite, allowHead, s.handleJoin)
+	s.route("POST", "/cluster/remove", kindWrite, allowHead, s.handleRemove)
+	s.route("POST", "/cluster/transfer-leader", kindWrite, allowHead, s.handleTransfer)
+}
+
+// authorized wraps a locally served handler with authentication, for routes
+// that neither forward nor need leader consistency.
+func (s *Server) authorized(who allow, h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c *call) error {
+		role, err := s.authenticate(r)
+		if err != nil {
+			return err
+		}
+		if !who.permits(role) {
+			return forbidden(role, r.Method+" "+routeTemplate(r))
+		}
+		c.role = role
+		return h(w, r, c)
+	}
+}
