@@ -220,161 +220,16 @@ func (d *dec) done() error {
 }
 
 // encodeCommand appends the bodyV1 body of cmd, which must be the command
-// struct (or pointer to it) of type t. ok is false for a value it does not
-// know.
+// struct (or pointer to it) of type t. ok is false for a value that is no
+// command of the table.
 func encodeCommand(b []byte, t CommandType, cmd interface{}) (_ []byte, ok bool, err error) {
+	c, ok, err := asCommand(t, cmd)
+	if !ok || err != nil {
+		return b, ok, err
+	}
 	e := enc{b: b}
-	mismatch := func() ([]byte, bool, error) {
-		return nil, true, fmt.Errorf("encode %s: command is a %T", t, cmd)
-	}
-	switch c := cmd.(type) {
-	case CreateCommand:
-		return encodeCommand(b, t, &c)
-	case ClaimCommand:
-		return encodeCommand(b, t, &c)
-	case HeartbeatCommand:
-		return encodeCommand(b, t, &c)
-	case CompleteCommand:
-		return encodeCommand(b, t, &c)
-	case FailCommand:
-		return encodeCommand(b, t, &c)
-	case ReleaseCommand:
-		return encodeCommand(b, t, &c)
-	case ReapCommand:
-		return encodeCommand(b, t, &c)
-	case CommentCommand:
-		return encodeCommand(b, t, &c)
-	case RedriveCommand:
-		return encodeCommand(b, t, &c)
-	case PurgeCommand:
-		return encodeCommand(b, t, &c)
-	case BlobChunkCommand:
-		return encodeCommand(b, t, &c)
-	case BlobCommitCommand:
-		return encodeCommand(b, t, &c)
-
-	case *CreateCommand:
-		if t != CmdCreate {
-			return mismatch()
-		}
-		e.byte1(bodyV1)
-		e.varint(c.Now)
-		e.str(c.ID)
-		e.str(c.Stream)
-		e.str(c.Target)
-		e.bytes(c.Payload)
-		e.int(c.MaxAttempts)
-		e.varint(c.LeaseSeconds)
-		e.str(c.TaskClass)
-		e.str(c.IdempotencyKey)
-		e.actor(c.Actor)
-	case *ClaimCommand:
-		if t != CmdClaim {
-			return mismatch()
-		}
-		e.byte1(bodyV1)
-		e.varint(c.Now)
-		e.str(c.JobID)
-		e.strs(c.Streams)
-		e.strs(c.Targets)
-		e.actor(c.Actor)
-		e.str(c.AttemptID)
-		e.str(c.LeaseToken)
-		e.varint(c.LeaseNanos)
-	case *HeartbeatCommand:
-		if t != CmdHeartbeat {
-			return mismatch()
-		}
-		e.byte1(bodyV1)
-		e.varint(c.Now)
-		e.ref(c.Ref)
-		e.actor(c.Actor)
-		e.varint(c.LeaseNanos)
-	case *CompleteCommand:
-		if t != CmdComplete {
-			return mismatch()
-		}
-		e.byte1(bodyV1)
-		e.varint(c.Now)
-		e.ref(c.Ref)
-		e.actor(c.Actor)
-		e.bytes(c.Result)
-		e.str(c.Stdout)
-		e.str(c.Stderr)
-	case *FailCommand:
-		if t != CmdFail {
-			return mismatch()
-		}
-		e.byte1(bodyV1)
-		e.varint(c.Now)
-		e.ref(c.Ref)
-		e.actor(c.Actor)
-		e.jobError(&c.Error)
-		e.bool(c.Requeue)
-		e.str(c.Stdout)
-		e.str(c.Stderr)
-	case *ReleaseCommand:
-		if t != CmdRelease {
-			return mismatch()
-		}
-		e.byte1(bodyV1)
-		e.varint(c.Now)
-		e.ref(c.Ref)
-		e.actor(c.Actor)
-		e.str(c.Reason)
-	case *ReapCommand:
-		if t != CmdReap {
-			return mismatch()
-		}
-		e.byte1(bodyV1)
-		e.varint(c.Now)
-		e.int(c.Max)
-	case *CommentCommand:
-		if t != CmdComment {
-			return mismatch()
-		}
-		e.byte1(bodyV1)
-		e.varint(c.Now)
-		e.str(c.JobID)
-		e.actor(c.Actor)
-		e.str(c.Text)
-	case *PurgeCommand:
-		if t != CmdPurge {
-			return mismatch()
-		}
-		e.byte1(bodyV1)
-		e.varint(c.Now)
-		e.varint(c.Before)
-		e.int(c.Max)
-	case *RedriveCommand:
-		if t != CmdRedrive {
-			return mismatch()
-		}
-		e.byte1(bodyV1)
-		e.varint(c.Now)
-		e.str(c.JobID)
-		e.actor(c.Actor)
-	case *BlobChunkCommand:
-		if t != CmdBlobChunk {
-			return mismatch()
-		}
-		e.byte1(bodyV1)
-		e.str(c.BlobID)
-		e.int(c.Seq)
-		e.bytes(c.Data)
-	case *BlobCommitCommand:
-		if t != CmdBlobCommit {
-			return mismatch()
-		}
-		e.byte1(bodyV1)
-		e.varint(c.Now)
-		e.str(c.BlobID)
-		e.varint(c.Size)
-		e.str(c.ContentType)
-		e.int(c.Chunks)
-	default:
-		return b, false, nil
-	}
+	e.byte1(bodyV1)
+	c.encode(&e)
 	return e.b, true, nil
 }
 
@@ -388,37 +243,6 @@ func DecodeCommand(data []byte) (CommandType, interface{}, error) {
 	t := CommandType(data[0])
 	v, err := decodeBody(t, data[1:], nil)
 	return t, v, err
-}
-
-// newCommand returns a pointer to a zero command struct of type t, or nil.
-func newCommand(t CommandType) interface{} {
-	switch t {
-	case CmdCreate:
-		return new(CreateCommand)
-	case CmdClaim:
-		return new(ClaimCommand)
-	case CmdHeartbeat:
-		return new(HeartbeatCommand)
-	case CmdComplete:
-		return new(CompleteCommand)
-	case CmdFail:
-		return new(FailCommand)
-	case CmdRelease:
-		return new(ReleaseCommand)
-	case CmdReap:
-		return new(ReapCommand)
-	case CmdComment:
-		return new(CommentCommand)
-	case CmdRedrive:
-		return new(RedriveCommand)
-	case CmdPurge:
-		return new(PurgeCommand)
-	case CmdBlobChunk:
-		return new(BlobChunkCommand)
-	case CmdBlobCommit:
-		return new(BlobCommitCommand)
-	}
-	return nil
 }
 
 // errUnknownCommand is returned by decodeBody for a type it does not know.
@@ -442,70 +266,7 @@ func decodeBody(t CommandType, body []byte, in *interner) (interface{}, error) {
 		return cmd, nil
 	}
 	d := dec{b: body[1:], in: in}
-	switch c := cmd.(type) {
-	case *CreateCommand:
-		d.create(c)
-	case *ClaimCommand:
-		c.Now = d.varint()
-		c.JobID = d.str()
-		c.Streams = d.strs()
-		c.Targets = d.strs()
-		c.Actor = d.actor()
-		c.AttemptID = d.str()
-		c.LeaseToken = d.str()
-		c.LeaseNanos = d.varint()
-	case *HeartbeatCommand:
-		c.Now = d.varint()
-		c.Ref = d.ref()
-		c.Actor = d.actor()
-		c.LeaseNanos = d.varint()
-	case *CompleteCommand:
-		c.Now = d.varint()
-		c.Ref = d.ref()
-		c.Actor = d.actor()
-		c.Result = d.bytes()
-		c.Stdout = d.str()
-		c.Stderr = d.str()
-	case *FailCommand:
-		c.Now = d.varint()
-		c.Ref = d.ref()
-		c.Actor = d.actor()
-		c.Error = d.jobError()
-		c.Requeue = d.bool()
-		c.Stdout = d.str()
-		c.Stderr = d.str()
-	case *ReleaseCommand:
-		c.Now = d.varint()
-		c.Ref = d.ref()
-		c.Actor = d.actor()
-		c.Reason = d.str()
-	case *ReapCommand:
-		c.Now = d.varint()
-		c.Max = d.int()
-	case *CommentCommand:
-		c.Now = d.varint()
-		c.JobID = d.str()
-		c.Actor = d.actor()
-		c.Text = d.str()
-	case *PurgeCommand:
-		c.Now = d.varint()
-		c.Before = d.varint()
-		c.Max = d.int()
-	case *RedriveCommand:
-		c.Now = d.varint()
-		c.JobID = d.str()
-		c.Actor = d.actor()
-	case *BlobChunkCommand:
-		c.BlobID = d.str()
-		c.Seq = d.int()
-		c.Data = d.bytes()
-	case *BlobCommitCommand:
-		c.Now = d.varint()
-		c.BlobID = d.str()
-		c.Size = d.varint()
-		c.ContentType = d.istr()
-		c.Chunks = d.int()
-	}
+	cmd.decode(&d)
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", t, err)
 	}

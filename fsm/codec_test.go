@@ -41,7 +41,7 @@ func commandSamples() map[CommandType][]interface{} {
 
 func TestCommandRoundTrip(t *testing.T) {
 	samples := commandSamples()
-	for ct := CmdCreate; ct <= lastKnownCmdID; ct++ {
+	for _, ct := range registered() {
 		if len(samples[ct]) == 0 {
 			t.Fatalf("no sample for %s", ct)
 		}

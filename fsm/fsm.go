@@ -169,33 +169,7 @@ func (f *FSM) applyOne(w *writer, index uint64, data []byte) interface{} {
 	if err != nil {
 		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", t, index, err))
 	}
-	switch c := cmd.(type) {
-	case *CreateCommand:
-		return a.create(c)
-	case *ClaimCommand:
-		return a.claim(c)
-	case *HeartbeatCommand:
-		return a.heartbeat(c)
-	case *CompleteCommand:
-		return a.complete(c)
-	case *FailCommand:
-		return a.fail(c)
-	case *ReleaseCommand:
-		return a.release(c)
-	case *ReapCommand:
-		return a.reap(c)
-	case *CommentCommand:
-		return a.comment(c)
-	case *RedriveCommand:
-		return a.redrive(c)
-	case *PurgeCommand:
-		return a.purge(c)
-	case *BlobChunkCommand:
-		return a.blobChunk(c)
-	case *BlobCommitCommand:
-		return a.blobCommit(c)
-	}
-	panic(fmt.Sprintf("fsm: no apply for %s at index %d", t, index))
+	return cmd.(command).apply(&a)
 }
 
 // Snapshot captures the state as of now; Persist streams it without holding

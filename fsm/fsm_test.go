@@ -746,7 +746,7 @@ func randomLog(seed uint64, n int) [][]byte {
 			}
 			return LeaseRef{JobID: pick()}
 		}
-		switch rng.IntN(9) {
+		switch rng.IntN(10) {
 		case 0, 1:
 			id := fmt.Sprintf("j%d", i)
 			ids = append(ids, id)
@@ -785,6 +785,13 @@ func randomLog(seed uint64, n int) [][]byte {
 				out = append(out, MustEncode(CmdRedrive, &RedriveCommand{Now: now, JobID: pick(), Actor: head}))
 			} else {
 				out = append(out, MustEncode(CmdComment, &CommentCommand{Now: now, JobID: pick(), Actor: a, Text: "c"}))
+			}
+		case 9:
+			blob := fmt.Sprintf("b%d", rng.IntN(4))
+			if rng.IntN(2) == 0 {
+				out = append(out, MustEncode(CmdBlobChunk, &BlobChunkCommand{BlobID: blob, Seq: rng.IntN(2), Data: []byte("xy")}))
+			} else {
+				out = append(out, MustEncode(CmdBlobCommit, &BlobCommitCommand{Now: now, BlobID: blob, Size: 2 * int64(1+rng.IntN(2)), ContentType: "text/plain", Chunks: 1 + rng.IntN(2)}))
 			}
 		}
 	}

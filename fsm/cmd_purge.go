@@ -1,0 +1,28 @@
+package fsm
+
+// PurgeCommand deletes up to Max done jobs that finished before Before (the
+// retention cut-off the leader computed from its clock). Failed and dead
+// jobs are kept: they wait in the dead-letter view for a human.
+type PurgeCommand struct {
+	Now    int64
+	Before int64
+	Max    int
+}
+
+func init() {
+	register(CmdPurge, "purge", func() command { return new(PurgeCommand) })
+}
+
+func (c *PurgeCommand) encode(e *enc) {
+	e.varint(c.Now)
+	e.varint(c.Before)
+	e.int(c.Max)
+}
+
+func (c *PurgeCommand) decode(d *dec) {
+	c.Now = d.varint()
+	c.Before = d.varint()
+	c.Max = d.int()
+}
+
+func (c *PurgeCommand) apply(a *applier) *Result { return a.purge(c) }
