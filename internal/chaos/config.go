@@ -24,8 +24,9 @@ package chaos
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"time"
+
+	"github.com/spine-queue/spine/internal/testcluster"
 )
 
 // Config configures one run. Zero fields take the defaults of
@@ -126,17 +127,7 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) nodeEnv() map[string]string {
-	env := map[string]string{
-		"LEASE_SECONDS":        strconv.Itoa(c.LeaseSeconds),
-		"REAPER_INTERVAL_MS":   strconv.Itoa(c.ReaperIntervalMS),
-		"SPINE_LEASE_GRACE_MS": strconv.Itoa(c.LeaseGraceMS),
-		// The harness defaults to debug; the workload writes a lot.
-		"SPINE_LOG_LEVEL": "info",
-	}
-	for k, v := range c.Env {
-		env[k] = v
-	}
-	return env
+	return testcluster.LoadEnv(c.LeaseSeconds, c.ReaperIntervalMS, c.LeaseGraceMS, c.Env)
 }
 
 func (c Config) validate() error {

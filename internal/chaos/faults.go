@@ -73,7 +73,7 @@ func (r *runner) faults(ctx, load context.Context, allKinds chan<- struct{}) err
 	plan := faultPlan(rng, maxFaults)
 	seen := map[FaultKind]bool{}
 	for i, kind := range plan {
-		if !sleepCtx(load, between(rng, cfg.FaultGapMin, cfg.FaultGapMax)) {
+		if !testcluster.SleepCtx(load, between(rng, cfg.FaultGapMin, cfg.FaultGapMax)) {
 			return nil
 		}
 		f, err := r.inject(ctx, rng, i+1, kind)
@@ -122,7 +122,7 @@ func (r *runner) inject(ctx context.Context, rng *rand.Rand, n int, kind FaultKi
 		if err := c.Kill(target); err != nil {
 			return f, err
 		}
-		sleepCtx(ctx, down-(time.Since(r.began)-f.Start))
+		testcluster.SleepCtx(ctx, down-(time.Since(r.began)-f.Start))
 		if ctx.Err() != nil {
 			return f, ctx.Err()
 		}
@@ -134,7 +134,7 @@ func (r *runner) inject(ctx context.Context, rng *rand.Rand, n int, kind FaultKi
 		if err := c.Pause(target); err != nil {
 			return f, err
 		}
-		sleepCtx(ctx, length)
+		testcluster.SleepCtx(ctx, length)
 		if err := c.Resume(target); err != nil {
 			return f, err
 		}

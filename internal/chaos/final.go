@@ -204,7 +204,7 @@ func (r *runner) readThrough(ctx context.Context, hc *http.Client, n *testcluste
 func (r *runner) readOne(ctx context.Context, hc *http.Client, n *testcluster.Node, id string) (*Op, error) {
 	var last error
 	for try := 1; try <= 10; try++ {
-		if try > 1 && !sleepCtx(ctx, 100*time.Millisecond) {
+		if try > 1 && !testcluster.SleepCtx(ctx, 100*time.Millisecond) {
 			return nil, ctx.Err()
 		}
 		op := &Op{Client: -1, Kind: OpGet, Node: n.ID, JobID: id, Args: "consistent", Final: true, Start: time.Now()}

@@ -168,7 +168,7 @@ func (lc *loadClient) run(ctx, load context.Context) {
 	maxOps := int(lc.r.cfg.Timeout/time.Millisecond) + 1000
 	for i := 0; i < maxOps && load.Err() == nil && ctx.Err() == nil; i++ {
 		lc.step(ctx)
-		if !sleepCtx(load, time.Duration(lc.rng.Int64N(int64(lc.r.cfg.Think)+1))) {
+		if !testcluster.SleepCtx(load, time.Duration(lc.rng.Int64N(int64(lc.r.cfg.Think)+1))) {
 			return
 		}
 	}
@@ -740,19 +740,5 @@ func (lc *loadClient) get(ctx context.Context, n node) {
 	defer cancel()
 	if data, ok := lc.raw(cctx, op, n, http.MethodGet, "/jobs/"+url.PathEscape(id)+"?consistent", testcluster.HeadToken, nil, 0); ok {
 		lc.rawJob(op, data)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

@@ -23,8 +23,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"time"
+
+	"github.com/spine-queue/spine/internal/testcluster"
 )
 
 // Config configures one drill. Zero fields take the defaults in
@@ -136,17 +137,7 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) nodeEnv() map[string]string {
-	env := map[string]string{
-		"LEASE_SECONDS":        strconv.Itoa(c.LeaseSeconds),
-		"REAPER_INTERVAL_MS":   strconv.Itoa(c.ReaperIntervalMS),
-		"SPINE_LEASE_GRACE_MS": strconv.Itoa(c.LeaseGraceMS),
-		// The harness defaults to debug; the drill writes a lot.
-		"SPINE_LOG_LEVEL": "info",
-	}
-	for k, v := range c.Env {
-		env[k] = v
-	}
-	return env
+	return testcluster.LoadEnv(c.LeaseSeconds, c.ReaperIntervalMS, c.LeaseGraceMS, c.Env)
 }
 
 func (c Config) validate() error {

@@ -108,21 +108,21 @@ func (d *drill) run(ctx context.Context) error {
 		workWG.Go(func() { worker(workCtx, c, d.rec, i) })
 	}
 
-	if !sleepCtx(ctx, cfg.WarmUp) {
+	if !testcluster.SleepCtx(ctx, cfg.WarmUp) {
 		return ctx.Err()
 	}
 	if _, ok := d.rec.firstProbeAckAfter(time.Time{}); !ok {
 		return errors.New("no write was acknowledged during the warm-up")
 	}
 	for k := 1; k <= cfg.Kills; k++ {
-		if !sleepCtx(ctx, d.between(cfg.KillGapMin, cfg.KillGapMax)) {
+		if !testcluster.SleepCtx(ctx, d.between(cfg.KillGapMin, cfg.KillGapMax)) {
 			return ctx.Err()
 		}
 		if err := d.killOnce(ctx, k); err != nil {
 			return fmt.Errorf("kill %d: %w", k, err)
 		}
 	}
-	if !sleepCtx(ctx, cfg.CoolDown) {
+	if !testcluster.SleepCtx(ctx, cfg.CoolDown) {
 		return ctx.Err()
 	}
 	stopLoad()
@@ -162,7 +162,7 @@ func (d *drill) killOnce(ctx context.Context, k int) error {
 
 	restarted := make(chan error, 1)
 	go func() {
-		if !sleepCtx(ctx, restartAfter-time.Since(killAt)) {
+		if !testcluster.SleepCtx(ctx, restartAfter-time.Since(killAt)) {
 			restarted <- ctx.Err()
 			return
 		}

@@ -210,9 +210,9 @@ func producer(ctx context.Context, c *client.Client, rec *recorder, id int, inte
 				rec.createErrs++
 			}
 			rec.mu.Unlock()
-			sleepCtx(ctx, retryPause)
+			testcluster.SleepCtx(ctx, retryPause)
 		}
-		sleepCtx(ctx, interval)
+		testcluster.SleepCtx(ctx, interval)
 	}
 }
 
@@ -231,7 +231,7 @@ func worker(ctx context.Context, c *client.Client, rec *recorder, id int) {
 			rec.claimErrs++
 			rec.mu.Unlock()
 			fails++
-			sleepCtx(ctx, min(time.Duration(fails)*20*time.Millisecond, 300*time.Millisecond))
+			testcluster.SleepCtx(ctx, min(time.Duration(fails)*20*time.Millisecond, 300*time.Millisecond))
 			continue
 		}
 		fails = 0
@@ -263,19 +263,5 @@ func worker(ctx context.Context, c *client.Client, rec *recorder, id int) {
 			rec.completeErrs[cl.JobID]++
 		}
 		rec.mu.Unlock()
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

@@ -82,7 +82,7 @@ func (d *drill) drain(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not drained within %v: %s", d.cfg.DrainTimeout, last)
 		}
-		if !sleepCtx(ctx, 300*time.Millisecond) {
+		if !testcluster.SleepCtx(ctx, 300*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
