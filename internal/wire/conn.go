@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"errors"
+	"io"
 	"net"
 	"runtime"
 	"sync"
@@ -82,7 +83,7 @@ func (c *Conn) writeLoop() {
 			done := c.closeFlushed
 			c.mu.Unlock()
 			if done {
-				c.Fail(errFlushed)
+				c.lingerClose()
 				return
 			}
 			continue
@@ -105,10 +106,30 @@ func (c *Conn) writeLoop() {
 		done := c.closeFlushed && len(c.buf) == 0
 		c.mu.Unlock()
 		if done {
-			c.Fail(errFlushed)
+			c.lingerClose()
 			return
 		}
 	}
+}
+
+// lingerTimeout bounds how long a drained connection waits for its peer to
+// close after the last frame.
+const lingerTimeout = 2 * time.Second
+
+// lingerClose ends a drained connection without a reset. Closing a socket
+// whose receive queue still holds bytes (requests the peer sent after the
+// server stopped reading) makes the kernel answer with a reset, and a reset
+// discards what the peer had received but not yet read: the go-away and the
+// last answers, leaving those requests in doubt. So the write side is shut
+// first (the peer reads every frame, then end of stream, and closes), what
+// the peer still sends is read and dropped until it does, and only then is
+// the socket closed.
+func (c *Conn) lingerClose() {
+	if cw, ok := c.conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		_ = c.conn.SetReadDeadline(time.Now().Add(lingerTimeout))
+		_, _ = io.Copy(io.Discard, c.conn)
+	}
+	c.Fail(errFlushed)
 }
 
 var errFlushed = errors.New("wire: closed after its last frame")

@@ -595,3 +595,63 @@ func BenchmarkDecodeRequest(b *testing.B) {
 		}
 	}
 }
+
+// Clients that keep sending while the server shuts down (workers polling
+// again at once, as a drained long poll tells them to) still get every
+// request answered or proven not sent: requests still unread in the
+// server's socket when it closes must not turn into a reset that destroys
+// the go-away and the answers queued before it.
+func TestShutdownUnderContinuousSendingLeavesNothingInDoubt(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		srvCfg := &Server{}
+		var ran sync.Map
+		srv := newMuxServer(t, func(w http.ResponseWriter, r *http.Request) {
+			ran.Store(r.URL.Query().Get("n"), true)
+			_, _ = io.Copy(io.Discard, r.Body)
+		}, srvCfg)
+		c, err := Dial(context.Background(), srv.URL, MuxPath, MuxProtocol, "good")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := bytes.Repeat([]byte("x"), 16<<10) // fill the server's socket buffer quickly
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var doubts []string
+		var started atomic.Int64
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				for i := 0; i < 100000; i++ {
+					key := fmt.Sprintf("%d-%d", g, i)
+					started.Add(1)
+					resp, err := c.RoundTrip(context.Background(), AppendRequest(nil, "POST", "/x?n="+key, nil, body))
+					if err == nil {
+						resp.Body.Close()
+						continue
+					}
+					_, didRun := ran.Load(key)
+					if !errors.Is(err, ErrNotSent) || didRun {
+						mu.Lock()
+						doubts = append(doubts, fmt.Sprintf("request %s: %v (ran=%v)", key, err, didRun))
+						mu.Unlock()
+					}
+					return
+				}
+			}(g)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for started.Load() < 200 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		srvCfg.Shutdown(context.Background())
+		wg.Wait()
+		c.Close()
+		for _, d := range doubts {
+			t.Errorf("round %d: %s", round, d)
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
