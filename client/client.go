@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spine-queue/spine/internal/wire"
+	"github.com/spine-queue/spine/api/wire"
 )
 
 // Response headers every node sets.
@@ -122,7 +122,13 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns = 256
 		tr.MaxIdleConnsPerHost = 64
-		c.http = &http.Client{Transport: wire.NewTransport(tr), CheckRedirect: keepAuthOnRedirect}
+		mux := wire.NewTransport(tr)
+		// Blob uploads and downloads stream over HTTP: a frame is held whole
+		// in memory on both sides.
+		mux.Bypass = func(r *http.Request) bool {
+			return r.URL.Path == "/blobs" || strings.HasPrefix(r.URL.Path, "/blobs/")
+		}
+		c.http = &http.Client{Transport: mux, CheckRedirect: keepAuthOnRedirect}
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

@@ -466,7 +466,7 @@ func TestJobErrorDecodesString(t *testing.T) {
 
 // newServer is httptest.NewServer for a fake node that, like a node of a
 // version before the mux, refuses its upgrade: these tests see every
-// request over plain HTTP. The mux itself is tested in internal/wire and on
+// request over plain HTTP. The mux itself is tested in api/wire and on
 // real clusters in systemtest.
 func newServer(h http.Handler) *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

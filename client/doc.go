@@ -1,6 +1,6 @@
 // Package client is the Go client of Spine, a Raft-replicated job queue for
 // AI-agent workers. It speaks the HTTP API described in docs/api.md; of the
-// rest of the Spine module it imports only internal/wire, the framing of
+// rest of the Spine module it imports only api/wire, the framing of
 // the multiplexed connection below (not the server).
 //
 // # Talking to a cluster

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/spine-queue/spine/internal/wire"
+	"github.com/spine-queue/spine/api/wire"
 )
 
 func newForwardClient() *http.Client {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spine-queue/spine/internal/wire"
+	"github.com/spine-queue/spine/api/wire"
 )
 
 // recordedReq is what the fake leader saw.

@@ -13,12 +13,12 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/spine-queue/spine/internal/wire"
+	"github.com/spine-queue/spine/api/wire"
 )
 
 // The relay carries requests a follower forwards to the leader over one
 // long-lived connection per leader instead of one HTTP exchange each, and the
-// mux carries a client's requests to any node the same way (internal/wire).
+// mux carries a client's requests to any node the same way (api/wire).
 //
 // A follower opens the relay with an HTTP Upgrade on the leader's own port,
 // authenticated by a key both nodes derive from their token configuration.
@@ -111,7 +111,11 @@ func (s *Server) relayTo(ctx context.Context, addr string, r *http.Request, body
 	return rc.RoundTrip(ctx, wire.AppendRequest(nil, r.Method, r.URL.RequestURI(), h, body))
 }
 
-// relayable reports whether a forwarded request goes over the relay.
+// relayable reports whether a forwarded request goes over the relay: blob
+// uploads and downloads go as their own HTTP exchanges (a frame, and so a
+// blob, would be held whole in memory on both sides).
 func relayable(r *http.Request, body []byte) bool {
-	return wire.Carries(r.URL.Path, int64(len(body)))
+	return wire.Carries(int64(len(body))) && !isBlobPath(r.URL.Path)
 }
+
+func isBlobPath(path string) bool { return path == "/blobs" || strings.HasPrefix(path, "/blobs/") }

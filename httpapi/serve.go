@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/spine-queue/spine/fsm"
-	"github.com/spine-queue/spine/internal/wire"
+	"github.com/spine-queue/spine/api/wire"
 )
 
 // The request wrapper: every route runs through serve, which authenticates,

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spine-queue/spine/cluster"
 	"github.com/spine-queue/spine/fsm"
-	"github.com/spine-queue/spine/internal/wire"
+	"github.com/spine-queue/spine/api/wire"
 )
 
 // Cluster is what the API needs of the replication layer (*cluster.Node).

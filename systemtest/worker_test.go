@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/spine-queue/spine/internal/testcluster"
-	"github.com/spine-queue/spine/internal/wire"
+	"github.com/spine-queue/spine/api/wire"
 )
 
 // ---- HTTP helpers --------------------------------------------------------

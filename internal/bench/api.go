@@ -14,7 +14,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/spine-queue/spine/internal/wire"
+	"github.com/spine-queue/spine/api/wire"
 )
 
 // api is a lean HTTP client for the hot loop: fasthttp's client, which

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spine-queue/spine/internal/wire"
+	"github.com/spine-queue/spine/api/wire"
 )
 
 var t0 = time.Date(2026, 11, 25, 17, 0, 0, 0, time.UTC)

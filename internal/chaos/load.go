@@ -18,7 +18,7 @@ import (
 
 	"github.com/spine-queue/spine/client"
 	"github.com/spine-queue/spine/internal/testcluster"
-	"github.com/spine-queue/spine/internal/wire"
+	"github.com/spine-queue/spine/api/wire"
 )
 
 // node is where a request goes.

@@ -32,7 +32,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 )
 
 // Protocols and the paths they are served on.
@@ -77,12 +76,10 @@ var (
 	ErrUnsupported = errors.New("wire: protocol not available at this address")
 )
 
-// Carries reports whether a request to path with a body of n bytes goes in
-// a frame: blob uploads and downloads, and bodies over MaxBody, go over
-// plain HTTP (a frame is held whole in memory on both sides).
-func Carries(path string, n int64) bool {
-	return n <= MaxBody && !strings.HasPrefix(path, "/blobs")
-}
+// Carries reports whether a request with a body of n bytes goes in a
+// frame: bodies over MaxBody go over plain HTTP (a frame is held whole in
+// memory on both sides).
+func Carries(n int64) bool { return n <= MaxBody }
 
 // HopHeaders are connection-level headers that are never carried in a frame
 // (nor copied by a node forwarding over plain HTTP).

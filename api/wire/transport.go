@@ -12,15 +12,18 @@ import (
 // spine-mux/1 connection per node, so the requests of all of a process's
 // goroutines share reads and writes. What the protocol does not carry goes
 // to Fallback unchanged: requests without a bearer token (the connection is
-// authenticated by the first request's), https addresses, blob uploads and
-// downloads, bodies over MaxBody, and nodes that refuse the upgrade (older
+// authenticated by the first request's), https addresses, bodies over
+// MaxBody, requests Bypass names (whose answers may be too large to hold
+// whole, such as downloads), and nodes that refuse the upgrade (older
 // versions, proxies), which are tried again after a while.
 //
 // Errors keep HTTP's meaning for retries: one that wraps ErrNotSent proves
 // the request never left this process.
 type Transport struct {
 	Fallback http.RoundTripper
-	pool     Pool
+	// Bypass, when set, sends the requests it names to Fallback.
+	Bypass func(*http.Request) bool
+	pool   Pool
 }
 
 // NewTransport returns a Transport that falls back to fallback.
@@ -33,7 +36,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	auth := req.Header.Get("Authorization")
 	key, bearer := strings.CutPrefix(auth, "Bearer ")
 	unknownLength := req.ContentLength < 0 && req.Body != nil && req.Body != http.NoBody
-	if !bearer || req.URL.Scheme != "http" || unknownLength || !Carries(req.URL.Path, req.ContentLength) {
+	if !bearer || req.URL.Scheme != "http" || unknownLength || !Carries(req.ContentLength) ||
+		(t.Bypass != nil && t.Bypass(req)) {
 		return t.Fallback.RoundTrip(req)
 	}
 	var body []byte
