@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spine-queue/spine/fsm"
 	"github.com/spine-queue/spine/api/wire"
+	"github.com/spine-queue/spine/fsm"
 )
 
 // The request wrapper: every route runs through serve, which authenticates,

@@ -10,9 +10,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/spine-queue/spine/api/wire"
 	"github.com/spine-queue/spine/cluster"
 	"github.com/spine-queue/spine/fsm"
-	"github.com/spine-queue/spine/api/wire"
 )
 
 // Cluster is what the API needs of the replication layer (*cluster.Node).

@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spine-queue/spine/internal/testcluster"
 	"github.com/spine-queue/spine/api/wire"
+	"github.com/spine-queue/spine/internal/testcluster"
 )
 
 // ---- HTTP helpers --------------------------------------------------------

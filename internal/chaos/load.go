@@ -16,9 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spine-queue/spine/api/wire"
 	"github.com/spine-queue/spine/client"
 	"github.com/spine-queue/spine/internal/testcluster"
-	"github.com/spine-queue/spine/api/wire"
 )
 
 // node is where a request goes.
