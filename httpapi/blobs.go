@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"mime"
@@ -13,10 +11,6 @@ import (
 
 	"github.com/spine-queue/spine/fsm"
 )
-
-// blobChunkBytes keeps every blob log entry far below the size that would
-// delay Raft heartbeats.
-const blobChunkBytes = 256 << 10
 
 type blobView struct {
 	ID          string `json:"id"`
@@ -43,7 +37,7 @@ func (s *Server) handleBlobPut(w http.ResponseWriter, r *http.Request, c *call) 
 		if part.FormName() != "file" {
 			continue
 		}
-		data, err = io.ReadAll(io.LimitReader(part, s.cfg.MaxBlobBytes+1))
+		data, err = io.ReadAll(io.LimitReader(part, s.queue.Config().MaxBlobBytes+1))
 		if err != nil {
 			return badRequest("malformed multipart body: %v", err)
 		}
@@ -53,39 +47,19 @@ func (s *Server) handleBlobPut(w http.ResponseWriter, r *http.Request, c *call) 
 	if data == nil {
 		return badRequest("multipart body has no field named \"file\"")
 	}
-	if int64(len(data)) > s.cfg.MaxBlobBytes {
-		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "blob is larger than the limit of %d bytes", s.cfg.MaxBlobBytes)
-	}
 	if contentType == "" || contentType == "application/octet-stream" {
 		contentType = http.DetectContentType(data)
 	}
-	sum := sha256.Sum256(data)
-	id := hex.EncodeToString(sum[:])
-	if b, err := s.state.Read().Blob(id); err == nil {
-		writeJSON(w, http.StatusOK, blobView{ID: b.ID, Size: b.Size, ContentType: b.ContentType})
-		return nil
-	}
-	chunks := 0
-	for off := 0; off < len(data) || (off == 0 && len(data) == 0); off += blobChunkBytes {
-		end := min(off+blobChunkBytes, len(data))
-		if _, err := s.apply(r.Context(), nil, fsm.CmdBlobChunk, &fsm.BlobChunkCommand{BlobID: id, Seq: chunks, Data: data[off:end]}); err != nil {
-			return err
-		}
-		chunks++
-		if len(data) == 0 {
-			break
-		}
-	}
-	res, err := s.apply(r.Context(), w, fsm.CmdBlobCommit, &fsm.BlobCommitCommand{Now: s.now(), BlobID: id,
-		Size: int64(len(data)), ContentType: contentType, Chunks: chunks})
+	b, created, index, err := s.queue.PutBlob(r.Context(), data, contentType)
+	s.setIndex(w, index)
 	if err != nil {
 		return err
 	}
 	status := http.StatusCreated
-	if res.Duplicate {
+	if !created {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, blobView{ID: res.Blob.ID, Size: res.Blob.Size, ContentType: res.Blob.ContentType})
+	writeJSON(w, status, blobView{ID: b.ID, Size: b.Size, ContentType: b.ContentType})
 	return nil
 }
 
@@ -94,7 +68,7 @@ func (s *Server) handleBlobPut(w http.ResponseWriter, r *http.Request, c *call) 
 // applied the blob forwards the read to the leader.
 func (s *Server) handleBlobGet(w http.ResponseWriter, r *http.Request, c *call) error {
 	id := r.PathValue("id")
-	rd := s.state.Read()
+	rd := s.queue.State().Read()
 	b, err := rd.Blob(id)
 	if errors.Is(err, fsm.ErrNotFound) && !s.cluster.IsLeader() && r.Header.Get(forwardedHeader) == "" {
 		return s.forward(w, r, c, s.handleBlobGet)

@@ -19,19 +19,20 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, c *call) e
 	case st.State == "Candidate":
 		role = "candidate"
 	}
+	qs := s.queue.Stats()
 	out := map[string]interface{}{
 		"ok": true, "node_id": s.cluster.ID(), "role": role, "state": st.State,
 		"leader_id": st.Leader.ID, "leader_addr": st.Leader.HTTPAddr,
 		"applied_index": st.AppliedIndex, "commit_index": st.CommitIndex, "term": st.Term,
 		"time":             time.Now().UTC().Format(time.RFC3339Nano),
-		"claim_waiters":    s.claimWaiters.Load(),
-		"local_heartbeats": s.localHeartbeats.Load(),
+		"claim_waiters":    qs.ClaimWaiters,
+		"local_heartbeats": qs.LocalHeartbeats,
 		"mux_connections":  s.muxSrv.Conns(),
 		"log_batches":      st.LogBatches, "log_entries": st.LogEntries,
 		"log_append_seconds": st.LogAppendSeconds, "log_writes_overlapped": st.LogWritesOverlapped,
 		"hash_index": st.HashIndex, "state_hash": st.StateHash,
 		"hash_checks": st.HashChecks, "hash_mismatches": st.HashMismatches,
-		"lease_misses": s.leaseMisses.Load(),
+		"lease_misses": qs.LeaseMisses,
 	}
 	// docs/api.md: last_contact is a time (RFC 3339), omitted if never.
 	// Status reports it as an age ("0s" on the leader, "never").

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spine-queue/spine/cluster"
 	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/queue"
 )
 
 // Error codes of the JSON error body. docs/api.md lists each with its status.
@@ -55,8 +56,27 @@ func classify(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	var mbe *http.MaxBytesError
+	var (
+		mbe     *http.MaxBytesError
+		refusal *queue.Refusal
+		input   *queue.InputError
+		tooBig  *queue.TooLargeError
+	)
 	switch {
+	case errors.As(err, &refusal):
+		// The state machine refused: the error is the refusal's, and the
+		// job it concerns goes with it.
+		ae := classify(refusal.Err)
+		if refusal.Job != nil {
+			ae.Job = viewJob(refusal.Job)
+		}
+		return ae
+	case errors.As(err, &input):
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", input.Message)
+	case errors.As(err, &tooBig):
+		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "%s", tooBig.Message)
+	case errors.Is(err, queue.ErrLeadershipLost), errors.Is(err, queue.ErrNotLeader):
+		return errorf(http.StatusServiceUnavailable, codeNoLeader, "%v", err)
 	case errors.As(err, &mbe):
 		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "request body over the limit of %d bytes", mbe.Limit)
 	case errors.Is(err, fsm.ErrNotFound):

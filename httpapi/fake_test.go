@@ -19,6 +19,7 @@ import (
 
 	"github.com/spine-queue/spine/cluster"
 	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/queue"
 )
 
 // Tokens of the test server, one per role.
@@ -244,7 +245,13 @@ type env struct {
 	nextI atomic.Int64
 }
 
-type option func(*Config)
+// envConfig configures a test server and the queue service it serves.
+type envConfig struct {
+	Config
+	Queue queue.Config
+}
+
+type option func(*envConfig)
 
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
@@ -254,17 +261,18 @@ func newEnv(t *testing.T, opts ...option) *env {
 	tokens.Add(RoleHead, headTok)
 	tokens.Add(RoleLeftClaw, leftTok)
 	tokens.Add(RoleRightClaw, rightTok)
-	cfg := Config{
-		Tokens:  tokens,
-		Logger:  testLogger(t),
-		SkillMD: []byte("# Spine skill\n"),
-		Now:     func() time.Time { return testNow },
-		NewID:   func() string { return fmt.Sprintf("id-%d", e.nextI.Add(1)) },
+	cfg := envConfig{
+		Config: Config{Tokens: tokens, Logger: testLogger(t), SkillMD: []byte("# Spine skill\n")},
+		Queue: queue.Config{
+			Logger: testLogger(t),
+			Now:    func() time.Time { return testNow },
+			NewID:  func() string { return fmt.Sprintf("id-%d", e.nextI.Add(1)) },
+		},
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv, err := New(cfg, fc, e.st)
+	srv, err := New(cfg.Config, fc, queue.New(cfg.Queue, fc, e.st))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func TestForwardLeaderUnreachable(t *testing.T) {
 		{"no leader known", "", func(*testing.T) string { return "" }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := newEnv(t, func(cfg *Config) { cfg.LeaderHold = hold })
+			e := newEnv(t, func(cfg *envConfig) { cfg.LeaderHold = hold })
 			addr := c.addr(t)
 			e.fc.setFollower(c.leaderID, addr)
 			start := time.Now()
@@ -184,7 +184,7 @@ func TestForwardAnswerLost(t *testing.T) {
 func TestForwardBecomesLeader(t *testing.T) {
 	// A follower that learns it is the leader while holding serves the
 	// request itself.
-	e := newEnv(t, func(cfg *Config) { cfg.LeaderHold = 10 * time.Second })
+	e := newEnv(t, func(cfg *envConfig) { cfg.LeaderHold = 10 * time.Second })
 	e.fc.setFollower("", "")
 	e.fc.beforeApply = nil
 	done := make(chan resp, 1)

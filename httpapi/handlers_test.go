@@ -17,16 +17,17 @@ import (
 
 	"github.com/spine-queue/spine/cluster"
 	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/queue"
 )
 
 func TestNewRequiresToken(t *testing.T) {
 	fc := newFakeCluster(t)
-	if _, err := New(Config{}, fc, fc.fsm); err == nil {
+	if _, err := New(Config{}, fc, queue.New(queue.Config{}, fc, fc.fsm)); err == nil {
 		t.Fatal("New with no tokens succeeded")
 	}
 	tk := &Tokens{}
 	tk.AddCSV(RoleHead, " , ,")
-	if _, err := New(Config{Tokens: tk}, fc, fc.fsm); err == nil {
+	if _, err := New(Config{Tokens: tk}, fc, queue.New(queue.Config{}, fc, fc.fsm)); err == nil {
 		t.Fatal("New with only blank tokens succeeded")
 	}
 }
@@ -55,7 +56,7 @@ func TestTokensConstantTimeRotation(t *testing.T) {
 	}
 
 	// Through HTTP every rotation token works and near misses are 401.
-	e := newEnv(t, func(c *Config) {
+	e := newEnv(t, func(c *envConfig) {
 		c.Tokens = &Tokens{}
 		c.Tokens.AddCSV(RoleHead, "old-head,new-head")
 	})
@@ -610,7 +611,7 @@ func TestClusterErrors(t *testing.T) {
 }
 
 func TestHealthSkillAndCluster(t *testing.T) {
-	e := newEnv(t, func(c *Config) {
+	e := newEnv(t, func(c *envConfig) {
 		c.CPUSeconds = func() float64 { return 1.5 }
 		c.TimerSlack = func() time.Duration { return 5 * time.Millisecond }
 	})
@@ -692,7 +693,7 @@ func multipartBody(t *testing.T, field, contentType string, data []byte) (string
 }
 
 func TestBlobs(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.MaxBlobBytes = 600 << 10 })
+	e := newEnv(t, func(c *envConfig) { c.Queue.MaxBlobBytes = 600 << 10 })
 	data := bytes.Repeat([]byte("0123456789abcdef"), 20000) // 320000 bytes: 2 chunks
 	ct, body := multipartBody(t, "file", "image/png", data)
 	r := e.do("POST", "/blobs", leftTok, body, "Content-Type", ct)

@@ -16,9 +16,9 @@ import (
 // with a clock the test moves.
 func heartbeatEnv(t *testing.T) (*env, *atomic.Int64) {
 	var offset atomic.Int64
-	e := newEnv(t, func(c *Config) {
-		c.LeaseRenewFraction = 0.1
-		c.Now = func() time.Time { return testNow.Add(time.Duration(offset.Load())) }
+	e := newEnv(t, func(c *envConfig) {
+		c.Queue.LeaseRenewFraction = 0.1
+		c.Queue.Now = func() time.Time { return testNow.Add(time.Duration(offset.Load())) }
 	})
 	return e, &offset
 }
@@ -209,8 +209,8 @@ func TestHeartbeatAnsweredByAFollower(t *testing.T) {
 	if a2, r2 := e.fc.counts(); a2 != applied || r2 != reads {
 		t.Fatalf("%d commands and %d read indexes, want %d and %d", a2, r2, applied, reads)
 	}
-	if e.srv.localHeartbeats.Load() != 2 {
-		t.Errorf("local_heartbeats %d, want 2", e.srv.localHeartbeats.Load())
+	if e.srv.queue.Stats().LocalHeartbeats != 2 {
+		t.Errorf("local_heartbeats %d, want 2", e.srv.queue.Stats().LocalHeartbeats)
 	}
 
 	ahead := fmt.Sprint(e.fc.fsm.AppliedIndex() + 1)

@@ -3,19 +3,15 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/queue"
 )
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-
-const (
-	maxAttemptsLimit = 1000
-	maxTextBytes     = 64 << 10
-)
+// The v0 job routes: each decodes its request, calls the queue service and
+// encodes the answer.
 
 type createRequest struct {
 	Payload        json.RawMessage `json:"payload"`
@@ -32,37 +28,6 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if len(req.Payload) == 0 || string(req.Payload) == "null" {
-		return badRequest("payload is required (any JSON value but null)")
-	}
-	cmd := fsm.CreateCommand{Payload: req.Payload, TaskClass: req.TaskClass, Actor: fsm.Actor{Role: c.role}}
-	if req.MaxAttempts != nil {
-		if *req.MaxAttempts < 1 || *req.MaxAttempts > maxAttemptsLimit {
-			return badRequest("maxAttempts must be between 1 and %d", maxAttemptsLimit)
-		}
-		cmd.MaxAttempts = *req.MaxAttempts
-	}
-	if req.Stream != nil {
-		if !nameRE.MatchString(*req.Stream) {
-			return badRequest("stream must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
-		}
-		cmd.Stream = *req.Stream
-	}
-	if req.Target != nil && *req.Target != "" {
-		if !nameRE.MatchString(*req.Target) {
-			return badRequest("target must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
-		}
-		cmd.Target = *req.Target
-	}
-	if req.LeaseSeconds != nil {
-		if *req.LeaseSeconds < 1 || *req.LeaseSeconds > 7*24*3600 {
-			return badRequest("leaseSeconds must be between 1 and 604800")
-		}
-		cmd.LeaseSeconds = *req.LeaseSeconds
-	}
-	if len(req.TaskClass) > 128 {
-		return badRequest("taskClass is too long")
-	}
 	key := r.Header.Get("Idempotency-Key")
 	if req.IdempotencyKey != "" {
 		if key != "" && key != req.IdempotencyKey {
@@ -70,47 +35,27 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 		}
 		key = req.IdempotencyKey
 	}
-	if len(key) > 256 {
-		return badRequest("idempotency key is longer than 256 bytes")
+	in := queue.CreateInput{Payload: req.Payload, MaxAttempts: req.MaxAttempts, Stream: req.Stream,
+		LeaseSeconds: req.LeaseSeconds, TaskClass: req.TaskClass, IdempotencyKey: key, Actor: fsm.Actor{Role: c.role}}
+	if req.Target != nil {
+		in.Target = *req.Target
 	}
-	cmd.IdempotencyKey = key
-	if key != "" {
-		if j := s.state.Peek().JobByIdempotencyKey(key); j != nil {
-			s.setIndex(w, j.ModifyIndex)
-			writeJSON(w, http.StatusOK, viewJob(j))
-			return nil
-		}
-	}
-	cmd.Now, cmd.ID = s.now(), s.cfg.NewID()
-	res, err := s.apply(r.Context(), w, fsm.CmdCreate, &cmd)
+	j, created, index, err := s.queue.Create(r.Context(), in)
+	s.setIndex(w, index)
 	if err != nil {
 		return err
 	}
 	status := http.StatusCreated
-	if res.Duplicate {
+	if !created {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, viewJob(res.Job))
+	writeJSON(w, status, viewJob(j))
 	return nil
 }
 
-// visible reports whether role may see j: head sees everything, a claw the
-// untargeted jobs and those targeted at its role.
-func visible(role string, j *fsm.Job) bool {
-	return role == RoleHead || j.Target == "" || j.Target == role
-}
-
-// lookup reads a job the caller may see; an invisible job is not found.
+// lookup reads the job of the route's {id} that the caller may see.
 func (s *Server) lookup(r *http.Request, c *call) (*fsm.Job, error) {
-	id := r.PathValue("id")
-	j, err := s.state.Peek().Job(id)
-	if err != nil {
-		return nil, err
-	}
-	if !visible(c.role, j) && !(j.Lease != nil && j.Lease.Owner == c.role) {
-		return nil, errorf(http.StatusNotFound, codeNotFound, "job %s: not found", id)
-	}
-	return j, nil
+	return queue.Lookup(s.queue.State().Peek(), c.role, r.PathValue("id"))
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -174,11 +119,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, c *call) err
 	if err != nil {
 		return err
 	}
-	if c.role != RoleHead {
-		role := c.role
-		f.Visible = func(j *fsm.Job) bool { return visible(role, j) }
-	}
-	jobs, next, err := s.state.Read().List(f)
+	jobs, next, err := s.queue.List(c.role, f)
 	if err != nil {
 		return err
 	}
@@ -196,7 +137,12 @@ func (l leaseFields) ref(r *http.Request) fsm.LeaseRef {
 	return fsm.LeaseRef{JobID: r.PathValue("id"), AttemptID: l.AttemptID, Token: l.LeaseToken}
 }
 
-func (s *Server) answerJob(w http.ResponseWriter, res *fsm.Result) error {
+// answerJob answers a v0 write with the job as it now is (or the refusal).
+func (s *Server) answerJob(w http.ResponseWriter, res *fsm.Result, index uint64, err error) error {
+	s.setIndex(w, index)
+	if err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, viewJob(res.Job))
 	return nil
 }
@@ -208,15 +154,13 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, c *call) er
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	actor := fsm.Actor{Role: c.role, WorkerID: req.WorkerID}
-	cmd := fsm.ClaimCommand{Now: s.now(), JobID: r.PathValue("id"), Targets: []string{c.role, req.WorkerID}, Actor: actor,
-		AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
-	res, err := s.apply(r.Context(), w, fsm.CmdClaim, &cmd)
+	j, index, err := s.queue.ClaimJob(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role, WorkerID: req.WorkerID})
+	s.setIndex(w, index)
 	if err != nil {
 		return err
 	}
-	v := viewJob(res.Job)
-	v.LeaseToken = res.Job.Lease.Token
+	v := viewJob(j)
+	v.LeaseToken = j.Lease.Token
 	writeJSON(w, http.StatusOK, v)
 	return nil
 }
@@ -226,12 +170,13 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c *call
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, err := s.heartbeat(r.Context(), w, c, &fsm.HeartbeatCommand{Now: s.now(), Ref: req.ref(r),
-		Actor: fsm.Actor{Role: c.role}, LeaseNanos: s.cfg.Lease.Nanoseconds()})
-	if err != nil {
-		return err
-	}
-	return s.answerJob(w, res)
+	res, index, err := s.queue.Heartbeat(r.Context(), s.heartbeatInput(c, req.ref(r), fsm.Actor{Role: c.role}))
+	return s.answerJob(w, res, index, err)
+}
+
+// heartbeatInput carries what the wrapper learned about a heartbeat.
+func (s *Server) heartbeatInput(c *call, ref fsm.LeaseRef, actor fsm.Actor) queue.HeartbeatInput {
+	return queue.HeartbeatInput{Ref: ref, Actor: actor, Consistent: c.consistent, Local: c.local, MinIndex: c.minIndex}
 }
 
 func (s *Server) handleComplete(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -244,12 +189,9 @@ func (s *Server) handleComplete(w http.ResponseWriter, r *http.Request, c *call)
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, err := s.apply(r.Context(), w, fsm.CmdComplete, &fsm.CompleteCommand{Now: s.now(), Ref: req.ref(r),
-		Actor: fsm.Actor{Role: c.role}, Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
-	if err != nil {
-		return err
-	}
-	return s.answerJob(w, res)
+	res, index, err := s.queue.Complete(r.Context(), queue.CompleteInput{Ref: req.ref(r), Actor: fsm.Actor{Role: c.role},
+		Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
+	return s.answerJob(w, res, index, err)
 }
 
 // parseJobError accepts the v0 string form and the structured form.
@@ -265,9 +207,6 @@ func parseJobError(raw json.RawMessage) (fsm.JobError, error) {
 	}
 	if err := json.Unmarshal(raw, &je); err != nil {
 		return je, badRequest("error must be a string or {code, message, stack, retryable}")
-	}
-	if len(je.Message)+len(je.Stack)+len(je.Code) > maxTextBytes {
-		return je, badRequest("error is larger than %d bytes", maxTextBytes)
 	}
 	return je, nil
 }
@@ -287,13 +226,9 @@ func (s *Server) handleFail(w http.ResponseWriter, r *http.Request, c *call) err
 	if err != nil {
 		return err
 	}
-	requeue := req.Requeue == nil || *req.Requeue
-	res, err := s.apply(r.Context(), w, fsm.CmdFail, &fsm.FailCommand{Now: s.now(), Ref: req.ref(r),
-		Actor: fsm.Actor{Role: c.role}, Error: je, Requeue: requeue, Stdout: req.Stdout, Stderr: req.Stderr})
-	if err != nil {
-		return err
-	}
-	return s.answerJob(w, res)
+	res, index, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: req.ref(r), Actor: fsm.Actor{Role: c.role},
+		Error: je, Requeue: req.Requeue == nil || *req.Requeue, Stdout: req.Stdout, Stderr: req.Stderr})
+	return s.answerJob(w, res, index, err)
 }
 
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -304,15 +239,8 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, c *call) 
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if len(req.Reason) > maxTextBytes {
-		return badRequest("reason is larger than %d bytes", maxTextBytes)
-	}
-	res, err := s.apply(r.Context(), w, fsm.CmdRelease, &fsm.ReleaseCommand{Now: s.now(), Ref: req.ref(r),
-		Actor: fsm.Actor{Role: c.role}, Reason: req.Reason})
-	if err != nil {
-		return err
-	}
-	return s.answerJob(w, res)
+	res, index, err := s.queue.Release(r.Context(), req.ref(r), fsm.Actor{Role: c.role}, req.Reason)
+	return s.answerJob(w, res, index, err)
 }
 
 func (s *Server) handleComment(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -322,19 +250,6 @@ func (s *Server) handleComment(w http.ResponseWriter, r *http.Request, c *call) 
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if strings.TrimSpace(req.Text) == "" {
-		return badRequest("text is required")
-	}
-	if len(req.Text) > maxTextBytes {
-		return badRequest("text is larger than %d bytes", maxTextBytes)
-	}
-	if _, err := s.lookup(r, c); err != nil {
-		return err
-	}
-	res, err := s.apply(r.Context(), w, fsm.CmdComment, &fsm.CommentCommand{Now: s.now(), JobID: r.PathValue("id"),
-		Actor: fsm.Actor{Role: c.role}, Text: req.Text})
-	if err != nil {
-		return err
-	}
-	return s.answerJob(w, res)
+	res, index, err := s.queue.Comment(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role}, req.Text)
+	return s.answerJob(w, res, index, err)
 }

@@ -50,7 +50,7 @@ func TestDefaultReadCheckedAgainstLeaseAfterReading(t *testing.T) {
 	if _, r2 := e.fc.counts(); r2 != reads+2 {
 		t.Fatalf("lease lost, refusal: %d read indexes, want %d", r2, reads+2)
 	}
-	if got := e.srv.leaseMisses.Load(); got != 2 {
+	if got := e.srv.queue.Stats().LeaseMisses; got != 2 {
 		t.Fatalf("lease misses %d, want 2", got)
 	}
 }
@@ -62,11 +62,11 @@ func TestLocalHeartbeatCheckedAgainstLeaseAfterReading(t *testing.T) {
 	e.create(map[string]interface{}{"payload": "p"})
 	a := e.workerClaim(leftTok, `{"worker_id":"w-1"}`)
 	body := fmt.Sprintf(`{"worker_id":"w-1","job_id":%q,"attempt_id":%q,"lease_token":%q}`, a["job_id"], a["attempt_id"], a["lease_token"])
-	before := e.srv.localHeartbeats.Load()
+	before := e.srv.queue.Stats().LocalHeartbeats
 	if r := e.do("POST", "/internal/worker/heartbeat", leftTok, body); r.Code != 200 {
 		t.Fatalf("heartbeat: %d %s", r.Code, r.Body)
 	}
-	if e.srv.localHeartbeats.Load() != before+1 {
+	if e.srv.queue.Stats().LocalHeartbeats != before+1 {
 		t.Fatal("fresh lease not answered locally")
 	}
 	e.fc.mu.Lock()
@@ -76,7 +76,7 @@ func TestLocalHeartbeatCheckedAgainstLeaseAfterReading(t *testing.T) {
 	if r := e.do("POST", "/internal/worker/heartbeat", leftTok, body); r.Code != 200 {
 		t.Fatalf("heartbeat with the lease gone: %d %s", r.Code, r.Body)
 	}
-	if e.srv.localHeartbeats.Load() != before+1 {
+	if e.srv.queue.Stats().LocalHeartbeats != before+1 {
 		t.Fatal("answered locally although the lease ran out during the read")
 	}
 	if _, r2 := e.fc.counts(); r2 != reads+1 {

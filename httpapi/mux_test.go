@@ -60,7 +60,7 @@ func TestMuxUpgradeRefusals(t *testing.T) {
 // its own token and role count (not the upgrade's), bad input gets the same
 // JSON error, an oversized body gets 413 and leaves the connection usable.
 func TestMuxAnswersAsHTTP(t *testing.T) {
-	e := newEnv(t, func(cfg *Config) { cfg.MaxBodyBytes = 2048 })
+	e := newEnv(t, func(cfg *envConfig) { cfg.MaxBodyBytes = 2048 })
 	ts := httptest.NewServer(e.h)
 	defer ts.Close()
 	c := muxDial(t, ts.URL, leftTok)
@@ -142,7 +142,7 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 func TestFollowerShutdownEndsForwardedLongPolls(t *testing.T) {
 	leader, follower, _ := relayPair(t)
 	shutdownWithParkedClaim(t, follower, leader, follower)
-	waitUntil(t, "the leader to drop the claim", func() bool { return leader.srv.claimWaiters.Load() == 0 })
+	waitUntil(t, "the leader to drop the claim", func() bool { return leader.srv.queue.Stats().ClaimWaiters == 0 })
 	id := leader.create(map[string]interface{}{"payload": 1})["id"].(string)
 	if j := leader.job(id); j.State != "queued" {
 		t.Fatalf("job state %s, want queued", j.State)
@@ -158,7 +158,7 @@ func shutdownWithParkedClaim(t *testing.T, via, parks, stop *env) {
 	go func() {
 		done <- via.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w1","max_wait_ms":30000}`)
 	}()
-	waitUntil(t, "the claim to park", func() bool { return parks.srv.claimWaiters.Load() == 1 })
+	waitUntil(t, "the claim to park", func() bool { return parks.srv.queue.Stats().ClaimWaiters == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	stop.srv.Shutdown(ctx)

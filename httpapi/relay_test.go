@@ -76,9 +76,9 @@ func TestRelayPropagatesCancel(t *testing.T) {
 	go func() {
 		done <- follower.doCtx(ctx, "POST", "/internal/worker/claim", leftTok, `{"worker_id":"w1","max_wait_ms":20000}`)
 	}()
-	waitUntil(t, "the claim to park on the leader", func() bool { return leader.srv.claimWaiters.Load() == 1 })
+	waitUntil(t, "the claim to park on the leader", func() bool { return leader.srv.queue.Stats().ClaimWaiters == 1 })
 	cancel()
-	waitUntil(t, "the leader to drop the claim", func() bool { return leader.srv.claimWaiters.Load() == 0 })
+	waitUntil(t, "the leader to drop the claim", func() bool { return leader.srv.queue.Stats().ClaimWaiters == 0 })
 	<-done
 	// The job created afterwards is not claimed for the departed caller.
 	id := leader.create(map[string]interface{}{"payload": 1})["id"].(string)
@@ -95,7 +95,7 @@ func TestRelayAnswerLost(t *testing.T) {
 	go func() {
 		done <- follower.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w1","max_wait_ms":20000}`)
 	}()
-	waitUntil(t, "the claim to park on the leader", func() bool { return leader.srv.claimWaiters.Load() == 1 })
+	waitUntil(t, "the claim to park on the leader", func() bool { return leader.srv.queue.Stats().ClaimWaiters == 1 })
 	leader.srv.Close() // closes the relay connections it serves
 	r := <-done
 	r.apiErr(t, http.StatusServiceUnavailable, codeOutcomeUnknown)
@@ -106,7 +106,7 @@ func TestRelayAnswerLost(t *testing.T) {
 // difference.
 func TestRelayRefusedFallsBackToHTTP(t *testing.T) {
 	leader, _, ts := relayPair(t)
-	follower := newEnv(t, func(cfg *Config) { cfg.Tokens.Add(RoleHead, "another-head-token") })
+	follower := newEnv(t, func(cfg *envConfig) { cfg.Tokens.Add(RoleHead, "another-head-token") })
 	follower.fc.id = "n3"
 	follower.fc.setFollower("n1", ts.URL)
 	r := follower.do("POST", "/jobs", headTok, `{"payload":7}`)

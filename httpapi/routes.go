@@ -30,6 +30,7 @@ func (s *Server) routes() {
 	s.route("POST", "/jobs/{id}/comment", kindWrite, allowAll, s.handleComment)
 
 	s.route("POST", "/blobs", kindWrite, allowAll, s.handleBlobPut)
+	s.bodyLimits = map[string]int64{"POST /blobs": s.queue.Config().MaxBlobBytes + 1<<20} // multipart framing
 	s.route("GET", "/blobs/{id}", kindPublic, allowPublic, s.authorized(allowAll, s.handleBlobGet))
 
 	s.route("POST", "/internal/worker/claim", kindLongPoll, allowClaws, s.handleWorkerClaim)

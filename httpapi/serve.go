@@ -1,17 +1,15 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/spine-queue/spine/api/wire"
-	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/queue"
 )
 
 // The request wrapper: every route runs through serve, which authenticates,
@@ -27,17 +25,13 @@ const (
 	kindWrite              // write: on the leader, else forwarded
 	// kindLocalFirst is a write whose handler may answer from this node's
 	// own state when no entry is needed (a heartbeat on a fresh lease); it
-	// runs with call.local set on a follower and returns errNeedLeader to
+	// runs with call.local set on a follower and returns queue.ErrNeedLeader to
 	// have the request forwarded.
 	kindLocalFirst
 	// kindLongPoll is a write that may wait for work (the worker claim): a
 	// follower stopping gracefully ends its forwarded wait early.
 	kindLongPoll
 )
-
-// errNeedLeader is returned by a kindLocalFirst handler that cannot answer
-// on this follower.
-var errNeedLeader = errors.New("needs the leader")
 
 // call carries what the wrapper learned about a request.
 type call struct {
@@ -143,46 +137,45 @@ func (s *Server) setLeaderHeaders(w http.ResponseWriter) {
 	h.Set(headerIndex, strconv.FormatUint(s.cluster.AppliedIndex(), 10))
 }
 
+// setIndex names the state an answer reflects; 0 leaves the applied index
+// setLeaderHeaders named.
 func (s *Server) setIndex(w http.ResponseWriter, index uint64) {
+	if index == 0 {
+		return
+	}
 	w.Header().Set(headerIndex, strconv.FormatUint(index, 10))
 }
 
-// serveRead serves a read at the consistency the caller asked for.
+// serveRead serves a read at the consistency the caller asked for, from
+// this node's state when the service may answer here, else on the leader.
 func (s *Server) serveRead(w http.ResponseWriter, r *http.Request, c *call, h handlerFunc) error {
+	level := queue.ReadDefault
 	q := r.URL.Query()
 	if _, stale := q["stale"]; stale && q.Get("stale") != "false" {
-		s.setIndex(w, s.cluster.AppliedIndex())
-		return h(w, r, c)
+		level = queue.ReadStale
+	} else if c.consistent {
+		level = queue.ReadConsistent
 	}
-	if !s.cluster.IsLeader() {
+	// A tentative answer is held back until the service knows the read
+	// lease outlived the read (queue.Service.Read).
+	var held *heldResponse
+	err := s.queue.Read(r.Context(), level, func(index uint64, tentative bool) error {
+		held = nil
+		if tentative {
+			held = newHeldResponse()
+			s.setIndex(held, index)
+			return h(held, r, c)
+		}
+		s.setIndex(w, index)
+		return h(w, r, c)
+	})
+	if errors.Is(err, queue.ErrNotLeader) {
 		return s.forwardRead(w, r, c, h)
 	}
-	if !c.consistent {
-		// A default read is answered from this node's state while it holds
-		// the leader's read lease, which is checked after the read: a leader
-		// paused mid-read (SIGSTOP, a stalled VM) wakes to find the lease
-		// gone and answers from a quorum round instead, or sends the read
-		// on to the leader that replaced it.
-		held := newHeldResponse()
-		s.setIndex(held, s.cluster.AppliedIndex())
-		err := h(held, r, c)
-		if s.cluster.StillRecent() {
-			return held.release(w, err)
-		}
-		s.leaseMisses.Add(1)
-		if !s.cluster.IsLeader() {
-			return s.forwardRead(w, r, c, h)
-		}
+	if held != nil {
+		return held.release(w, err)
 	}
-	idx, err := s.cluster.ConsistentIndex(r.Context())
-	if err != nil {
-		return err
-	}
-	if err := s.cluster.WaitForApplied(r.Context(), idx); err != nil {
-		return err
-	}
-	s.setIndex(w, s.cluster.AppliedIndex())
-	return h(w, r, c)
+	return err
 }
 
 // forwardRead sends a read this node cannot answer to the leader.
@@ -197,9 +190,9 @@ func (s *Server) forwardRead(w http.ResponseWriter, r *http.Request, c *call, h 
 // not the leader. With localFirst a follower first lets the handler try to
 // answer from its own state.
 func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, c *call, h handlerFunc, localFirst bool) error {
-	limit := s.cfg.MaxBodyBytes
-	if r.URL.Path == "/blobs" {
-		limit = s.cfg.MaxBlobBytes + 1<<20 // multipart framing
+	limit, ok := s.bodyLimits[r.Pattern]
+	if !ok {
+		limit = s.cfg.MaxBodyBytes
 	}
 	body, inMemory := wire.BodyBytes(r.Body) // a request from a mux or relay frame
 	if inMemory && int64(len(body)) > limit {
@@ -219,7 +212,7 @@ func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, c *call, h h
 		c.local = true
 		err := h(w, r, c)
 		c.local = false
-		if !errors.Is(err, errNeedLeader) {
+		if !errors.Is(err, queue.ErrNeedLeader) {
 			return err
 		}
 	}
@@ -243,43 +236,4 @@ func decode(c *call, v interface{}) error {
 		return errorf(http.StatusBadRequest, codeInvalidJSON, "malformed JSON body: %v", err)
 	}
 	return nil
-}
-
-// apply proposes a command on the leader and returns the state machine's
-// result. A refused command comes back as an error carrying the job.
-func (s *Server) apply(ctx context.Context, w http.ResponseWriter, t fsm.CommandType, cmd interface{}) (*fsm.Result, error) {
-	data, err := fsm.Encode(t, cmd)
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxEntryBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge, codeTooLarge,
-			"the %s would make a %d-byte log entry; payload, result, stdout and stderr together must stay under %d bytes (upload large outputs as blobs and pass their ids)",
-			t, len(data), MaxEntryBytes)
-	}
-	resp, index, err := s.cluster.Apply(ctx, data)
-	if err != nil {
-		return nil, err
-	}
-	if w != nil {
-		s.setIndex(w, index)
-	}
-	res, ok := resp.(*fsm.Result)
-	if !ok {
-		return nil, fmt.Errorf("apply %s: unexpected response %T", t, resp)
-	}
-	return s.result(res)
-}
-
-// result turns the state machine's refusal into the API's error, carrying
-// the job it refers to.
-func (s *Server) result(res *fsm.Result) (*fsm.Result, error) {
-	if res.Err != nil {
-		ae := classify(res.Err)
-		if res.Job != nil {
-			ae.Job = viewJob(res.Job)
-		}
-		return res, ae
-	}
-	return res, nil
 }

@@ -4,28 +4,23 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/spine-queue/spine/api/wire"
 	"github.com/spine-queue/spine/cluster"
-	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/queue"
 )
 
-// Cluster is what the API needs of the replication layer (*cluster.Node).
+// Cluster is what the API needs of the replication layer (*cluster.Node):
+// where the leader is, to route requests, and membership. Everything about
+// the queue goes through the service (package queue).
 type Cluster interface {
 	ID() string
-	Apply(ctx context.Context, cmd []byte) (interface{}, uint64, error)
 	IsLeader() bool
 	Leader() (id, httpAddr string)
 	LeaderCh() <-chan struct{}
-	ConsistentIndex(ctx context.Context) (uint64, error)
-	RecentIndex() (index uint64, ok bool)
-	StillRecent() bool
-	WaitForApplied(ctx context.Context, index uint64) error
 	AppliedIndex() uint64
 	Status(ctx context.Context) (cluster.Status, error)
 	AddVoter(ctx context.Context, m cluster.Member) error
@@ -33,26 +28,14 @@ type Cluster interface {
 	TransferLeadership(ctx context.Context, to string) error
 }
 
-// State is what the API needs of the job state machine (*fsm.FSM).
-type State interface {
-	// Read is a consistent view; Peek is for point lookups on hot paths
-	// (see fsm.Reader).
-	Read() *fsm.Reader
-	Peek() *fsm.Reader
-}
-
-// Config configures the API server. Zero values take the documented defaults.
+// Config configures the API server. Zero values take the documented
+// defaults. The queue's own settings (lease, limits, clock) are the
+// service's (queue.Config).
 type Config struct {
 	// Tokens are the accepted bearer tokens; at least one is required.
 	Tokens *Tokens
-	// Lease is the default lease of a claim (LEASE_SECONDS; default 300s).
-	Lease time.Duration
 	// MaxBodyBytes caps JSON request bodies (default 1 MiB).
 	MaxBodyBytes int64
-	// MaxBlobBytes caps an uploaded blob (SPINE_MAX_BLOB_BYTES; default 8 MiB).
-	MaxBlobBytes int64
-	// MaxClaimWait caps a worker claim's max_wait_ms (default 30s).
-	MaxClaimWait time.Duration
 	// LeaderHold is how long a request waits for a leader during an
 	// election before answering 503 (default 5s).
 	LeaderHold time.Duration
@@ -64,26 +47,16 @@ type Config struct {
 	// (negative: unknown, and then omitted).
 	TimerSlack func() time.Duration
 	Logger     hclog.Logger
-	// LeaseRenewFraction: a heartbeat writes a log entry only when it would
-	// move the lease's expiry by at least this fraction of the lease; one
-	// that comes sooner is answered from the committed lease after a read
-	// index (SPINE_LEASE_RENEW_FRACTION; the server's default is 0.1).
-	// Unlike the other fields, zero is not replaced by a default: it means
-	// every heartbeat is written.
-	LeaseRenewFraction float64
 	// DisableRelay makes this node forward every request to the leader as
 	// its own HTTP exchange instead of over the relay connection.
 	DisableRelay bool
-	// Now and NewID are the leader's clock and id source (tests replace them).
-	Now   func() time.Time
-	NewID func() string
 }
 
 // Server is the HTTP API of one node.
 type Server struct {
 	cfg     Config
 	cluster Cluster
-	state   State
+	queue   *queue.Service
 	logger  hclog.Logger
 	router  *http.ServeMux
 	// routes are the served "METHOD /pattern"s; methods is each pattern's
@@ -91,14 +64,9 @@ type Server struct {
 	routeList []string
 	methods   map[string][]string
 	fwd       *http.Client
-	// claimWaiters counts worker claims waiting in a long poll on this node.
-	claimWaiters atomic.Int64
-	// localHeartbeats counts heartbeats this node answered from its own
-	// recent state: no entry, no forward, no quorum round.
-	localHeartbeats atomic.Uint64
-	// leaseMisses counts answers from local state withheld because the
-	// node's lease (leader) or contact (follower) ran out while it read.
-	leaseMisses atomic.Uint64
+	// bodyLimits are the routes whose bodies may be larger than
+	// MaxBodyBytes, by pattern.
+	bodyLimits map[string]int64
 
 	// relay: this node's connection to the leader (follower side) and the
 	// connections followers opened to it (leader side); see relay.go.
@@ -126,30 +94,16 @@ const (
 	headerMinIndex = "X-Spine-Min-Index"
 )
 
-// MaxEntryBytes caps one replicated command. Large Raft entries delay
-// heartbeats and cause needless elections, so every entry stays well under
-// 512 KiB; bigger content goes through /blobs, which is chunked.
-const MaxEntryBytes = 384 << 10
-
-// New builds the API server.
-func New(cfg Config, c Cluster, st State) (*Server, error) {
+// New builds the API server of a node, serving q.
+func New(cfg Config, c Cluster, q *queue.Service) (*Server, error) {
 	if cfg.Tokens == nil || cfg.Tokens.Len() == 0 {
 		return nil, errors.New("httpapi: no token configured: set HEAD_TOKEN(S), LEFT_CLAW_TOKEN(S) or RIGHT_CLAW_TOKEN(S)")
 	}
 	if err := cfg.Tokens.check(); err != nil {
 		return nil, err
 	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = 300 * time.Second
-	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
-	}
-	if cfg.MaxBlobBytes <= 0 {
-		cfg.MaxBlobBytes = 8 << 20
-	}
-	if cfg.MaxClaimWait <= 0 {
-		cfg.MaxClaimWait = 30 * time.Second
 	}
 	if cfg.LeaderHold <= 0 {
 		cfg.LeaderHold = 5 * time.Second
@@ -157,13 +111,7 @@ func New(cfg Config, c Cluster, st State) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.NewID == nil {
-		cfg.NewID = func() string { return uuid.NewString() }
-	}
-	s := &Server{cfg: cfg, cluster: c, state: st, logger: cfg.Logger.Named("http"), fwd: newForwardClient(),
+	s := &Server{cfg: cfg, cluster: c, queue: q, logger: cfg.Logger.Named("http"), fwd: newForwardClient(),
 		relayKey: relayKey(cfg.Tokens)}
 	s.relay = &wire.Pool{Path: wire.RelayPath, Protocol: wire.RelayProtocol, Single: true}
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
@@ -208,6 +156,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	// hold the drain up to its deadline and then be cut off (an outcome
 	// their callers could not know); their claws poll again elsewhere.
 	s.stopDraining()
+	s.queue.Drain()
 	s.muxSrv.Shutdown(ctx)
 	s.relaySrv.Shutdown(ctx)
 }
@@ -220,5 +169,3 @@ func (s *Server) Close() {
 	s.relaySrv.Close()
 	s.muxSrv.Close()
 }
-
-func (s *Server) now() int64 { return s.cfg.Now().UnixNano() }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 
 	"net/http"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/queue"
 )
 
 type workerClaimRequest struct {
@@ -35,97 +35,30 @@ type workerClaimAnswer struct {
 // the job last entered its stream.
 func messageID(j *fsm.Job) string { return strconv.FormatUint(j.QueueIndex, 10) }
 
-// handleWorkerClaim claims the oldest job of the first stream that has one.
-// With nothing to claim it waits — on a watch of its queue lanes in the state store, so
-// it wakes as soon as a matching job is committed — up to max_wait_ms.
+// handleWorkerClaim claims the oldest job of the first stream that has one,
+// waiting up to max_wait_ms for one (queue.Service.ClaimNext).
 func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *call) error {
 	var req workerClaimRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if req.WorkerID == "" || len(req.WorkerID) > 128 {
-		return badRequest("worker_id is required (at most 128 bytes)")
-	}
-	if len(req.Streams) == 0 {
-		req.Streams = []string{fsm.DefaultStream}
-	}
-	if len(req.Streams) > 32 {
-		return badRequest("at most 32 streams per claim")
-	}
-	for _, st := range req.Streams {
-		if !nameRE.MatchString(st) {
-			return badRequest("stream %q is not a valid stream name", st)
-		}
-	}
 	if req.MaxWaitMS < 0 {
 		return badRequest("max_wait_ms must not be negative")
 	}
 	// Cap in milliseconds first: a huge max_wait_ms would overflow a Duration.
-	wait := time.Duration(min(req.MaxWaitMS, s.cfg.MaxClaimWait.Milliseconds())) * time.Millisecond
-	ctx, cancel := context.WithTimeout(r.Context(), wait)
-	defer cancel()
-	// A node shutting down ends the wait early (Shutdown).
-	defer context.AfterFunc(s.draining, cancel)()
-
-	targets := []string{c.role, req.WorkerID}
-	actor := fsm.Actor{Role: c.role, WorkerID: req.WorkerID}
-	s.claimWaiters.Add(1)
-	defer s.claimWaiters.Add(-1)
-	for {
-		j, ws := s.state.Peek().NextClaimable(req.Streams, targets)
-		if j != nil {
-			cmd := fsm.ClaimCommand{Now: s.now(), Streams: req.Streams, Targets: targets, Actor: actor,
-				AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
-			// The claim is applied under a context the caller's departure does
-			// not cancel: cancelling mid-apply would leave a claim that may have
-			// committed with nobody to answer or release it (a job stuck running
-			// until its lease expires). Knowing the outcome, a departed caller's
-			// job is given back at once.
-			actx, acancel := context.WithTimeout(context.WithoutCancel(r.Context()), claimApplyTimeout)
-			res, err := s.apply(actx, w, fsm.CmdClaim, &cmd)
-			acancel()
-			if err != nil {
-				return err
-			}
-			if res.Claimed {
-				if r.Context().Err() != nil {
-					// The caller left while the claim committed: give the job back now
-					// rather than leaving it to the reaper.
-					s.giveBack(res.Job)
-					return r.Context().Err()
-				}
-				writeJSON(w, http.StatusOK, s.claimAnswer(res.Job))
-				return nil
-			}
-			// Another claimant won the race; look again.
-			continue
-		}
-		if err := ws.WatchCtx(ctx); err != nil {
-			if r.Context().Err() != nil {
-				return r.Context().Err()
-			}
-			writeJSON(w, http.StatusOK, workerClaimAnswer{Claimed: false})
-			return nil
-		}
-		if !s.cluster.IsLeader() {
-			return errorf(http.StatusServiceUnavailable, codeNoLeader, "this node lost leadership while the claim waited; retry")
-		}
-	}
-}
-
-// claimApplyTimeout bounds the apply of one claim (see handleWorkerClaim).
-const claimApplyTimeout = 10 * time.Second
-
-func (s *Server) giveBack(j *fsm.Job) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l := j.Lease
-	_, err := s.apply(ctx, nil, fsm.CmdRelease, &fsm.ReleaseCommand{Now: s.now(),
-		Ref:   fsm.LeaseRef{JobID: j.ID, AttemptID: l.AttemptID, Token: l.Token},
-		Actor: fsm.Actor{Role: l.Owner, WorkerID: l.WorkerID}, Reason: "claimant disconnected before the answer"})
+	wait := time.Duration(min(req.MaxWaitMS, s.queue.Config().MaxClaimWait.Milliseconds())) * time.Millisecond
+	j, index, err := s.queue.ClaimNext(r.Context(), queue.ClaimNextInput{Streams: req.Streams,
+		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Wait: wait})
+	s.setIndex(w, index)
 	if err != nil {
-		s.logger.Warn("could not release a job claimed for a departed caller; the reaper will", "job", j.ID, "error", err)
+		return err
 	}
+	if j == nil {
+		writeJSON(w, http.StatusOK, workerClaimAnswer{Claimed: false})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, s.claimAnswer(j))
+	return nil
 }
 
 func (s *Server) claimAnswer(j *fsm.Job) workerClaimAnswer {
@@ -185,8 +118,8 @@ func (s *Server) handleWorkerHeartbeat(w http.ResponseWriter, r *http.Request, c
 	if err := req.validate(false); err != nil {
 		return err
 	}
-	res, err := s.heartbeat(r.Context(), w, c, &fsm.HeartbeatCommand{Now: s.now(), Ref: req.lease(),
-		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, LeaseNanos: s.cfg.Lease.Nanoseconds()})
+	res, index, err := s.queue.Heartbeat(r.Context(), s.heartbeatInput(c, req.lease(), fsm.Actor{Role: c.role, WorkerID: req.WorkerID}))
+	s.setIndex(w, index)
 	if err != nil {
 		return s.workerRefusal(w, err)
 	}
@@ -207,8 +140,9 @@ func (s *Server) handleWorkerComplete(w http.ResponseWriter, r *http.Request, c 
 	if err := req.validate(true); err != nil {
 		return err
 	}
-	res, err := s.apply(r.Context(), w, fsm.CmdComplete, &fsm.CompleteCommand{Now: s.now(), Ref: req.lease(),
+	res, index, err := s.queue.Complete(r.Context(), queue.CompleteInput{Ref: req.lease(),
 		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
+	s.setIndex(w, index)
 	if err != nil {
 		return s.workerRefusal(w, err)
 	}
@@ -233,8 +167,9 @@ func (s *Server) handleWorkerFail(w http.ResponseWriter, r *http.Request, c *cal
 	if err != nil {
 		return err
 	}
-	res, err := s.apply(r.Context(), w, fsm.CmdFail, &fsm.FailCommand{Now: s.now(), Ref: req.lease(),
+	res, index, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: req.lease(),
 		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Error: je, Requeue: je.Retryable, Stdout: req.Stdout, Stderr: req.Stderr})
+	s.setIndex(w, index)
 	if err != nil {
 		return s.workerRefusal(w, err)
 	}
@@ -247,14 +182,7 @@ func (s *Server) handleDLQList(w http.ResponseWriter, r *http.Request, c *call) 
 	if err != nil {
 		return err
 	}
-	switch f.State {
-	case "":
-		f.Visible = func(j *fsm.Job) bool { return j.State == fsm.StateFailed || j.State == fsm.StateDead }
-	case fsm.StateFailed, fsm.StateDead:
-	default:
-		return badRequest("the dead-letter view holds only failed and dead jobs")
-	}
-	jobs, next, err := s.state.Read().List(f)
+	jobs, next, err := s.queue.ListDLQ(f)
 	if err != nil {
 		return err
 	}
@@ -263,9 +191,6 @@ func (s *Server) handleDLQList(w http.ResponseWriter, r *http.Request, c *call) 
 }
 
 func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, c *call) error {
-	res, err := s.apply(r.Context(), w, fsm.CmdRedrive, &fsm.RedriveCommand{Now: s.now(), JobID: r.PathValue("id"), Actor: fsm.Actor{Role: c.role}})
-	if err != nil {
-		return err
-	}
-	return s.answerJob(w, res)
+	res, index, err := s.queue.Redrive(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role})
+	return s.answerJob(w, res, index, err)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/spine-queue/spine/internal/timerslack"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +18,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/spine-queue/spine/internal/timerslack"
+	"github.com/spine-queue/spine/queue"
 
 	"github.com/hashicorp/go-hclog"
 	gometrics "github.com/hashicorp/go-metrics/compat"
@@ -269,19 +271,20 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		ln.Close()
 		return err
 	}
+	svc := queue.New(queue.Config{Lease: cfg.Lease, MaxBlobBytes: cfg.MaxBlobBytes,
+		LeaseRenewFraction: cfg.LeaseRenewFraction, Logger: logger}, node, machine)
 	api, err := httpapi.New(httpapi.Config{
-		Tokens: cfg.Tokens, Lease: cfg.Lease, MaxBlobBytes: cfg.MaxBlobBytes, SkillMD: skill,
-		CPUSeconds: cpuSeconds, TimerSlack: timerslack.Now, Logger: logger, DisableRelay: cfg.NoRelay,
-		LeaseRenewFraction: cfg.LeaseRenewFraction,
-	}, node, machine)
+		Tokens: cfg.Tokens, SkillMD: skill, CPUSeconds: cpuSeconds, TimerSlack: timerslack.Now,
+		Logger: logger, DisableRelay: cfg.NoRelay,
+	}, node, svc)
 	if err != nil {
 		node.Shutdown()
 		ln.Close()
 		return err
 	}
-	node.RunWhileLeader("reaper", newReaper(node, machine, cfg.ReaperInterval, cfg.LeaseGrace, logger.Named("reaper")).run)
+	node.RunWhileLeader("reaper", svc.Reaper(cfg.ReaperInterval, cfg.LeaseGrace))
 	if cfg.Retention > 0 {
-		node.RunWhileLeader("retention", newPurger(node, machine, cfg.Retention, logger.Named("retention")).run)
+		node.RunWhileLeader("retention", svc.Purger(cfg.Retention))
 	}
 
 	handler := api.Handler()

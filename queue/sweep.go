@@ -1,4 +1,4 @@
-package main
+package queue
 
 import (
 	"context"
@@ -13,20 +13,13 @@ import (
 // entries small and applies short.
 const sweepBatch = 512
 
-type applier interface {
-	Apply(ctx context.Context, cmd []byte) (interface{}, uint64, error)
-}
-
-type stateReader interface{ Read() *fsm.Reader }
-
 // sweeper runs on the leader only: every interval it proposes a time-driven
 // command stamped with the leader's clock, while there is work for it. The
 // state machine re-checks every job against the time in the entry when it
 // applies, so whatever committed first (a heartbeat, say) wins.
 type sweeper struct {
 	name     string
-	node     applier
-	state    stateReader
+	svc      *Service
 	interval time.Duration
 	// grace delays the first sweep after gaining leadership (the reaper's:
 	// claimants whose heartbeats failed during the election get time to
@@ -64,18 +57,17 @@ func (s *sweeper) run(ctx context.Context) {
 
 func (s *sweeper) sweepOnce(ctx context.Context) {
 	for ctx.Err() == nil {
-		now := time.Now().UnixNano()
-		if !s.due(s.state.Read(), now) {
+		now := s.svc.now()
+		if !s.due(s.svc.state.Read(), now) {
 			return
 		}
 		t, cmd := s.command(now)
-		resp, _, err := s.node.Apply(ctx, fsm.MustEncode(t, cmd))
+		res, _, err := s.svc.Propose(ctx, t, cmd)
 		if err != nil {
 			s.logger.Warn(s.name+" failed", "error", err)
 			return
 		}
-		res, _ := resp.(*fsm.Result)
-		if res == nil || len(res.Jobs) == 0 {
+		if len(res.Jobs) == 0 {
 			return
 		}
 		s.done(res)
@@ -85,11 +77,13 @@ func (s *sweeper) sweepOnce(ctx context.Context) {
 	}
 }
 
-// newReaper returns expired leases to the queue (or kills jobs at their
-// attempt limit).
-func newReaper(node applier, state stateReader, interval, grace time.Duration, logger hclog.Logger) *sweeper {
-	return &sweeper{
-		name: "reaper", node: node, state: state, interval: interval, grace: grace, logger: logger,
+// Reaper returns the leader's reaper, to run while this node leads
+// (cluster.Node.RunWhileLeader): every interval it returns expired leases
+// to their queues (or kills jobs at their attempt limit), after grace.
+func (s *Service) Reaper(interval, grace time.Duration) func(context.Context) {
+	logger := s.cfg.Logger.Named("reaper")
+	sw := &sweeper{
+		name: "reaper", svc: s, interval: interval, grace: grace, logger: logger,
 		due: func(r *fsm.Reader, now int64) bool {
 			next := r.NextLeaseExpiry()
 			return next != 0 && next <= now
@@ -103,13 +97,16 @@ func newReaper(node applier, state stateReader, interval, grace time.Duration, l
 			}
 		},
 	}
+	return sw.run
 }
 
-// newPurger deletes done jobs that finished more than retention ago.
-func newPurger(node applier, state stateReader, retention time.Duration, logger hclog.Logger) *sweeper {
+// Purger returns the leader's purger, to run while this node leads: it
+// deletes done jobs that finished more than retention ago.
+func (s *Service) Purger(retention time.Duration) func(context.Context) {
+	logger := s.cfg.Logger.Named("retention")
 	interval := min(max(retention/10, 100*time.Millisecond), time.Minute)
-	return &sweeper{
-		name: "retention", node: node, state: state, interval: interval, logger: logger,
+	sw := &sweeper{
+		name: "retention", svc: s, interval: interval, logger: logger,
 		due: func(r *fsm.Reader, now int64) bool {
 			oldest := r.OldestFinished()
 			return oldest != 0 && oldest < now-retention.Nanoseconds()
@@ -121,4 +118,5 @@ func newPurger(node applier, state stateReader, retention time.Duration, logger 
 			logger.Info("purged finished jobs past retention", "jobs", len(res.Jobs), "retention", retention)
 		},
 	}
+	return sw.run
 }

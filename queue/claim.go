@@ -1,0 +1,107 @@
+package queue
+
+import (
+	"context"
+	"time"
+
+	"github.com/spine-queue/spine/fsm"
+)
+
+// MaxClaimStreams caps the streams one claim-next may name.
+const MaxClaimStreams = 32
+
+// ClaimNextInput asks for the oldest claimable job of the first of Streams
+// that has one, waiting up to Wait (capped by Config.MaxClaimWait) for one.
+type ClaimNextInput struct {
+	Streams []string
+	Actor   fsm.Actor
+	Wait    time.Duration
+}
+
+// claimApplyTimeout bounds the apply of one claim (see ClaimNext).
+const claimApplyTimeout = 10 * time.Second
+
+// ClaimNext claims the next job for in.Actor, on the leader. With nothing
+// to claim it waits on a watch of the named queue lanes in the state
+// store, so it wakes as soon as a matching job is committed. It returns a
+// nil job when none came within the wait or the node is draining, and
+// ErrLeadershipLost when this node stopped leading while it waited.
+//
+// A caller that leaves (ctx ends) while its claim commits does not leave a
+// job running with nobody to work it: the claim is applied under a context
+// the caller's departure does not cancel, and the job it took is given
+// back at once.
+func (s *Service) ClaimNext(ctx context.Context, in ClaimNextInput) (*fsm.Job, uint64, error) {
+	if in.Actor.WorkerID == "" || len(in.Actor.WorkerID) > 128 {
+		return nil, 0, invalid("worker_id is required (at most 128 bytes)")
+	}
+	streams := in.Streams
+	if len(streams) == 0 {
+		streams = []string{fsm.DefaultStream}
+	}
+	if len(streams) > MaxClaimStreams {
+		return nil, 0, invalid("at most %d streams per claim", MaxClaimStreams)
+	}
+	for _, st := range streams {
+		if !ValidName(st) {
+			return nil, 0, invalid("stream %q is not a valid stream name", st)
+		}
+	}
+	if in.Wait < 0 {
+		return nil, 0, invalid("the wait must not be negative")
+	}
+	wctx, cancel := context.WithTimeout(ctx, min(in.Wait, s.cfg.MaxClaimWait))
+	defer cancel()
+	// A node shutting down ends the wait early (Drain).
+	defer context.AfterFunc(s.draining, cancel)()
+
+	targets := []string{in.Actor.Role, in.Actor.WorkerID}
+	s.claimWaiters.Add(1)
+	defer s.claimWaiters.Add(-1)
+	for {
+		j, ws := s.state.Peek().NextClaimable(streams, targets)
+		if j != nil {
+			cmd := fsm.ClaimCommand{Now: s.now(), Streams: streams, Targets: targets, Actor: in.Actor,
+				AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
+			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), claimApplyTimeout)
+			res, index, err := s.Propose(actx, fsm.CmdClaim, &cmd)
+			acancel()
+			if err != nil {
+				return nil, index, err
+			}
+			if res.Claimed {
+				if ctx.Err() != nil {
+					// The caller left while the claim committed: give the job
+					// back now rather than leave it to the reaper.
+					s.giveBack(res.Job)
+					return nil, index, ctx.Err()
+				}
+				return res.Job, index, nil
+			}
+			// Another claimant won the race; look again.
+			continue
+		}
+		if err := ws.WatchCtx(wctx); err != nil {
+			if ctx.Err() != nil {
+				return nil, 0, ctx.Err()
+			}
+			return nil, s.cluster.AppliedIndex(), nil
+		}
+		if !s.cluster.IsLeader() {
+			return nil, 0, ErrLeadershipLost
+		}
+	}
+}
+
+// giveBack releases a job claimed for a caller that left before the answer.
+func (s *Service) giveBack(j *fsm.Job) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l := j.Lease
+	_, _, err := s.Propose(ctx, fsm.CmdRelease, &fsm.ReleaseCommand{Now: s.now(),
+		Ref:   fsm.LeaseRef{JobID: j.ID, AttemptID: l.AttemptID, Token: l.Token},
+		Actor: fsm.Actor{Role: l.Owner, WorkerID: l.WorkerID}, Reason: "claimant disconnected before the answer"})
+	if err != nil {
+		s.logger.Warn("could not release a job claimed for a departed caller; the reaper will", "job", j.ID, "error", err)
+	}
+}

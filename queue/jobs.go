@@ -1,0 +1,214 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+
+	"github.com/spine-queue/spine/fsm"
+)
+
+// nameRE is what a stream, target or worker-contract stream name may be.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+// ValidName reports whether s may name a stream or a target.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+const (
+	maxAttemptsLimit = 1000
+	// MaxTextBytes caps a comment, a release reason and a job error.
+	MaxTextBytes      = 64 << 10
+	maxLeaseSeconds   = 7 * 24 * 3600
+	maxKeyBytes       = 256
+	maxTaskClassBytes = 128
+)
+
+// CreateInput is a new job. Nil pointers take the defaults; a set one must
+// be valid (an explicit zero attempts or lease, or an empty stream, is
+// refused rather than silently defaulted).
+type CreateInput struct {
+	Payload        json.RawMessage
+	MaxAttempts    *int
+	Target         string
+	Stream         *string
+	LeaseSeconds   *int64
+	TaskClass      string
+	IdempotencyKey string
+	Actor          fsm.Actor
+}
+
+// Create makes a job, or answers the job an earlier create with the same
+// idempotency key made (created false). index is the state the answer
+// reflects.
+func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, created bool, index uint64, err error) {
+	if len(in.Payload) == 0 || string(in.Payload) == "null" {
+		return nil, false, 0, invalid("payload is required (any JSON value but null)")
+	}
+	cmd := fsm.CreateCommand{Payload: in.Payload, TaskClass: in.TaskClass, Actor: in.Actor}
+	if in.MaxAttempts != nil {
+		if *in.MaxAttempts < 1 || *in.MaxAttempts > maxAttemptsLimit {
+			return nil, false, 0, invalid("maxAttempts must be between 1 and %d", maxAttemptsLimit)
+		}
+		cmd.MaxAttempts = *in.MaxAttempts
+	}
+	if in.Stream != nil {
+		if !ValidName(*in.Stream) {
+			return nil, false, 0, invalid("stream must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+		}
+		cmd.Stream = *in.Stream
+	}
+	if in.Target != "" {
+		if !ValidName(in.Target) {
+			return nil, false, 0, invalid("target must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+		}
+		cmd.Target = in.Target
+	}
+	if in.LeaseSeconds != nil {
+		if *in.LeaseSeconds < 1 || *in.LeaseSeconds > maxLeaseSeconds {
+			return nil, false, 0, invalid("leaseSeconds must be between 1 and %d", maxLeaseSeconds)
+		}
+		cmd.LeaseSeconds = *in.LeaseSeconds
+	}
+	if len(in.TaskClass) > maxTaskClassBytes {
+		return nil, false, 0, invalid("taskClass is too long")
+	}
+	if len(in.IdempotencyKey) > maxKeyBytes {
+		return nil, false, 0, invalid("idempotency key is longer than %d bytes", maxKeyBytes)
+	}
+	cmd.IdempotencyKey = in.IdempotencyKey
+	if key := in.IdempotencyKey; key != "" {
+		// A retried create is answered from the job it made, with no entry.
+		if j := s.state.Peek().JobByIdempotencyKey(key); j != nil {
+			return j, false, j.ModifyIndex, nil
+		}
+	}
+	cmd.Now, cmd.ID = s.now(), s.cfg.NewID()
+	res, index, err := s.Propose(ctx, fsm.CmdCreate, &cmd)
+	if err != nil {
+		return nil, false, index, err
+	}
+	return res.Job, !res.Duplicate, index, nil
+}
+
+// Visible reports whether role may see j: head sees everything, a claw the
+// untargeted jobs and those targeted at its role.
+func Visible(role string, j *fsm.Job) bool {
+	return role == fsm.HeadRole || j.Target == "" || j.Target == role
+}
+
+// Lookup reads a job role may see from r; a job it may not see is not
+// found (as is one that does not exist).
+func Lookup(r *fsm.Reader, role, id string) (*fsm.Job, error) {
+	j, err := r.Job(id)
+	if err != nil {
+		return nil, err
+	}
+	if !Visible(role, j) && !(j.Lease != nil && j.Lease.Owner == role) {
+		return nil, notFound(id)
+	}
+	return j, nil
+}
+
+// notFound is fsm's not-found error for a job id.
+func notFound(id string) error { return &jobNotFound{id: id} }
+
+type jobNotFound struct{ id string }
+
+func (e *jobNotFound) Error() string { return "job " + e.id + ": not found" }
+func (e *jobNotFound) Unwrap() error { return fsm.ErrNotFound }
+
+// List pages through the jobs role may see.
+func (s *Service) List(role string, f fsm.ListFilter) ([]*fsm.Job, uint64, error) {
+	if role != fsm.HeadRole {
+		f.Visible = func(j *fsm.Job) bool { return Visible(role, j) }
+	}
+	return s.state.Read().List(f)
+}
+
+// ListDLQ pages through the failed and dead jobs (f.State, if set, must be
+// one of them).
+func (s *Service) ListDLQ(f fsm.ListFilter) ([]*fsm.Job, uint64, error) {
+	switch f.State {
+	case "":
+		f.Visible = func(j *fsm.Job) bool { return j.State == fsm.StateFailed || j.State == fsm.StateDead }
+	case fsm.StateFailed, fsm.StateDead:
+	default:
+		return nil, 0, invalid("the dead-letter view holds only failed and dead jobs")
+	}
+	return s.state.Read().List(f)
+}
+
+// ClaimJob claims the job id for actor (the v0 claim by id).
+func (s *Service) ClaimJob(ctx context.Context, id string, actor fsm.Actor) (*fsm.Job, uint64, error) {
+	cmd := fsm.ClaimCommand{Now: s.now(), JobID: id, Targets: []string{actor.Role, actor.WorkerID}, Actor: actor,
+		AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
+	res, index, err := s.Propose(ctx, fsm.CmdClaim, &cmd)
+	if err != nil {
+		return nil, index, err
+	}
+	return res.Job, index, nil
+}
+
+// CompleteInput completes the attempt Ref names.
+type CompleteInput struct {
+	Ref            fsm.LeaseRef
+	Actor          fsm.Actor
+	Result         json.RawMessage
+	Stdout, Stderr string
+}
+
+// Complete completes an attempt. A repeat of an attempt's complete is
+// answered as the first (res.Duplicate).
+func (s *Service) Complete(ctx context.Context, in CompleteInput) (*fsm.Result, uint64, error) {
+	return s.Propose(ctx, fsm.CmdComplete, &fsm.CompleteCommand{Now: s.now(), Ref: in.Ref, Actor: in.Actor,
+		Result: in.Result, Stdout: in.Stdout, Stderr: in.Stderr})
+}
+
+// FailInput fails the attempt Ref names; Requeue puts the job back while it
+// has attempts left.
+type FailInput struct {
+	Ref            fsm.LeaseRef
+	Actor          fsm.Actor
+	Error          fsm.JobError
+	Requeue        bool
+	Stdout, Stderr string
+}
+
+// Fail fails an attempt.
+func (s *Service) Fail(ctx context.Context, in FailInput) (*fsm.Result, uint64, error) {
+	e := in.Error
+	if len(e.Message)+len(e.Stack)+len(e.Code) > MaxTextBytes {
+		return nil, 0, invalid("error is larger than %d bytes", MaxTextBytes)
+	}
+	return s.Propose(ctx, fsm.CmdFail, &fsm.FailCommand{Now: s.now(), Ref: in.Ref, Actor: in.Actor,
+		Error: e, Requeue: in.Requeue, Stdout: in.Stdout, Stderr: in.Stderr})
+}
+
+// Release gives a running job back to its queue without counting the
+// attempt.
+func (s *Service) Release(ctx context.Context, ref fsm.LeaseRef, actor fsm.Actor, reason string) (*fsm.Result, uint64, error) {
+	if len(reason) > MaxTextBytes {
+		return nil, 0, invalid("reason is larger than %d bytes", MaxTextBytes)
+	}
+	return s.Propose(ctx, fsm.CmdRelease, &fsm.ReleaseCommand{Now: s.now(), Ref: ref, Actor: actor, Reason: reason})
+}
+
+// Comment attaches a note to a job actor may see.
+func (s *Service) Comment(ctx context.Context, id string, actor fsm.Actor, text string) (*fsm.Result, uint64, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, 0, invalid("text is required")
+	}
+	if len(text) > MaxTextBytes {
+		return nil, 0, invalid("text is larger than %d bytes", MaxTextBytes)
+	}
+	if _, err := Lookup(s.state.Peek(), actor.Role, id); err != nil {
+		return nil, 0, err
+	}
+	return s.Propose(ctx, fsm.CmdComment, &fsm.CommentCommand{Now: s.now(), JobID: id, Actor: actor, Text: text})
+}
+
+// Redrive puts a failed or dead job back in its queue with fresh attempts.
+func (s *Service) Redrive(ctx context.Context, id string, actor fsm.Actor) (*fsm.Result, uint64, error) {
+	return s.Propose(ctx, fsm.CmdRedrive, &fsm.RedriveCommand{Now: s.now(), JobID: id, Actor: actor})
+}

@@ -1,0 +1,206 @@
+// Package queue is Spine's service layer: the one place that turns what a
+// caller asks for into a stamped command, proposes it through the cluster,
+// and maps the state machine's answer. It also runs what no single request
+// owns: the long-poll claim, the heartbeat fast path, and the leader's
+// timed sweeps (reaper, purger). Every way in to the queue (the HTTP API
+// today; task views, the web UI and MCP tools next) calls this package and
+// nothing below it, so a rule lives here once.
+//
+// The package speaks in fsm types. Turning them into JSON, statuses and
+// headers is the surface's job (package httpapi for HTTP).
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/spine-queue/spine/fsm"
+)
+
+// Cluster is what the service needs of the replication layer
+// (*cluster.Node): proposing entries and the read side of the log.
+type Cluster interface {
+	Apply(ctx context.Context, cmd []byte) (interface{}, uint64, error)
+	IsLeader() bool
+	ConsistentIndex(ctx context.Context) (uint64, error)
+	RecentIndex() (index uint64, ok bool)
+	StillRecent() bool
+	WaitForApplied(ctx context.Context, index uint64) error
+	AppliedIndex() uint64
+}
+
+// State is what the service reads of the job state machine (*fsm.FSM).
+type State interface {
+	// Read is a consistent view; Peek is for point lookups on hot paths
+	// (see fsm.Reader).
+	Read() *fsm.Reader
+	Peek() *fsm.Reader
+}
+
+// Config configures the service. Zero values take the documented defaults.
+type Config struct {
+	// Lease is the default lease of a claim (LEASE_SECONDS; default 300s).
+	Lease time.Duration
+	// MaxClaimWait caps how long a claim-next may wait for work (default 30s).
+	MaxClaimWait time.Duration
+	// MaxBlobBytes caps a stored blob (SPINE_MAX_BLOB_BYTES; default 8 MiB).
+	MaxBlobBytes int64
+	// LeaseRenewFraction: a heartbeat writes a log entry only when it would
+	// move the lease's expiry by at least this fraction of the lease; one
+	// that comes sooner is answered from the committed lease
+	// (SPINE_LEASE_RENEW_FRACTION). Zero is not replaced by a default: it
+	// means every heartbeat is written.
+	LeaseRenewFraction float64
+	Logger             hclog.Logger
+	// Now and NewID are the leader's clock and id source (tests replace them).
+	Now   func() time.Time
+	NewID func() string
+}
+
+// Service is the queue's operations on one node.
+type Service struct {
+	cfg     Config
+	cluster Cluster
+	state   State
+	logger  hclog.Logger
+
+	claimWaiters    atomic.Int64
+	localHeartbeats atomic.Uint64
+	leaseMisses     atomic.Uint64
+
+	// draining ends when Drain is called: claims waiting for work answer
+	// at once.
+	draining     context.Context
+	stopDraining context.CancelFunc
+}
+
+// New builds the service of one node.
+func New(cfg Config, c Cluster, st State) *Service {
+	if cfg.Lease <= 0 {
+		cfg.Lease = 300 * time.Second
+	}
+	if cfg.MaxClaimWait <= 0 {
+		cfg.MaxClaimWait = 30 * time.Second
+	}
+	if cfg.MaxBlobBytes <= 0 {
+		cfg.MaxBlobBytes = 8 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = uuid.NewString
+	}
+	s := &Service{cfg: cfg, cluster: c, state: st, logger: cfg.Logger.Named("queue")}
+	s.draining, s.stopDraining = context.WithCancel(context.Background())
+	return s
+}
+
+// Config is the service's configuration with defaults applied.
+func (s *Service) Config() Config { return s.cfg }
+
+// State is the state machine the service reads.
+func (s *Service) State() State { return s.state }
+
+// Drain ends every claim waiting for work (each answers that nothing was
+// claimed) and makes later ones answer at once: the node is stopping, and
+// its claimants should poll elsewhere rather than be cut off.
+func (s *Service) Drain() { s.stopDraining() }
+
+// Stats are the service's counters on this node.
+type Stats struct {
+	// ClaimWaiters: claims waiting for work now.
+	ClaimWaiters int64
+	// LocalHeartbeats: heartbeats confirmed from this node's own recent
+	// state (no entry, no forward, no quorum round).
+	LocalHeartbeats uint64
+	// LeaseMisses: answers from local state withheld because the node's
+	// lease (leader) or contact (follower) ran out while it read.
+	LeaseMisses uint64
+}
+
+// Stats reads the counters.
+func (s *Service) Stats() Stats {
+	return Stats{ClaimWaiters: s.claimWaiters.Load(), LocalHeartbeats: s.localHeartbeats.Load(), LeaseMisses: s.leaseMisses.Load()}
+}
+
+func (s *Service) now() int64 { return s.cfg.Now().UnixNano() }
+
+// MaxEntryBytes caps one replicated command. Large Raft entries delay
+// heartbeats and cause needless elections, so every entry stays well under
+// 512 KiB; bigger content goes through blobs, which are chunked.
+const MaxEntryBytes = 384 << 10
+
+// Errors of the service. Refusals by the state machine come back as a
+// *Refusal wrapping the fsm error (fsm.ErrNotFound, fsm.ErrStaleLease...);
+// failures of the cluster wrap its errors (cluster.ErrNotLeader,
+// cluster.ErrOutcomeUnknown...).
+var (
+	// ErrNeedLeader: a follower cannot answer from its own state; the
+	// request must go to the leader.
+	ErrNeedLeader = errors.New("queue: this needs the leader")
+	// ErrLeadershipLost: this node stopped being the leader while a claim
+	// waited for work; nothing was claimed.
+	ErrLeadershipLost = errors.New("this node lost leadership while the claim waited; retry")
+)
+
+// InputError is a request the service refuses before proposing anything.
+type InputError struct{ Message string }
+
+func (e *InputError) Error() string { return e.Message }
+
+func invalid(format string, args ...interface{}) *InputError {
+	return &InputError{Message: fmt.Sprintf(format, args...)}
+}
+
+// TooLargeError is a request whose content is over a limit.
+type TooLargeError struct{ Message string }
+
+func (e *TooLargeError) Error() string { return e.Message }
+
+// Refusal is a command the state machine applied and refused. Job is the
+// job it concerns, when there is one (its current state); Index is the
+// refusing entry's.
+type Refusal struct {
+	Err   error
+	Job   *fsm.Job
+	Index uint64
+}
+
+func (e *Refusal) Error() string { return e.Err.Error() }
+func (e *Refusal) Unwrap() error { return e.Err }
+
+// Propose encodes cmd, proposes it and returns the state machine's result
+// and the entry's index. A refusal is a *Refusal.
+func (s *Service) Propose(ctx context.Context, t fsm.CommandType, cmd interface{}) (*fsm.Result, uint64, error) {
+	data, err := fsm.Encode(t, cmd)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(data) > MaxEntryBytes {
+		return nil, 0, &TooLargeError{Message: fmt.Sprintf(
+			"the %s would make a %d-byte log entry; payload, result, stdout and stderr together must stay under %d bytes (upload large outputs as blobs and pass their ids)",
+			t, len(data), MaxEntryBytes)}
+	}
+	resp, index, err := s.cluster.Apply(ctx, data)
+	if err != nil {
+		return nil, 0, err
+	}
+	res, ok := resp.(*fsm.Result)
+	if !ok {
+		return nil, 0, fmt.Errorf("apply %s: unexpected response %T", t, resp)
+	}
+	if res.Err != nil {
+		return res, index, &Refusal{Err: res.Err, Job: res.Job, Index: index}
+	}
+	return res, index, nil
+}
