@@ -66,6 +66,11 @@ type Config struct {
 	// "http://127.0.0.1:36725". It travels in gossip metadata so every node
 	// can name the leader's URL. Required.
 	HTTPAddr string
+	// Commands is the highest command type this node's state machine
+	// applies (fsm.LatestCommand). It is gossiped, so a leader proposes a
+	// command type added in a rolling upgrade only once every server of
+	// the configuration applies it (AllServersApply).
+	Commands uint8
 	// Bootstrap makes this node bootstrap a new single-voter cluster with
 	// itself, but only if DataDir has no existing raft state.
 	Bootstrap bool
@@ -226,7 +231,7 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) meta() nodeMeta {
-	return nodeMeta{ID: c.NodeID, RaftAddr: c.RaftAddr, HTTPAddr: c.HTTPAddr}
+	return nodeMeta{ID: c.NodeID, RaftAddr: c.RaftAddr, HTTPAddr: c.HTTPAddr, Commands: c.Commands}
 }
 
 func (c *Config) raftConfig() *raft.Config {

@@ -20,6 +20,8 @@ type nodeMeta struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
+	// Commands is the highest command type the node applies (version.go).
+	Commands uint8 `json:"cmds,omitempty"`
 	// HashIndex and Hash are the node's latest state hash (hashcheck.go).
 	HashIndex uint64 `json:"hash_index,omitempty"`
 	Hash      string `json:"hash,omitempty"`
@@ -29,8 +31,9 @@ type nodeMeta struct {
 // join answer, from AddVoter or from peers.json.
 type peerInfo struct {
 	Member
-	alive  bool        // alive in memberlist right now
-	report *hashReport // its latest gossiped state hash
+	alive    bool        // alive in memberlist right now
+	report   *hashReport // its latest gossiped state hash
+	commands uint8       // the highest command type it applies, as gossiped
 }
 
 // peersFile is the JSON layout of DataDir/peers.json.
@@ -92,6 +95,9 @@ func (n *Node) gossipEvent(node *memberlist.Node, alive bool) {
 		p.HTTPAddr = meta.HTTPAddr
 	}
 	p.alive = alive
+	if len(node.Meta) > 0 {
+		p.commands = meta.Commands
+	}
 	n.peers[meta.ID] = p
 	n.peersMu.Unlock()
 	if alive {

@@ -101,41 +101,68 @@ func eligible(j *Job, targets []string) bool {
 	return j.Target == "" || slices.Contains(targets, j.Target)
 }
 
-func (a *applier) claim(c *ClaimCommand) *Result {
-	if c.AttemptID == "" || c.LeaseToken == "" || c.LeaseNanos <= 0 {
-		return fail(fmt.Errorf("claim: %w: attempt id, lease token and lease are required", ErrInvalid))
+// grant is the lease a claim hands out: who takes it, when, and its
+// attempt id and token.
+type grant struct {
+	Now        int64
+	Actor      Actor
+	AttemptID  string
+	LeaseToken string
+	LeaseNanos int64
+}
+
+func (g grant) check() error {
+	if g.AttemptID == "" || g.LeaseToken == "" || g.LeaseNanos <= 0 {
+		return fmt.Errorf("claim: %w: attempt id, lease token and lease are required", ErrInvalid)
 	}
-	if c.JobID != "" {
-		j, err := a.get(c.JobID)
-		if err != nil {
-			panic(err)
-		}
-		if j == nil {
-			return notFound(c.JobID)
-		}
-		if j.State != StateQueued {
-			return fail(refuse(ErrIllegalTransition, "claim", j, "only a queued job can be claimed"))
-		}
-		if !eligible(j, c.Targets) {
-			return fail(refuse(ErrTargetMismatch, "claim", j, "job is targeted at "+j.Target))
-		}
-		if j.Attempts >= j.MaxAttempts {
-			d := a.kill(j, c.Now, a.in.actor(c.Actor), "claim with no attempts left")
-			return &Result{Job: d, Err: refuse(ErrMaxAttempts, "claim", d, fmt.Sprintf("attempts %d of %d used; job is dead", d.Attempts, d.MaxAttempts))}
-		}
-		return &Result{Job: a.start(j, c), Claimed: true}
+	return nil
+}
+
+// claimJob claims job id, which must be queued, eligible for targets and
+// have attempts left (a job out of attempts dies here).
+func (a *applier) claimJob(id string, targets []string, g grant) *Result {
+	if err := g.check(); err != nil {
+		return fail(err)
+	}
+	j, err := a.get(id)
+	if err != nil {
+		panic(err)
+	}
+	if j == nil {
+		return notFound(id)
+	}
+	if j.State != StateQueued {
+		return fail(refuse(ErrIllegalTransition, "claim", j, "only a queued job can be claimed"))
+	}
+	if !eligible(j, targets) {
+		return fail(refuse(ErrTargetMismatch, "claim", j, "job is targeted at "+j.Target))
+	}
+	if j.Attempts >= j.MaxAttempts {
+		d := a.kill(j, g.Now, a.in.actor(g.Actor), "claim with no attempts left")
+		return &Result{Job: d, Err: refuse(ErrMaxAttempts, "claim", d, fmt.Sprintf("attempts %d of %d used; job is dead", d.Attempts, d.MaxAttempts))}
+	}
+	return &Result{Job: a.start(j, g), Claimed: true}
+}
+
+// claimNext claims the oldest queued job of the first of streams that has
+// one, among jobs untargeted or targeted at one of targets. Jobs found out
+// of attempts die on the way (at most maxDeadSkips per entry); nothing to
+// claim is an answer with Claimed false, not a refusal.
+func (a *applier) claimNext(streams, targets []string, g grant) *Result {
+	if err := g.check(); err != nil {
+		return fail(err)
 	}
 	for skips := 0; skips <= maxDeadSkips; {
-		j := a.nextQueued(c.Streams, c.Targets)
+		j := a.nextQueued(streams, targets)
 		if j == nil {
 			return &Result{}
 		}
 		if j.Attempts >= j.MaxAttempts {
-			a.kill(j, c.Now, a.in.actor(c.Actor), "claim with no attempts left")
+			a.kill(j, g.Now, a.in.actor(g.Actor), "claim with no attempts left")
 			skips++
 			continue
 		}
-		return &Result{Job: a.start(j, c), Claimed: true}
+		return &Result{Job: a.start(j, g), Claimed: true}
 	}
 	return &Result{}
 }
@@ -144,25 +171,25 @@ func (a *applier) nextQueued(streams, targets []string) *Job {
 	return a.t.nextQueued(streams, targets)
 }
 
-func (a *applier) start(old *Job, c *ClaimCommand) *Job {
+func (a *applier) start(old *Job, g grant) *Job {
 	j := copyJob(old)
 	j.State = StateRunning
 	j.Attempts++
-	j.StartedAt = c.Now
+	j.StartedAt = g.Now
 	j.Lease = &Lease{
-		Owner:     c.Actor.Role,
-		WorkerID:  c.Actor.WorkerID,
-		AttemptID: c.AttemptID,
-		Token:     c.LeaseToken,
-		ExpiresAt: c.Now + j.leaseNanos(c.LeaseNanos),
+		Owner:     g.Actor.Role,
+		WorkerID:  g.Actor.WorkerID,
+		AttemptID: g.AttemptID,
+		Token:     g.LeaseToken,
+		ExpiresAt: g.Now + j.leaseNanos(g.LeaseNanos),
 	}
 	j.AttemptLog = append(j.AttemptLog, Attempt{
-		ID: c.AttemptID, Owner: c.Actor.Role, WorkerID: c.Actor.WorkerID, Token: c.LeaseToken,
-		StartedAt: c.Now, Outcome: OutcomeRunning,
+		ID: g.AttemptID, Owner: g.Actor.Role, WorkerID: g.Actor.WorkerID, Token: g.LeaseToken,
+		StartedAt: g.Now, Outcome: OutcomeRunning,
 	})
-	j.addEvent(Event{At: c.Now, Type: EventClaimed, Actor: a.in.actor(c.Actor), From: StateQueued, To: StateRunning,
-		AttemptID: c.AttemptID, WorkerID: c.Actor.WorkerID, Text: "attempt " + strconv.Itoa(j.Attempts) + " of " + strconv.Itoa(j.MaxAttempts)})
-	a.put(old, j, c.Now)
+	j.addEvent(Event{At: g.Now, Type: EventClaimed, Actor: a.in.actor(g.Actor), From: StateQueued, To: StateRunning,
+		AttemptID: g.AttemptID, WorkerID: g.Actor.WorkerID, Text: "attempt " + strconv.Itoa(j.Attempts) + " of " + strconv.Itoa(j.MaxAttempts)})
+	a.put(old, j, g.Now)
 	return j
 }
 

@@ -1,8 +1,12 @@
 package fsm
 
-// ClaimCommand takes a queued job under a new lease. With JobID set it claims
-// that job; otherwise the oldest queued job of the first stream in Streams
-// that has one, among jobs untargeted or targeted at one of Targets.
+// ClaimCommand claims job JobID under a new lease, if it is queued and
+// eligible for one of Targets.
+//
+// Entries written before claim-next had its own type (ClaimNextCommand)
+// carry an empty JobID and Streams: they claim the next job, and are still
+// applied so. A leader writes that form only while some server of the
+// cluster does not apply ClaimNextCommand yet (queue.Service.ClaimNext).
 type ClaimCommand struct {
 	Now        int64
 	JobID      string
@@ -41,4 +45,10 @@ func (c *ClaimCommand) decode(d *dec) {
 	c.LeaseNanos = d.varint()
 }
 
-func (c *ClaimCommand) apply(a *applier) *Result { return a.claim(c) }
+func (c *ClaimCommand) apply(a *applier) *Result {
+	g := grant{Now: c.Now, Actor: c.Actor, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos}
+	if c.JobID == "" {
+		return a.claimNext(c.Streams, c.Targets, g) // the form before ClaimNextCommand
+	}
+	return a.claimJob(c.JobID, c.Targets, g)
+}

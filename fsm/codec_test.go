@@ -25,6 +25,8 @@ func commandSamples() map[CommandType][]interface{} {
 			&CreateCommand{ID: "empty payload", Payload: []byte{}}},
 		CmdClaim: {&ClaimCommand{}, &ClaimCommand{Now: 5, JobID: "j", Streams: []string{"a", "", big}, Targets: []string{"x"},
 			Actor: a, AttemptID: "a", LeaseToken: "t", LeaseNanos: 300e9}},
+		CmdClaimNext: {&ClaimNextCommand{}, &ClaimNextCommand{Now: 5, Streams: []string{"a", "", big}, Targets: []string{"x", ""},
+			Actor: a, AttemptID: "a", LeaseToken: "t", LeaseNanos: 300e9}},
 		CmdHeartbeat: {&HeartbeatCommand{}, &HeartbeatCommand{Now: 9, Ref: ref, Actor: a, LeaseNanos: 1}},
 		CmdComplete:  {&CompleteCommand{}, &CompleteCommand{Now: 9, Ref: ref, Actor: a, Result: bigB, Stdout: big, Stderr: "e"}},
 		CmdFail: {&FailCommand{}, &FailCommand{Now: 9, Ref: ref, Actor: a, Requeue: true, Stdout: "o",

@@ -24,6 +24,7 @@ const (
 	CmdBlobCommit CommandType = 10
 	CmdRedrive    CommandType = 11
 	CmdPurge      CommandType = 12
+	CmdClaimNext  CommandType = 13
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

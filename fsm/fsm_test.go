@@ -74,8 +74,61 @@ func (h *harness) claim(id string, a Actor) *Result {
 
 func (h *harness) claimNext(streams []string, a Actor) *Result {
 	h.t.Helper()
+	return h.apply(CmdClaimNext, &ClaimNextCommand{Now: h.now, Streams: streams, Targets: []string{a.Role, a.WorkerID}, Actor: a,
+		AttemptID: h.nextID("att"), LeaseToken: h.nextID("tok"), LeaseNanos: lease})
+}
+
+// claimNextLegacy claims the next job in the form written before
+// claim-next had its own command type.
+func (h *harness) claimNextLegacy(streams []string, a Actor) *Result {
+	h.t.Helper()
 	return h.apply(CmdClaim, &ClaimCommand{Now: h.now, Streams: streams, Targets: []string{a.Role, a.WorkerID}, Actor: a,
 		AttemptID: h.nextID("att"), LeaseToken: h.nextID("tok"), LeaseNanos: lease})
+}
+
+// A log written by an older leader (claim-next as a claim without a job
+// id) and one written with ClaimNextCommand lead to the same jobs: the old
+// entries still apply as they did.
+func TestClaimNextAndItsLegacyFormAgree(t *testing.T) {
+	run := func(legacy bool) []string {
+		h := newHarness(t)
+		h.create(CreateCommand{Stream: "b"})
+		h.create(CreateCommand{Stream: "a", Target: "right_claw"})
+		h.create(CreateCommand{Stream: "a", MaxAttempts: 1})
+		h.create(CreateCommand{Stream: "a"})
+		var out []string
+		for i := 0; i < 6; i++ {
+			var r *Result
+			if legacy {
+				r = h.claimNextLegacy([]string{"a", "b"}, left)
+			} else {
+				r = h.claimNext([]string{"a", "b"}, left)
+			}
+			if !r.Claimed {
+				out = append(out, "none")
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s %s %d %s %d", r.Job.ID, r.Job.State, r.Job.Attempts, r.Job.Lease.Token, r.Job.Lease.ExpiresAt))
+			if i == 0 {
+				// Fail the first so it dies at its attempt limit on the next pass.
+				l := r.Job.Lease
+				mustOK(t, h.apply(CmdFail, &FailCommand{Now: h.now, Ref: LeaseRef{JobID: r.Job.ID, AttemptID: l.AttemptID, Token: l.Token},
+					Actor: left, Requeue: true}))
+			}
+		}
+		jobs, _, err := h.f.Read().List(ListFilter{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			out = append(out, fmt.Sprintf("%s %s %d %d", j.ID, j.State, j.Attempts, len(j.History)))
+		}
+		return out
+	}
+	legacy, current := run(true), run(false)
+	if fmt.Sprint(legacy) != fmt.Sprint(current) {
+		t.Fatalf("the legacy claim-next and ClaimNextCommand differ:\n%v\n%v", legacy, current)
+	}
 }
 
 func (h *harness) job(id string) *Job {
@@ -761,11 +814,17 @@ func randomLog(seed uint64, n int) [][]byte {
 			att, tok := fmt.Sprintf("a%d", i), fmt.Sprintf("t%d", i)
 			c := &ClaimCommand{Now: now, Streams: []string{"a", "b"}, Targets: []string{a.Role, a.WorkerID}, Actor: a,
 				AttemptID: att, LeaseToken: tok, LeaseNanos: 60e9}
-			if rng.IntN(2) == 0 {
+			switch rng.IntN(3) {
+			case 0:
 				c.JobID = pick()
 				tokens = append(tokens, LeaseRef{JobID: c.JobID, AttemptID: att, Token: tok})
+				out = append(out, MustEncode(CmdClaim, c))
+			case 1: // claim-next in the form written before it had its own type
+				out = append(out, MustEncode(CmdClaim, c))
+			default:
+				out = append(out, MustEncode(CmdClaimNext, &ClaimNextCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets,
+					Actor: c.Actor, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos}))
 			}
-			out = append(out, MustEncode(CmdClaim, c))
 		case 3:
 			out = append(out, MustEncode(CmdHeartbeat, &HeartbeatCommand{Now: now, Ref: ref(), Actor: a, LeaseNanos: 60e9}))
 		case 4:

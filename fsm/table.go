@@ -36,6 +36,19 @@ func register(t CommandType, name string, newCmd func() command) {
 	commandTable[t] = &commandRow{name: name, new: newCmd, typ: reflect.TypeOf(newCmd()).Elem()}
 }
 
+// LatestCommand is the newest command type without IgnoreUnknownFlag this
+// state machine applies: a node gossips it, and a leader proposes a type
+// only once every node applies it (cluster.Node.AllServersApply).
+func LatestCommand() CommandType {
+	latest := CommandType(0)
+	for _, t := range registered() {
+		if t&IgnoreUnknownFlag == 0 && t > latest {
+			latest = t
+		}
+	}
+	return latest
+}
+
 // registered returns the command types in the table, in order.
 func registered() []CommandType {
 	var out []CommandType

@@ -67,6 +67,9 @@ type fakeCluster struct {
 	stillRecentCalls int
 
 	leaderCh chan struct{}
+	// commands is the newest command type every server applies (0: this
+	// binary's, fsm.LatestCommand).
+	commands uint8
 }
 
 func newFakeCluster(t *testing.T) *fakeCluster {
@@ -137,6 +140,15 @@ func (c *fakeCluster) Leader() (string, string) {
 }
 
 func (c *fakeCluster) LeaderCh() <-chan struct{} { return c.leaderCh }
+
+func (c *fakeCluster) AllServersApply(t uint8) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.commands == 0 {
+		return t <= uint8(fsm.LatestCommand())
+	}
+	return t <= c.commands
+}
 
 func (c *fakeCluster) ConsistentIndex(ctx context.Context) (uint64, error) {
 	c.mu.Lock()

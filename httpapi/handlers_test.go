@@ -945,7 +945,7 @@ func TestWorkerClaimCancelled(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	e.fc.beforeApply = func(t fsm.CommandType) {
-		if t == fsm.CmdClaim {
+		if t == fsm.CmdClaimNext {
 			cancel2()
 		}
 	}
@@ -956,5 +956,27 @@ func TestWorkerClaimCancelled(t *testing.T) {
 	j := e.job(id)
 	if j.State != fsm.StateQueued || j.Attempts != 0 || j.History[len(j.History)-1].Type != fsm.EventReleased {
 		t.Fatalf("job not given back: %s attempts %d last event %s", j.State, j.Attempts, j.History[len(j.History)-1].Type)
+	}
+}
+
+// While a server of the cluster runs a version before claim-next had its
+// own command type, a worker claim is written in the form it applies.
+func TestWorkerClaimWrittenForTheOldestNode(t *testing.T) {
+	for _, c := range []struct {
+		commands uint8
+		want     fsm.CommandType
+	}{{uint8(fsm.CmdClaimNext) - 1, fsm.CmdClaim}, {uint8(fsm.CmdClaimNext), fsm.CmdClaimNext}} {
+		e := newEnv(t)
+		e.fc.commands = c.commands
+		var types []fsm.CommandType
+		e.fc.beforeApply = func(t fsm.CommandType) { types = append(types, t) }
+		e.create(map[string]interface{}{})
+		r := e.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w-1"}`)
+		if r.Code != http.StatusOK || !bytes.Contains(r.Body, []byte(`"claimed":true`)) {
+			t.Fatalf("claim with servers at %d: %d %s", c.commands, r.Code, r.Body)
+		}
+		if len(types) != 2 || types[1] != c.want {
+			t.Fatalf("servers at %d: commands %v, want create then %v", c.commands, types, c.want)
+		}
 	}
 }

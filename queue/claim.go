@@ -61,10 +61,10 @@ func (s *Service) ClaimNext(ctx context.Context, in ClaimNextInput) (*fsm.Job, u
 	for {
 		j, ws := s.state.Peek().NextClaimable(streams, targets)
 		if j != nil {
-			cmd := fsm.ClaimCommand{Now: s.now(), Streams: streams, Targets: targets, Actor: in.Actor,
+			cmd := fsm.ClaimNextCommand{Now: s.now(), Streams: streams, Targets: targets, Actor: in.Actor,
 				AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
 			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), claimApplyTimeout)
-			res, index, err := s.Propose(actx, fsm.CmdClaim, &cmd)
+			res, index, err := s.proposeClaimNext(actx, &cmd)
 			acancel()
 			if err != nil {
 				return nil, index, err
@@ -91,6 +91,17 @@ func (s *Service) ClaimNext(ctx context.Context, in ClaimNextInput) (*fsm.Job, u
 			return nil, 0, ErrLeadershipLost
 		}
 	}
+}
+
+// proposeClaimNext proposes a claim-next, in the form every server of the
+// cluster applies: ClaimNextCommand, or the claim without a job id older
+// nodes know, while one of them runs a version before ClaimNextCommand.
+func (s *Service) proposeClaimNext(ctx context.Context, c *fsm.ClaimNextCommand) (*fsm.Result, uint64, error) {
+	if s.allApply(fsm.CmdClaimNext) {
+		return s.Propose(ctx, fsm.CmdClaimNext, c)
+	}
+	return s.Propose(ctx, fsm.CmdClaim, &fsm.ClaimCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets, Actor: c.Actor,
+		AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos})
 }
 
 // giveBack releases a job claimed for a caller that left before the answer.

@@ -33,6 +33,9 @@ type Cluster interface {
 	StillRecent() bool
 	WaitForApplied(ctx context.Context, index uint64) error
 	AppliedIndex() uint64
+	// AllServersApply reports whether every server applies command type t
+	// (the gate for types added in a rolling upgrade).
+	AllServersApply(t uint8) bool
 }
 
 // State is what the service reads of the job state machine (*fsm.FSM).
@@ -69,6 +72,10 @@ type Service struct {
 	cluster Cluster
 	state   State
 	logger  hclog.Logger
+
+	// applied remembers the command types every server applies: once
+	// open, the gate stays open (cluster.Node.AllServersApply).
+	applied [256]atomic.Bool
 
 	claimWaiters    atomic.Int64
 	localHeartbeats atomic.Uint64
@@ -134,6 +141,19 @@ func (s *Service) Stats() Stats {
 }
 
 func (s *Service) now() int64 { return s.cfg.Now().UnixNano() }
+
+// allApply reports whether the leader may propose command type t: every
+// server of the cluster applies it.
+func (s *Service) allApply(t fsm.CommandType) bool {
+	if s.applied[t].Load() {
+		return true
+	}
+	if s.cluster.AllServersApply(uint8(t)) {
+		s.applied[t].Store(true)
+		return true
+	}
+	return false
+}
 
 // MaxEntryBytes caps one replicated command. Large Raft entries delay
 // heartbeats and cause needless elections, so every entry stays well under

@@ -265,7 +265,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, GossipAddr: cfg.GossipAddr, HTTPAddr: cfg.AdvertiseHTTP,
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, JoinToken: headTok, FSM: machine, Logger: logger,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
-		LogBackend: cfg.LogBackend, SerialLogWrite: cfg.SerialLogWrite,
+		LogBackend: cfg.LogBackend, SerialLogWrite: cfg.SerialLogWrite, Commands: uint8(fsm.LatestCommand()),
 	})
 	if err != nil {
 		ln.Close()
