@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+
+	"github.com/spine-queue/spine/api"
 )
 
 // BlobPut stores the bytes of r as a blob named name (the multipart file
@@ -75,11 +77,7 @@ func (c *Client) WorkerClaim(ctx context.Context, params *WorkerClaimParams) (*W
 	if params == nil {
 		params = &WorkerClaimParams{}
 	}
-	body := struct {
-		WorkerID  string   `json:"worker_id"`
-		Streams   []string `json:"streams,omitempty"`
-		MaxWaitMS int64    `json:"max_wait_ms"`
-	}{params.WorkerID, params.Streams, params.MaxWait.Milliseconds()}
+	body := api.WorkerClaimRequest{WorkerID: params.WorkerID, Streams: params.Streams, MaxWaitMS: params.MaxWait.Milliseconds()}
 	req, err := jsonRequest(http.MethodPost, "/internal/worker/claim", &body)
 	if err != nil {
 		return nil, err
@@ -161,16 +159,13 @@ func (c *Client) ClusterJoin(ctx context.Context, m Member) (*ClusterStatus, err
 
 // ClusterRemove removes a node (head). Idempotent; retried.
 func (c *Client) ClusterRemove(ctx context.Context, nodeID string) (*ClusterStatus, error) {
-	return c.clusterWrite(ctx, "/cluster/remove", map[string]string{"node_id": nodeID}, retrySafe)
+	return c.clusterWrite(ctx, "/cluster/remove", &api.ClusterRemoveRequest{NodeID: nodeID}, retrySafe)
 }
 
 // ClusterTransferLeader hands leadership to the node to, or to any voter
 // when to is empty (head). Retried only when unsent.
 func (c *Client) ClusterTransferLeader(ctx context.Context, to string) (*ClusterStatus, error) {
-	body := struct {
-		To string `json:"to,omitempty"`
-	}{to}
-	st, err := c.clusterWrite(ctx, "/cluster/transfer-leader", body, retryUnsent)
+	st, err := c.clusterWrite(ctx, "/cluster/transfer-leader", &api.ClusterTransferRequest{To: to}, retryUnsent)
 	c.forgetLeader()
 	return st, err
 }

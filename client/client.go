@@ -17,14 +17,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
 )
 
-// Response headers every node sets.
+// Response headers every node sets (see package api).
 const (
-	HeaderNode   = "X-Spine-Node"   // id of the node that served the request
-	HeaderLeader = "X-Spine-Leader" // leader id as that node knows it
-	HeaderIndex  = "X-Spine-Index"  // Raft index of the write, or of the state a read saw
+	HeaderNode   = api.HeaderNode   // id of the node that served the request
+	HeaderLeader = api.HeaderLeader // leader id as that node knows it
+	HeaderIndex  = api.HeaderIndex  // Raft index of the write, or of the state a read saw
 )
 
 // RetryPolicy bounds the retries of one call. Zero fields take the defaults

@@ -1,7 +1,10 @@
 // Package client is the Go client of Spine, a Raft-replicated job queue for
-// AI-agent workers. It speaks the HTTP API described in docs/api.md; of the
-// rest of the Spine module it imports only api/wire, the framing of
-// the multiplexed connection below (not the server).
+// AI-agent workers. It speaks the HTTP API described in docs/api.md. Of the
+// rest of the Spine module it imports only package api, the contract it
+// shares with the server (its Job, JobError, WorkerClaim, … are aliases of
+// api's types, and the Code and Header constants are api's), and api/wire,
+// the framing of the multiplexed connection below; both import only the
+// standard library, and nothing of the server.
 //
 // # Talking to a cluster
 //

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/spine-queue/spine/api"
 )
 
 // Sentinel errors matched by [*APIError] with errors.Is.
@@ -37,23 +39,23 @@ var (
 	ErrOutcomeUnknown = errors.New("outcome unknown")
 )
 
-// Error codes of the API (the "code" of an error answer).
+// Error codes of the API (the "code" of an error answer; see package api).
 const (
-	CodeInvalidJSON       = "invalid_json"
-	CodeInvalidRequest    = "invalid_request"
-	CodeUnauthorized      = "unauthorized"
-	CodeForbidden         = "forbidden"
-	CodeNotOwner          = "not_owner"
-	CodeTargetMismatch    = "target_mismatch"
-	CodeNotFound          = "not_found"
-	CodeMethodNotAllowed  = "method_not_allowed"
-	CodeIllegalTransition = "illegal_transition"
-	CodeStaleLease        = "stale_lease"
-	CodeMaxAttempts       = "max_attempts"
-	CodeTooLarge          = "too_large"
-	CodeNoLeader          = "no_leader"
-	CodeOutcomeUnknown    = "outcome_unknown"
-	CodeInternal          = "internal"
+	CodeInvalidJSON       = api.CodeInvalidJSON
+	CodeInvalidRequest    = api.CodeInvalidRequest
+	CodeUnauthorized      = api.CodeUnauthorized
+	CodeForbidden         = api.CodeForbidden
+	CodeNotOwner          = api.CodeNotOwner
+	CodeTargetMismatch    = api.CodeTargetMismatch
+	CodeNotFound          = api.CodeNotFound
+	CodeMethodNotAllowed  = api.CodeMethodNotAllowed
+	CodeIllegalTransition = api.CodeIllegalTransition
+	CodeStaleLease        = api.CodeStaleLease
+	CodeMaxAttempts       = api.CodeMaxAttempts
+	CodeTooLarge          = api.CodeTooLarge
+	CodeNoLeader          = api.CodeNoLeader
+	CodeOutcomeUnknown    = api.CodeOutcomeUnknown
+	CodeInternal          = api.CodeInternal
 )
 
 // APIError is a non-2xx answer from a node.
@@ -117,20 +119,10 @@ func (e *APIError) Is(target error) bool {
 	return false
 }
 
-// errorBody is the JSON shape of every error answer.
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Leader  string `json:"leader"`
-		Job     *Job   `json:"job"`
-	} `json:"error"`
-}
-
 // newAPIError builds the error for a non-2xx answer from its status and body.
 func newAPIError(status int, body []byte) *APIError {
 	e := &APIError{Status: status}
-	var eb errorBody
+	var eb api.ErrorBody
 	if json.Unmarshal(body, &eb) == nil && (eb.Error.Code != "" || eb.Error.Message != "") {
 		e.Code, e.Message, e.Leader, e.Job = eb.Error.Code, eb.Error.Message, eb.Error.Leader, eb.Error.Job
 		return e
@@ -145,28 +137,4 @@ func newAPIError(status int, body []byte) *APIError {
 // JobError is a structured failure of a job attempt. A [Worker] handler
 // returns one to choose the code and whether the failure is retryable; it is
 // also the shape of a job's "error" field.
-type JobError struct {
-	Code      string `json:"code,omitempty"`
-	Message   string `json:"message"`
-	Stack     string `json:"stack,omitempty"`
-	Retryable bool   `json:"retryable"`
-}
-
-func (e *JobError) Error() string {
-	if e.Code != "" {
-		return e.Code + ": " + e.Message
-	}
-	return e.Message
-}
-
-// UnmarshalJSON accepts the object form and, leniently, a bare string
-// (the plain-text form a fail call may carry).
-func (e *JobError) UnmarshalJSON(b []byte) error {
-	var s string
-	if json.Unmarshal(b, &s) == nil {
-		*e = JobError{Message: s}
-		return nil
-	}
-	type plain JobError
-	return json.Unmarshal(b, (*plain)(e))
-}
+type JobError = api.JobError

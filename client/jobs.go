@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/google/uuid"
+
+	"github.com/spine-queue/spine/api"
 )
 
 func jobPath(id string, verb string) string {
@@ -36,7 +38,7 @@ func (c *Client) JobCreate(ctx context.Context, params *JobCreateParams) (*Job, 
 		return nil, err
 	}
 	req.write = true
-	req.header = http.Header{"Idempotency-Key": {p.IdempotencyKey}}
+	req.header = http.Header{api.HeaderIdempotencyKey: {p.IdempotencyKey}}
 	var job Job
 	status, _, err := c.call(ctx, req, &job)
 	if err != nil {
@@ -191,7 +193,7 @@ func (c *Client) attemptEndedAs(ctx context.Context, jobID, attemptID, outcome s
 
 // JobComment attaches a note to a job.
 func (c *Client) JobComment(ctx context.Context, id, text string) (*Job, error) {
-	req, err := jsonRequest(http.MethodPost, jobPath(id, "comment"), map[string]string{"text": text})
+	req, err := jsonRequest(http.MethodPost, jobPath(id, "comment"), &api.JobCommentRequest{Text: text})
 	if err != nil {
 		return nil, err
 	}
@@ -206,9 +208,7 @@ func (c *Client) JobComment(ctx context.Context, id, text string) (*Job, error) 
 
 // JobEvents returns a job's history, oldest first.
 func (c *Client) JobEvents(ctx context.Context, id string) ([]*JobEvent, error) {
-	var res struct {
-		Events []*JobEvent `json:"events"`
-	}
+	var res api.JobEventList
 	if _, _, err := c.call(ctx, &request{method: http.MethodGet, path: jobPath(id, "events")}, &res); err != nil {
 		return nil, err
 	}
@@ -217,9 +217,7 @@ func (c *Client) JobEvents(ctx context.Context, id string) ([]*JobEvent, error) 
 
 // JobAttempts returns a job's attempts, oldest first.
 func (c *Client) JobAttempts(ctx context.Context, id string) ([]*JobAttempt, error) {
-	var res struct {
-		Attempts []*JobAttempt `json:"attempts"`
-	}
+	var res api.JobAttemptList
 	if _, _, err := c.call(ctx, &request{method: http.MethodGet, path: jobPath(id, "attempts")}, &res); err != nil {
 		return nil, err
 	}

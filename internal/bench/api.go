@@ -14,6 +14,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	spineapi "github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
 )
 
@@ -111,7 +112,7 @@ func (a *api) doIndexed(ctx context.Context, method, u, auth string, body []byte
 		req.SetBodyRaw(body)
 	}
 	if minIndex > 0 {
-		req.Header.Set("X-Spine-Min-Index", strconv.FormatUint(minIndex, 10))
+		req.Header.Set(spineapi.HeaderMinIndex, strconv.FormatUint(minIndex, 10))
 	}
 	if err := a.hc.DoDeadline(req, resp, deadline); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
@@ -123,7 +124,7 @@ func (a *api) doIndexed(ctx context.Context, method, u, auth string, body []byte
 	if err := decodeAnswer(status, data, out); err != nil {
 		return status, 0, err
 	}
-	index, _ := strconv.ParseUint(string(resp.Header.Peek("X-Spine-Index")), 10, 64)
+	index, _ := strconv.ParseUint(string(resp.Header.Peek(spineapi.HeaderIndex)), 10, 64)
 	return status, index, nil
 }
 
@@ -154,7 +155,7 @@ func (a *api) doMux(ctx context.Context, method, u, auth string, body []byte, de
 		h["Content-Type"] = []string{"application/json"}
 	}
 	if minIndex > 0 {
-		h["X-Spine-Min-Index"] = []string{strconv.FormatUint(minIndex, 10)}
+		h[spineapi.HeaderMinIndex] = []string{strconv.FormatUint(minIndex, 10)}
 	}
 	resp, err := c.RoundTrip(dctx, wire.AppendRequest(nil, method, u[len(base):], h, body))
 	if err != nil {
@@ -167,7 +168,7 @@ func (a *api) doMux(ctx context.Context, method, u, auth string, body []byte, de
 	if err := decodeAnswer(resp.StatusCode, data, out); err != nil {
 		return resp.StatusCode, 0, true, err
 	}
-	index, _ = strconv.ParseUint(resp.Header.Get("X-Spine-Index"), 10, 64)
+	index, _ = strconv.ParseUint(resp.Header.Get(spineapi.HeaderIndex), 10, 64)
 	return resp.StatusCode, index, true, nil
 }
 
@@ -176,11 +177,7 @@ func (a *api) doMux(ctx context.Context, method, u, auth string, body []byte, de
 func decodeAnswer(status int, data []byte, out any) error {
 	if status < 200 || status > 299 {
 		he := &httpError{Status: status, Body: strings.TrimSpace(string(data))}
-		var e struct {
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
+		var e spineapi.ErrorBody
 		if json.Unmarshal(data, &e) == nil {
 			he.Code = e.Error.Code
 		}
@@ -197,24 +194,8 @@ func decodeAnswer(status int, data []byte, out any) error {
 	return nil
 }
 
-// health is the part of GET /health the benchmark reads.
-type health struct {
-	OK           bool     `json:"ok"`
-	NodeID       string   `json:"node_id"`
-	Role         string   `json:"role"`
-	LeaderID     string   `json:"leader_id"`
-	LeaderAddr   string   `json:"leader_addr"`
-	AppliedIndex uint64   `json:"applied_index"`
-	CPUSeconds   *float64 `json:"cpu_seconds"`
-	LogBatches   uint64   `json:"log_batches"`
-	LogEntries   uint64   `json:"log_entries"`
-	LogAppendSec float64  `json:"log_append_seconds"`
-	LocalHB      uint64   `json:"local_heartbeats"`
-	TimerSlackNS *int64   `json:"timer_slack_ns"`
-}
-
-func (a *api) health(ctx context.Context, node int) (*health, error) {
-	var h health
+func (a *api) health(ctx context.Context, node int) (*spineapi.Health, error) {
+	var h spineapi.Health
 	if _, err := a.do(ctx, http.MethodGet, a.nodes[node]+"/health", "", nil, 5*time.Second, &h); err != nil {
 		return nil, fmt.Errorf("%s/health: %w", a.nodes[node], err)
 	}
@@ -246,8 +227,8 @@ func (a *api) counters(ctx context.Context) (total counters, perNode []float64, 
 		total.cpu += *h.CPUSeconds
 		total.batches += h.LogBatches
 		total.entries += h.LogEntries
-		total.appendSec += h.LogAppendSec
-		total.localHB += h.LocalHB
+		total.appendSec += h.LogAppendSeconds
+		total.localHB += h.LocalHeartbeats
 	}
 	return total, perNode, nil
 }
@@ -369,11 +350,7 @@ func (a *api) heartbeat(ctx context.Context, node int, workerID string, c *claim
 func (a *api) complete(ctx context.Context, node int, workerID string, c *claim) (duplicate bool, err error) {
 	body := appendRef(make([]byte, 0, 320), workerID, c, true)
 	body = append(body, `,"result":{"ok":true}}`...)
-	var out struct {
-		OK        bool `json:"ok"`
-		Ack       bool `json:"ack"`
-		Duplicate bool `json:"duplicate"`
-	}
+	var out spineapi.WorkerCompleteAck
 	if _, err := a.do(ctx, http.MethodPost, a.nodes[node]+"/internal/worker/complete", a.claw, body, 0, &out); err != nil {
 		return false, err
 	}

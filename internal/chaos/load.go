@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
 	"github.com/spine-queue/spine/client"
 	"github.com/spine-queue/spine/internal/testcluster"
@@ -365,7 +366,7 @@ func (lc *loadClient) raw(ctx context.Context, op *Op, n node, method, path, tok
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if minIndex > 0 {
-		req.Header.Set("X-Spine-Min-Index", strconv.FormatUint(minIndex, 10))
+		req.Header.Set(api.HeaderMinIndex, strconv.FormatUint(minIndex, 10))
 	}
 	resp, err := lc.http.Do(req)
 	var data []byte
@@ -390,12 +391,7 @@ func (lc *loadClient) raw(ctx context.Context, op *Op, n node, method, path, tok
 		lc.r.hist.add(op)
 		return data, true
 	}
-	var eb struct {
-		Error struct {
-			Code string      `json:"code"`
-			Job  *client.Job `json:"job"`
-		} `json:"error"`
-	}
+	var eb api.ErrorBody
 	_ = json.Unmarshal(data, &eb)
 	op.Code = eb.Error.Code
 	op.Outcome = classifyStatus(resp.StatusCode, op.Code)
@@ -578,7 +574,7 @@ func (lc *loadClient) heartbeat(ctx context.Context, n node, i int, stale bool) 
 		lc.finish(op, cp, err)
 	case worker:
 		lc.raw(cctx, op, n, http.MethodPost, "/internal/worker/heartbeat", lc.token,
-			map[string]string{"worker_id": lc.workerID, "job_id": l.job, "lease_token": l.token}, minIndex)
+			&api.WorkerHeartbeatRequest{WorkerID: lc.workerID, JobID: l.job, LeaseToken: l.token}, minIndex)
 	case variant == 0:
 		j, err := lc.api(n, lc.token).JobHeartbeat(cctx, l.job, &client.JobLeaseParams{LeaseToken: l.token, AttemptID: attempt})
 		if err == nil {
@@ -590,10 +586,7 @@ func (lc *loadClient) heartbeat(ctx context.Context, n node, i int, stale bool) 
 		if variant == 2 {
 			path += "?consistent"
 		}
-		body := map[string]string{"leaseToken": l.token}
-		if attempt != "" {
-			body["attemptId"] = attempt
-		}
+		body := &api.JobHeartbeatRequest{LeaseToken: l.token, AttemptID: attempt}
 		if data, ok := lc.raw(cctx, op, n, http.MethodPost, path, lc.token, body, minIndex); ok {
 			lc.rawJob(op, data)
 		}

@@ -1,0 +1,137 @@
+package api
+
+import (
+	"encoding/json"
+	"reflect"
+)
+
+// Error codes: the "code" of an error answer ([ErrorDetail]). Each comes
+// with one HTTP status; docs/api.md has the table.
+const (
+	// CodeInvalidJSON: 400, the body is not well-formed JSON.
+	CodeInvalidJSON = "invalid_json"
+	// CodeInvalidRequest: 400, a missing or invalid field, header or query
+	// parameter.
+	CodeInvalidRequest = "invalid_request"
+	// CodeUnauthorized: 401, no token, or a token no role has.
+	CodeUnauthorized = "unauthorized"
+	// CodeForbidden: 403, the caller's role may not call this route.
+	CodeForbidden = "forbidden"
+	// CodeNotOwner: 403, a claw acting on a job another role holds (head
+	// overrides).
+	CodeNotOwner = "not_owner"
+	// CodeTargetMismatch: 403, a claw claiming a job targeted at someone else.
+	CodeTargetMismatch = "target_mismatch"
+	// CodeNotFound: 404, unknown job, blob, node or route.
+	CodeNotFound = "not_found"
+	// CodeMethodNotAllowed: 405, a known route called with the wrong method.
+	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeIllegalTransition: 409, the job's state does not allow the call
+	// (complete a queued job).
+	CodeIllegalTransition = "illegal_transition"
+	// CodeStaleLease: 409, the lease token or attempt id is not the job's
+	// current one (fencing).
+	CodeStaleLease = "stale_lease"
+	// CodeMaxAttempts: 409, a claim found the job out of attempts; it is now
+	// dead.
+	CodeMaxAttempts = "max_attempts"
+	// CodeTooLarge: 413, a body, blob or replicated command over its limit.
+	CodeTooLarge = "too_large"
+	// CodeNoLeader: 503, no leader is known, or the node lost leadership
+	// before proposing: the request was not applied and retrying is safe.
+	// The answer has Retry-After and names the last known leader if any.
+	CodeNoLeader = "no_leader"
+	// CodeOutcomeUnknown: 503, the write was proposed but its fate is
+	// unknown; retry at once with the same idempotency key or lease token.
+	CodeOutcomeUnknown = "outcome_unknown"
+	// CodeInternal: 500, a bug.
+	CodeInternal = "internal"
+)
+
+// ErrorBody is the JSON body of every non-2xx answer:
+//
+//	{"error":{"code":"illegal_transition","message":"…","job":{…}}}
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the "error" of an [ErrorBody], and of a refused worker call
+// ([WorkerRefusal]).
+type ErrorDetail struct {
+	// Code is one of the Code constants.
+	Code string `json:"code"`
+	// Message explains the error to a human.
+	Message string `json:"message"`
+	// Leader is, on a 503, the leader's HTTP address as the node last knew
+	// it; omitted when it knows none.
+	Leader string `json:"leader,omitempty"`
+	// Job is the job's current view on a refusal that concerns one
+	// (illegal_transition, stale_lease, not_owner, max_attempts); omitted
+	// otherwise.
+	Job *Job `json:"job,omitempty"`
+}
+
+// JobError is a structured failure of a job attempt: the "error" of a job, of
+// an attempt, and of a fail request. A Go worker returns one to choose the
+// failure's code and whether it is worth retrying.
+type JobError struct {
+	// Code is a machine-readable failure code chosen by the worker.
+	Code string `json:"code,omitempty"`
+	// Message says what went wrong.
+	Message string `json:"message"`
+	// Stack is a stack trace or log excerpt.
+	Stack string `json:"stack,omitempty"`
+	// Retryable is whether another attempt may succeed. In the worker
+	// contract it decides whether the job is requeued.
+	Retryable bool `json:"retryable"`
+}
+
+// Error renders the error as "code: message", or the message alone.
+func (e *JobError) Error() string {
+	if e.Code != "" {
+		return e.Code + ": " + e.Message
+	}
+	return e.Message
+}
+
+// UnmarshalJSON accepts the object form and the plain-text form a v0 fail
+// may carry ("error": "text", which is {"message": "text"}). Any other JSON
+// value is an *json.UnmarshalTypeError.
+func (e *JobError) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		*e = JobError{Message: s}
+		return nil
+	}
+	type plain JobError
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		// Name the whole value, not a field inside it: the decoder of the
+		// enclosing body adds the field's name.
+		return &json.UnmarshalTypeError{Value: jsonKind(b), Type: reflect.TypeFor[JobError]()}
+	}
+	*e = JobError(p)
+	return nil
+}
+
+// jsonKind names the kind of the JSON value b as encoding/json's errors do.
+func jsonKind(b []byte) string {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '{':
+			return "object"
+		case '[':
+			return "array"
+		case '"':
+			return "string"
+		case 't', 'f':
+			return "bool"
+		case 'n':
+			return "null"
+		}
+		return "number"
+	}
+	return "value"
+}

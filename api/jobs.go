@@ -1,0 +1,414 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// JobStatus is the state of a job.
+type JobStatus string
+
+const (
+	// JobStatusQueued: waiting to be claimed. The only status a claim accepts.
+	JobStatusQueued JobStatus = "queued"
+	// JobStatusRunning: claimed under a lease that heartbeats extend.
+	// Complete, fail, release and the reaper move it on.
+	JobStatusRunning JobStatus = "running"
+	// JobStatusDone: completed with a result. Terminal.
+	JobStatusDone JobStatus = "done"
+	// JobStatusFailed: failed without requeue (or not retryable). Terminal
+	// until redriven.
+	JobStatusFailed JobStatus = "failed"
+	// JobStatusDead: out of attempts. Terminal until redriven.
+	JobStatusDead JobStatus = "dead"
+)
+
+// Valid reports whether s is one of the five statuses.
+func (s JobStatus) Valid() bool {
+	switch s {
+	case JobStatusQueued, JobStatusRunning, JobStatusDone, JobStatusFailed, JobStatusDead:
+		return true
+	}
+	return false
+}
+
+// Attempt outcomes: how an attempt ended ([JobAttempt].Outcome).
+const (
+	// OutcomeRunning: the attempt still holds the lease.
+	OutcomeRunning = "running"
+	// OutcomeCompleted: the attempt completed the job.
+	OutcomeCompleted = "completed"
+	// OutcomeFailed: the attempt reported a failure.
+	OutcomeFailed = "failed"
+	// OutcomeReleased: the attempt gave the job back.
+	OutcomeReleased = "released"
+	// OutcomeExpired: the lease ran out and the reaper took the job back.
+	OutcomeExpired = "expired"
+	// OutcomeCancelled: head overrode the attempt (a redrive).
+	OutcomeCancelled = "cancelled"
+)
+
+// Time is the API's form of a leader-stamped time in Unix nanoseconds: the
+// zero Time for 0 (absent), else the instant in UTC, which encodes as RFC
+// 3339 with nanoseconds.
+func Time(unixNanos int64) time.Time {
+	if unixNanos == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, unixNanos).UTC()
+}
+
+// Job is the v0 view of a job: the answer of GET /jobs/{id} and of every v0
+// write. Absent times are zero.
+type Job struct {
+	ID     string `json:"id"`
+	Stream string `json:"stream"`
+	// Target is the role or worker id the job is meant for; "" (JSON null)
+	// when any claimant may take it.
+	Target string `json:"target"`
+	// Payload is the job's JSON payload, as created.
+	Payload      json.RawMessage `json:"payload"`
+	Status       JobStatus       `json:"status"`
+	Attempts     int             `json:"attempts"`
+	MaxAttempts  int             `json:"maxAttempts"`
+	LeaseSeconds int             `json:"leaseSeconds,omitempty"` // 0: the server's lease
+	TaskClass    string          `json:"taskClass,omitempty"`
+
+	// ClaimedBy, WorkerID, AttemptID and LeaseExpiresAt are set while the
+	// job is running.
+	ClaimedBy string `json:"claimedBy,omitempty"`
+	WorkerID  string `json:"workerId,omitempty"`
+	AttemptID string `json:"attemptId,omitempty"`
+	// LeaseToken is only in the answer to the claim that created it.
+	LeaseToken     string    `json:"leaseToken,omitempty"`
+	LeaseExpiresAt time.Time `json:"leaseExpiresAt,omitzero"`
+
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *JobError       `json:"error,omitempty"`
+	Stdout string          `json:"stdout,omitempty"`
+	Stderr string          `json:"stderr,omitempty"`
+	// Comments, oldest first; an empty array when there are none.
+	Comments []Comment `json:"comments"`
+
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+
+	// CreateIndex and ModifyIndex are the Raft indexes of the job's
+	// creation and of its latest change.
+	CreateIndex uint64 `json:"createIndex"`
+	ModifyIndex uint64 `json:"modifyIndex"`
+
+	// Duplicate is not part of the JSON: the Go client sets it when a create
+	// answered the first job of a repeated idempotency key (200, not 201).
+	Duplicate bool `json:"-"`
+}
+
+// jobJSON is Job as it is encoded: the same fields in the same order, with
+// the two that a struct tag cannot express (target null, comments never null).
+type jobJSON struct {
+	ID             string          `json:"id"`
+	Stream         string          `json:"stream"`
+	Target         *string         `json:"target"`
+	Payload        json.RawMessage `json:"payload"`
+	Status         JobStatus       `json:"status"`
+	Attempts       int             `json:"attempts"`
+	MaxAttempts    int             `json:"maxAttempts"`
+	LeaseSeconds   int             `json:"leaseSeconds,omitempty"`
+	TaskClass      string          `json:"taskClass,omitempty"`
+	ClaimedBy      string          `json:"claimedBy,omitempty"`
+	WorkerID       string          `json:"workerId,omitempty"`
+	AttemptID      string          `json:"attemptId,omitempty"`
+	LeaseToken     string          `json:"leaseToken,omitempty"`
+	LeaseExpiresAt time.Time       `json:"leaseExpiresAt,omitzero"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          *JobError       `json:"error,omitempty"`
+	Stdout         string          `json:"stdout,omitempty"`
+	Stderr         string          `json:"stderr,omitempty"`
+	Comments       []Comment       `json:"comments"`
+	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
+	CreatedAt      time.Time       `json:"createdAt"`
+	UpdatedAt      time.Time       `json:"updatedAt"`
+	StartedAt      time.Time       `json:"startedAt,omitzero"`
+	FinishedAt     time.Time       `json:"finishedAt,omitzero"`
+	CreateIndex    uint64          `json:"createIndex"`
+	ModifyIndex    uint64          `json:"modifyIndex"`
+}
+
+// MarshalJSON writes "target" as null when Target is "" and "comments" as
+// an empty array when there are none.
+func (j Job) MarshalJSON() ([]byte, error) {
+	out := jobJSON{
+		ID: j.ID, Stream: j.Stream, Payload: j.Payload, Status: j.Status,
+		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, LeaseSeconds: j.LeaseSeconds, TaskClass: j.TaskClass,
+		ClaimedBy: j.ClaimedBy, WorkerID: j.WorkerID, AttemptID: j.AttemptID,
+		LeaseToken: j.LeaseToken, LeaseExpiresAt: j.LeaseExpiresAt,
+		Result: j.Result, Error: j.Error, Stdout: j.Stdout, Stderr: j.Stderr, Comments: j.Comments,
+		IdempotencyKey: j.IdempotencyKey,
+		CreatedAt:      j.CreatedAt, UpdatedAt: j.UpdatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
+		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
+	}
+	if j.Target != "" {
+		out.Target = &j.Target
+	}
+	if out.Comments == nil {
+		out.Comments = []Comment{}
+	}
+	return json.Marshal(&out)
+}
+
+// Comment is a note attached to a job.
+type Comment struct {
+	At    time.Time `json:"at"`
+	Actor string    `json:"actor"` // the role that wrote it
+	Text  string    `json:"text"`
+}
+
+// JobEvent is one entry of a job's history. From and To are set by the
+// events that change the status.
+type JobEvent struct {
+	Seq int       `json:"seq"`
+	At  time.Time `json:"at"`
+	// Type is created, claimed, heartbeat, completed, failed, released,
+	// reaped, dead, comment or redriven.
+	Type      string    `json:"type"`
+	Actor     string    `json:"actor"`
+	From      JobStatus `json:"from,omitempty"`
+	To        JobStatus `json:"to,omitempty"`
+	AttemptID string    `json:"attemptId,omitempty"`
+	WorkerID  string    `json:"workerId,omitempty"`
+	Text      string    `json:"text,omitempty"`
+}
+
+// JobAttempt records one claim of a job and how it ended.
+type JobAttempt struct {
+	ID        string    `json:"id"`
+	Owner     string    `json:"owner"` // the role that claimed
+	WorkerID  string    `json:"workerId,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+	EndedAt   time.Time `json:"endedAt,omitzero"` // zero while running
+	// Outcome is one of the Outcome constants.
+	Outcome string    `json:"outcome"`
+	Error   *JobError `json:"error,omitempty"`
+}
+
+// JobList is one page of jobs: the answer of GET /jobs and GET /dlq.
+type JobList struct {
+	Jobs []*Job `json:"jobs"`
+	// NextCursor is the cursor of the next page; "" (JSON null) on the last
+	// page.
+	NextCursor string `json:"nextCursor"`
+}
+
+// MarshalJSON writes "jobs" as an array even when empty and "nextCursor" as
+// null on the last page.
+func (l JobList) MarshalJSON() ([]byte, error) {
+	out := struct {
+		Jobs       []*Job  `json:"jobs"`
+		NextCursor *string `json:"nextCursor"`
+	}{Jobs: l.Jobs}
+	if out.Jobs == nil {
+		out.Jobs = []*Job{}
+	}
+	if l.NextCursor != "" {
+		out.NextCursor = &l.NextCursor
+	}
+	return json.Marshal(&out)
+}
+
+// JobEventList is the answer of GET /jobs/{id}/events: the job's history,
+// oldest first.
+type JobEventList struct {
+	Events []*JobEvent `json:"events"`
+	JobID  string      `json:"jobId"`
+}
+
+// MarshalJSON writes "events" as an array even when empty.
+func (l JobEventList) MarshalJSON() ([]byte, error) {
+	type plain JobEventList
+	if l.Events == nil {
+		l.Events = []*JobEvent{}
+	}
+	return json.Marshal(plain(l))
+}
+
+// JobAttemptList is the answer of GET /jobs/{id}/attempts: the job's
+// attempts, oldest first.
+type JobAttemptList struct {
+	Attempts []*JobAttempt `json:"attempts"`
+	JobID    string        `json:"jobId"`
+}
+
+// MarshalJSON writes "attempts" as an array even when empty.
+func (l JobAttemptList) MarshalJSON() ([]byte, error) {
+	type plain JobAttemptList
+	if l.Attempts == nil {
+		l.Attempts = []*JobAttempt{}
+	}
+	return json.Marshal(plain(l))
+}
+
+// Blob is a stored, content-addressed byte string: the answer of POST /blobs.
+type Blob struct {
+	ID          string `json:"id"` // hex SHA-256 of the content
+	Size        int64  `json:"size"`
+	ContentType string `json:"contentType"`
+	// Duplicate is not part of the JSON: the Go client sets it when the
+	// same bytes were already stored (200, not 201).
+	Duplicate bool `json:"-"`
+}
+
+// JobCreateRequest is the body of POST /jobs. Payload is required (any JSON
+// value but null); zero optional fields take the server's defaults.
+//
+// A decoded request remembers which of MaxAttempts, Stream and LeaseSeconds
+// its body named, so that the server can refuse an explicit 0 or "" instead
+// of reading it as "not given"; see [JobCreateRequest.HasMaxAttempts].
+type JobCreateRequest struct {
+	Payload      json.RawMessage `json:"payload"`
+	MaxAttempts  int             `json:"maxAttempts,omitempty"`
+	Target       string          `json:"target,omitempty"`
+	Stream       string          `json:"stream,omitempty"`
+	LeaseSeconds int             `json:"leaseSeconds,omitempty"`
+	TaskClass    string          `json:"taskClass,omitempty"`
+	// IdempotencyKey makes a repeated create answer the first job (the
+	// same as the Idempotency-Key header). The Go client's JobCreate
+	// generates a UUID when it is empty, so its own retries are safe.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+
+	named createField // the optional fields the decoded body named
+}
+
+// createField is a set of JobCreateRequest's optional fields.
+type createField uint8
+
+const (
+	namedMaxAttempts createField = 1 << iota
+	namedStream
+	namedLeaseSeconds
+)
+
+// HasMaxAttempts reports whether the request gives maxAttempts: its body
+// named it (with any value but null), or, built in Go, MaxAttempts is not 0.
+func (r JobCreateRequest) HasMaxAttempts() bool {
+	return r.MaxAttempts != 0 || r.named&namedMaxAttempts != 0
+}
+
+// HasStream reports whether the request gives stream: its body named it
+// (with any value but null), or, built in Go, Stream is not "".
+func (r JobCreateRequest) HasStream() bool {
+	return r.Stream != "" || r.named&namedStream != 0
+}
+
+// HasLeaseSeconds reports whether the request gives leaseSeconds: its body
+// named it (with any value but null), or, built in Go, LeaseSeconds is not 0.
+func (r JobCreateRequest) HasLeaseSeconds() bool {
+	return r.LeaseSeconds != 0 || r.named&namedLeaseSeconds != 0
+}
+
+// jobCreateJSON is JobCreateRequest as it is encoded and decoded: a nil
+// pointer is a field the body does not name.
+type jobCreateJSON struct {
+	Payload        json.RawMessage `json:"payload"`
+	MaxAttempts    *int            `json:"maxAttempts,omitempty"`
+	Target         string          `json:"target,omitempty"`
+	Stream         *string         `json:"stream,omitempty"`
+	LeaseSeconds   *int64          `json:"leaseSeconds,omitempty"`
+	TaskClass      string          `json:"taskClass,omitempty"`
+	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
+}
+
+// MarshalJSON writes the optional fields the request gives (the Has
+// methods), so that a decoded request encodes as its body did.
+func (r JobCreateRequest) MarshalJSON() ([]byte, error) {
+	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey}
+	if r.HasMaxAttempts() {
+		out.MaxAttempts = &r.MaxAttempts
+	}
+	if r.HasStream() {
+		out.Stream = &r.Stream
+	}
+	if r.HasLeaseSeconds() {
+		ls := int64(r.LeaseSeconds)
+		out.LeaseSeconds = &ls
+	}
+	return json.Marshal(&out)
+}
+
+// UnmarshalJSON decodes the body and records which optional fields it named.
+func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var in jobCreateJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey}
+	if in.MaxAttempts != nil {
+		r.MaxAttempts, r.named = *in.MaxAttempts, r.named|namedMaxAttempts
+	}
+	if in.Stream != nil {
+		r.Stream, r.named = *in.Stream, r.named|namedStream
+	}
+	if in.LeaseSeconds != nil {
+		r.LeaseSeconds, r.named = int(*in.LeaseSeconds), r.named|namedLeaseSeconds
+	}
+	return nil
+}
+
+// JobClaimRequest is the body of POST /jobs/{id}/claim (claws).
+type JobClaimRequest struct {
+	// WorkerID is recorded with the attempt; a job targeted at a worker id
+	// can only be claimed with it.
+	WorkerID string `json:"workerId,omitempty"`
+}
+
+// JobHeartbeatRequest is the body of POST /jobs/{id}/heartbeat. The lease
+// token and attempt id of the claim, when given, fence the call to that
+// lease.
+type JobHeartbeatRequest struct {
+	LeaseToken string `json:"leaseToken,omitempty"`
+	AttemptID  string `json:"attemptId,omitempty"`
+}
+
+// JobCompleteRequest is the body of POST /jobs/{id}/complete. With both
+// LeaseToken and AttemptID a repeat of the same call is idempotent.
+type JobCompleteRequest struct {
+	Result     json.RawMessage `json:"result,omitempty"`
+	Stdout     string          `json:"stdout,omitempty"`
+	Stderr     string          `json:"stderr,omitempty"`
+	LeaseToken string          `json:"leaseToken,omitempty"`
+	AttemptID  string          `json:"attemptId,omitempty"`
+}
+
+// JobFailRequest is the body of POST /jobs/{id}/fail. With both LeaseToken
+// and AttemptID a repeat of the same call is idempotent.
+type JobFailRequest struct {
+	// Error is the failure; in JSON an object or a plain string (the
+	// message). Nil fails with an empty message.
+	Error *JobError `json:"error,omitempty"`
+	// Requeue (nil: true) puts the job back in the queue while it has
+	// attempts left; false makes it failed.
+	Requeue    *bool  `json:"requeue,omitempty"`
+	LeaseToken string `json:"leaseToken,omitempty"`
+	AttemptID  string `json:"attemptId,omitempty"`
+	Stdout     string `json:"stdout,omitempty"`
+	Stderr     string `json:"stderr,omitempty"`
+}
+
+// JobReleaseRequest is the body of POST /jobs/{id}/release: the job goes
+// back to the queue and the attempt does not count.
+type JobReleaseRequest struct {
+	Reason     string `json:"reason,omitempty"`
+	LeaseToken string `json:"leaseToken,omitempty"`
+	AttemptID  string `json:"attemptId,omitempty"`
+}
+
+// JobCommentRequest is the body of POST /jobs/{id}/comment.
+type JobCommentRequest struct {
+	Text string `json:"text"`
+}

@@ -1,0 +1,135 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The worker contract v1 (claws): POST /internal/worker/claim, heartbeat,
+// complete and fail. Its JSON names are snake_case.
+
+// WorkerClaimRequest is the body of POST /internal/worker/claim.
+type WorkerClaimRequest struct {
+	WorkerID string `json:"worker_id"`
+	// Streams are tried in order; empty means ["default"].
+	Streams []string `json:"streams,omitempty"`
+	// MaxWaitMS is how long the server may hold the request when no job is
+	// ready, in milliseconds (capped by the server, 30000 by default; 0
+	// answers at once).
+	MaxWaitMS int64 `json:"max_wait_ms"`
+}
+
+// WorkerClaim is the answer of a worker claim. Claimed is false, and every
+// other field absent, when no job became ready within the wait.
+type WorkerClaim struct {
+	Claimed    bool   `json:"claimed"`
+	JobID      string `json:"job_id,omitempty"`
+	AttemptID  string `json:"attempt_id,omitempty"`
+	LeaseToken string `json:"lease_token,omitempty"`
+	Stream     string `json:"stream,omitempty"`
+	// MessageID names the queue entry the claim took.
+	MessageID string          `json:"message_id,omitempty"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+	// LeaseTTLSeconds is the lease's length; HeartbeatIntervalSeconds how
+	// often the server wants a heartbeat (a third of the lease).
+	LeaseTTLSeconds          float64 `json:"lease_ttl_seconds,omitempty"`
+	HeartbeatIntervalSeconds float64 `json:"heartbeat_interval_seconds,omitempty"`
+	// Attempt is this attempt's number, from 1; MaxAttempts the job's limit.
+	Attempt     int `json:"attempt,omitempty"`
+	MaxAttempts int `json:"max_attempts,omitempty"`
+}
+
+// LeaseTTL is the lease length as a duration.
+func (w *WorkerClaim) LeaseTTL() time.Duration {
+	return time.Duration(w.LeaseTTLSeconds * float64(time.Second))
+}
+
+// HeartbeatInterval is how often the server wants a heartbeat; a third of
+// the lease when the server did not say, and 10s when it did not say either.
+func (w *WorkerClaim) HeartbeatInterval() time.Duration {
+	if w.HeartbeatIntervalSeconds > 0 {
+		return time.Duration(w.HeartbeatIntervalSeconds * float64(time.Second))
+	}
+	if d := w.LeaseTTL() / 3; d > 0 {
+		return d
+	}
+	return 10 * time.Second
+}
+
+// WorkerHeartbeatRequest is the body of POST /internal/worker/heartbeat: it
+// extends the lease of the attempt that holds LeaseToken.
+type WorkerHeartbeatRequest struct {
+	WorkerID   string `json:"worker_id"`
+	JobID      string `json:"job_id"`
+	LeaseToken string `json:"lease_token"`
+	// AttemptID, when given, also fences the heartbeat to that attempt.
+	AttemptID string `json:"attempt_id,omitempty"`
+}
+
+// WorkerHeartbeatResult is the answer of a worker heartbeat.
+type WorkerHeartbeatResult struct {
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
+	OK             bool      `json:"ok"`
+}
+
+// WorkerCompleteRequest is the body of POST /internal/worker/complete. A
+// repeat of the same attempt with the same token answers the first answer
+// again and changes nothing.
+type WorkerCompleteRequest struct {
+	WorkerID   string          `json:"worker_id"`
+	JobID      string          `json:"job_id"`
+	AttemptID  string          `json:"attempt_id"`
+	LeaseToken string          `json:"lease_token"`
+	Stream     string          `json:"stream,omitempty"`
+	MessageID  string          `json:"message_id,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Stdout     string          `json:"stdout,omitempty"`
+	Stderr     string          `json:"stderr,omitempty"`
+}
+
+// WorkerFailRequest is the body of POST /internal/worker/fail. The error's
+// Retryable decides whether the job is requeued (while it has attempts
+// left). Repeats are answered like those of a complete.
+type WorkerFailRequest struct {
+	WorkerID   string `json:"worker_id"`
+	JobID      string `json:"job_id"`
+	AttemptID  string `json:"attempt_id"`
+	LeaseToken string `json:"lease_token"`
+	Stream     string `json:"stream,omitempty"`
+	MessageID  string `json:"message_id,omitempty"`
+	// Error is the failure; in JSON an object or a plain string (the
+	// message). Nil (null) fails as not retryable with an empty message.
+	Error  *JobError `json:"error"`
+	Stdout string    `json:"stdout,omitempty"`
+	Stderr string    `json:"stderr,omitempty"`
+}
+
+// WorkerAck is the answer of a worker fail. It is also what the Go client
+// decodes the answer of a complete into ([WorkerCompleteAck], which lacks
+// Requeued and DLQ).
+type WorkerAck struct {
+	Ack bool `json:"ack"`
+	// DLQ: the job is now failed or dead (fail only).
+	DLQ bool `json:"dlq"`
+	// Duplicate: a repeat of a call already applied; nothing changed.
+	Duplicate bool `json:"duplicate"`
+	OK        bool `json:"ok"`
+	// Requeued: the job is back in the queue (fail only).
+	Requeued bool `json:"requeued"`
+}
+
+// WorkerCompleteAck is the answer of a worker complete.
+type WorkerCompleteAck struct {
+	Ack bool `json:"ack"`
+	// Duplicate: a repeat of a complete already applied; nothing changed.
+	Duplicate bool `json:"duplicate"`
+	OK        bool `json:"ok"`
+}
+
+// WorkerRefusal is the body of a refused (fenced-off) worker heartbeat,
+// complete or fail: 409, 403 or 404 with ok false. Its "error" has the shape
+// of an [ErrorBody]'s, so it decodes as one too.
+type WorkerRefusal struct {
+	Error ErrorDetail `json:"error"`
+	OK    bool        `json:"ok"`
+}
