@@ -13,11 +13,11 @@
 // # JSON
 //
 // Every answer type encodes byte for byte as the server writes it: field
-// order, omitted fields and null included. A few shapes need more than a
-// struct tag, and carry a MarshalJSON for it: a job's "target" is null when
-// the job is untargeted and its "comments" always an array; a list's
-// "nextCursor" is null on the last page. Times are [time.Time] values in UTC
-// (see [Time]), which encode as RFC 3339 with nanoseconds.
+// order, omitted fields and null included. A job's "target" and a list's
+// "nextCursor" are null when empty ([NullableString]); the server always
+// sends lists (jobs, comments, events, attempts) as arrays, never null.
+// Times are [time.Time] values in UTC (see [Time]), which encode as RFC 3339
+// with nanoseconds.
 //
 // Requests decode the way the server needs them: [JobCreateRequest] records
 // which optional fields its body named, so an explicit "maxAttempts": 0 can

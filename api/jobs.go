@@ -65,7 +65,7 @@ type Job struct {
 	Stream string `json:"stream"`
 	// Target is the role or worker id the job is meant for; "" (JSON null)
 	// when any claimant may take it.
-	Target string `json:"target"`
+	Target NullableString `json:"target"`
 	// Payload is the job's JSON payload, as created.
 	Payload      json.RawMessage `json:"payload"`
 	Status       JobStatus       `json:"status"`
@@ -87,7 +87,8 @@ type Job struct {
 	Error  *JobError       `json:"error,omitempty"`
 	Stdout string          `json:"stdout,omitempty"`
 	Stderr string          `json:"stderr,omitempty"`
-	// Comments, oldest first; an empty array when there are none.
+	// Comments, oldest first; the server sends an empty array when there
+	// are none.
 	Comments []Comment `json:"comments"`
 
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
@@ -107,57 +108,16 @@ type Job struct {
 	Duplicate bool `json:"-"`
 }
 
-// jobJSON is Job as it is encoded: the same fields in the same order, with
-// the two that a struct tag cannot express (target null, comments never null).
-type jobJSON struct {
-	ID             string          `json:"id"`
-	Stream         string          `json:"stream"`
-	Target         *string         `json:"target"`
-	Payload        json.RawMessage `json:"payload"`
-	Status         JobStatus       `json:"status"`
-	Attempts       int             `json:"attempts"`
-	MaxAttempts    int             `json:"maxAttempts"`
-	LeaseSeconds   int             `json:"leaseSeconds,omitempty"`
-	TaskClass      string          `json:"taskClass,omitempty"`
-	ClaimedBy      string          `json:"claimedBy,omitempty"`
-	WorkerID       string          `json:"workerId,omitempty"`
-	AttemptID      string          `json:"attemptId,omitempty"`
-	LeaseToken     string          `json:"leaseToken,omitempty"`
-	LeaseExpiresAt time.Time       `json:"leaseExpiresAt,omitzero"`
-	Result         json.RawMessage `json:"result,omitempty"`
-	Error          *JobError       `json:"error,omitempty"`
-	Stdout         string          `json:"stdout,omitempty"`
-	Stderr         string          `json:"stderr,omitempty"`
-	Comments       []Comment       `json:"comments"`
-	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
-	CreatedAt      time.Time       `json:"createdAt"`
-	UpdatedAt      time.Time       `json:"updatedAt"`
-	StartedAt      time.Time       `json:"startedAt,omitzero"`
-	FinishedAt     time.Time       `json:"finishedAt,omitzero"`
-	CreateIndex    uint64          `json:"createIndex"`
-	ModifyIndex    uint64          `json:"modifyIndex"`
-}
+// NullableString is a string that encodes as JSON null when empty (and
+// decodes null as empty).
+type NullableString string
 
-// MarshalJSON writes "target" as null when Target is "" and "comments" as
-// an empty array when there are none.
-func (j Job) MarshalJSON() ([]byte, error) {
-	out := jobJSON{
-		ID: j.ID, Stream: j.Stream, Payload: j.Payload, Status: j.Status,
-		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, LeaseSeconds: j.LeaseSeconds, TaskClass: j.TaskClass,
-		ClaimedBy: j.ClaimedBy, WorkerID: j.WorkerID, AttemptID: j.AttemptID,
-		LeaseToken: j.LeaseToken, LeaseExpiresAt: j.LeaseExpiresAt,
-		Result: j.Result, Error: j.Error, Stdout: j.Stdout, Stderr: j.Stderr, Comments: j.Comments,
-		IdempotencyKey: j.IdempotencyKey,
-		CreatedAt:      j.CreatedAt, UpdatedAt: j.UpdatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
-		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
+// MarshalJSON writes null for "".
+func (s NullableString) MarshalJSON() ([]byte, error) {
+	if s == "" {
+		return []byte("null"), nil
 	}
-	if j.Target != "" {
-		out.Target = &j.Target
-	}
-	if out.Comments == nil {
-		out.Comments = []Comment{}
-	}
-	return json.Marshal(&out)
+	return json.Marshal(string(s))
 }
 
 // Comment is a note attached to a job.
@@ -200,23 +160,7 @@ type JobList struct {
 	Jobs []*Job `json:"jobs"`
 	// NextCursor is the cursor of the next page; "" (JSON null) on the last
 	// page.
-	NextCursor string `json:"nextCursor"`
-}
-
-// MarshalJSON writes "jobs" as an array even when empty and "nextCursor" as
-// null on the last page.
-func (l JobList) MarshalJSON() ([]byte, error) {
-	out := struct {
-		Jobs       []*Job  `json:"jobs"`
-		NextCursor *string `json:"nextCursor"`
-	}{Jobs: l.Jobs}
-	if out.Jobs == nil {
-		out.Jobs = []*Job{}
-	}
-	if l.NextCursor != "" {
-		out.NextCursor = &l.NextCursor
-	}
-	return json.Marshal(&out)
+	NextCursor NullableString `json:"nextCursor"`
 }
 
 // JobEventList is the answer of GET /jobs/{id}/events: the job's history,
@@ -226,29 +170,11 @@ type JobEventList struct {
 	JobID  string      `json:"jobId"`
 }
 
-// MarshalJSON writes "events" as an array even when empty.
-func (l JobEventList) MarshalJSON() ([]byte, error) {
-	type plain JobEventList
-	if l.Events == nil {
-		l.Events = []*JobEvent{}
-	}
-	return json.Marshal(plain(l))
-}
-
 // JobAttemptList is the answer of GET /jobs/{id}/attempts: the job's
 // attempts, oldest first.
 type JobAttemptList struct {
 	Attempts []*JobAttempt `json:"attempts"`
 	JobID    string        `json:"jobId"`
-}
-
-// MarshalJSON writes "attempts" as an array even when empty.
-func (l JobAttemptList) MarshalJSON() ([]byte, error) {
-	type plain JobAttemptList
-	if l.Attempts == nil {
-		l.Attempts = []*JobAttempt{}
-	}
-	return json.Marshal(plain(l))
 }
 
 // Blob is a stored, content-addressed byte string: the answer of POST /blobs.

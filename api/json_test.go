@@ -221,7 +221,7 @@ func (c jobCase) ref() *refJob {
 }
 
 func (c jobCase) api() *api.Job {
-	j := &api.Job{ID: "j-" + c.name, Stream: "default", Target: c.target, Payload: json.RawMessage(c.payload),
+	j := &api.Job{ID: "j-" + c.name, Stream: "default", Target: api.NullableString(c.target), Payload: json.RawMessage(c.payload),
 		Status: api.JobStatus(c.status), Attempts: c.attempts, MaxAttempts: c.maxAttempts,
 		LeaseSeconds: int(c.leaseSeconds), TaskClass: c.taskClass, ClaimedBy: c.claimedBy, WorkerID: c.workerID,
 		AttemptID: c.attemptID, LeaseToken: c.leaseToken, LeaseExpiresAt: api.Time(c.leaseExpires),
@@ -234,6 +234,7 @@ func (c jobCase) api() *api.Job {
 	if c.err != nil {
 		j.Error = &api.JobError{Code: c.err.Code, Message: c.err.Message, Stack: c.err.Stack, Retryable: c.err.Retryable}
 	}
+	j.Comments = []api.Comment{} // as the server sends them
 	for _, cm := range c.comments {
 		j.Comments = append(j.Comments, api.Comment{At: api.Time(cm.at), Actor: cm.actor, Text: cm.text})
 	}
@@ -311,8 +312,8 @@ func TestListsEncodeAsTheServerViews(t *testing.T) {
 	next := "42"
 	ref := refList{Jobs: []*refJob{jobCases[0].ref(), jobCases[1].ref()}, NextCursor: &next}
 	sameJSON(t, "page", api.JobList{Jobs: []*api.Job{jobCases[0].api(), jobCases[1].api()}, NextCursor: "42"}, ref)
-	sameJSON(t, "last page", api.JobList{}, refList{Jobs: []*refJob{}})
-	sameJSON(t, "last page by pointer", &api.JobList{}, refList{Jobs: []*refJob{}})
+	sameJSON(t, "last page", api.JobList{Jobs: []*api.Job{}}, refList{Jobs: []*refJob{}})
+	sameJSON(t, "last page by pointer", &api.JobList{Jobs: []*api.Job{}}, refList{Jobs: []*refJob{}})
 
 	// Events and attempts were maps: keys in sorted order.
 	events := []refEvent{
@@ -326,7 +327,7 @@ func TestListsEncodeAsTheServerViews(t *testing.T) {
 		{Seq: 3, At: api.Time(t0 + 2), Type: "comment", Actor: "head", Text: "hi"},
 	}
 	sameJSON(t, "events", api.JobEventList{JobID: "j", Events: apiEvents}, map[string]interface{}{"jobId": "j", "events": events})
-	sameJSON(t, "no events", api.JobEventList{JobID: "j"}, map[string]interface{}{"jobId": "j", "events": []refEvent{}})
+	sameJSON(t, "no events", api.JobEventList{JobID: "j", Events: []*api.JobEvent{}}, map[string]interface{}{"jobId": "j", "events": []refEvent{}})
 
 	attempts := []refAttempt{
 		{ID: "a-1", Owner: "left_claw", WorkerID: "w", StartedAt: ts(t0), EndedAt: ts(t0 + 9), Outcome: "failed",
@@ -339,7 +340,7 @@ func TestListsEncodeAsTheServerViews(t *testing.T) {
 		{ID: "a-2", Owner: "right_claw", StartedAt: api.Time(t0 + 10), Outcome: api.OutcomeRunning},
 	}
 	sameJSON(t, "attempts", api.JobAttemptList{JobID: "j", Attempts: apiAttempts}, map[string]interface{}{"jobId": "j", "attempts": attempts})
-	sameJSON(t, "no attempts", api.JobAttemptList{JobID: "j"}, map[string]interface{}{"jobId": "j", "attempts": []refAttempt{}})
+	sameJSON(t, "no attempts", api.JobAttemptList{JobID: "j", Attempts: []*api.JobAttempt{}}, map[string]interface{}{"jobId": "j", "attempts": []refAttempt{}})
 
 	// Decoding a page: null cursor is "".
 	var l api.JobList

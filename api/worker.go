@@ -64,6 +64,10 @@ type WorkerHeartbeatRequest struct {
 	LeaseToken string `json:"lease_token"`
 	// AttemptID, when given, also fences the heartbeat to that attempt.
 	AttemptID string `json:"attempt_id,omitempty"`
+	// Stream and MessageID, as the claim answered them, are accepted and
+	// not checked (the lease token names the attempt).
+	Stream    string `json:"stream,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
 }
 
 // WorkerHeartbeatResult is the answer of a worker heartbeat.

@@ -7,6 +7,8 @@ import (
 
 	"net/http"
 	"strings"
+
+	"github.com/spine-queue/spine/api"
 )
 
 // Roles a token can have.
@@ -89,15 +91,15 @@ func isClaw(role string) bool { return role == RoleLeftClaw || role == RoleRight
 func (s *Server) authenticate(r *http.Request) (string, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "missing Authorization: Bearer <token> header")
+		return "", errorf(http.StatusUnauthorized, api.CodeUnauthorized, "missing Authorization: Bearer <token> header")
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "Authorization header must be 'Bearer <token>'")
+		return "", errorf(http.StatusUnauthorized, api.CodeUnauthorized, "Authorization header must be 'Bearer <token>'")
 	}
 	role := s.cfg.Tokens.Role(strings.TrimSpace(tok))
 	if role == "" {
-		return "", errorf(http.StatusUnauthorized, codeUnauthorized, "invalid token")
+		return "", errorf(http.StatusUnauthorized, api.CodeUnauthorized, "invalid token")
 	}
 	return role, nil
 }
@@ -123,5 +125,5 @@ func (a allow) permits(role string) bool {
 }
 
 func forbidden(role, what string) error {
-	return errorf(http.StatusForbidden, codeForbidden, "role %s may not %s", role, what)
+	return errorf(http.StatusForbidden, api.CodeForbidden, "role %s may not %s", role, what)
 }

@@ -9,14 +9,9 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/fsm"
 )
-
-type blobView struct {
-	ID          string `json:"id"`
-	Size        int64  `json:"size"`
-	ContentType string `json:"contentType"`
-}
 
 func (s *Server) handleBlobPut(w http.ResponseWriter, r *http.Request, c *call) error {
 	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -59,7 +54,7 @@ func (s *Server) handleBlobPut(w http.ResponseWriter, r *http.Request, c *call) 
 	if !created {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, blobView{ID: b.ID, Size: b.Size, ContentType: b.ContentType})
+	writeJSON(w, status, api.Blob{ID: b.ID, Size: b.Size, ContentType: b.ContentType})
 	return nil
 }
 
@@ -70,7 +65,7 @@ func (s *Server) handleBlobGet(w http.ResponseWriter, r *http.Request, c *call) 
 	id := r.PathValue("id")
 	rd := s.queue.State().Read()
 	b, err := rd.Blob(id)
-	if errors.Is(err, fsm.ErrNotFound) && !s.cluster.IsLeader() && r.Header.Get(forwardedHeader) == "" {
+	if errors.Is(err, fsm.ErrNotFound) && !s.cluster.IsLeader() && r.Header.Get(api.HeaderForwardedBy) == "" {
 		return s.forward(w, r, c, s.handleBlobGet)
 	}
 	if err != nil {

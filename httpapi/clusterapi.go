@@ -4,8 +4,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/cluster"
 )
+
+// The public and cluster routes: health, the skill file, status and
+// membership.
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, c *call) error {
 	st, err := s.cluster.Status(r.Context())
@@ -20,34 +24,33 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, c *call) e
 		role = "candidate"
 	}
 	qs := s.queue.Stats()
-	out := map[string]interface{}{
-		"ok": true, "node_id": s.cluster.ID(), "role": role, "state": st.State,
-		"leader_id": st.Leader.ID, "leader_addr": st.Leader.HTTPAddr,
-		"applied_index": st.AppliedIndex, "commit_index": st.CommitIndex, "term": st.Term,
-		"time":             time.Now().UTC().Format(time.RFC3339Nano),
-		"claim_waiters":    qs.ClaimWaiters,
-		"local_heartbeats": qs.LocalHeartbeats,
-		"mux_connections":  s.muxSrv.Conns(),
-		"log_batches":      st.LogBatches, "log_entries": st.LogEntries,
-		"log_append_seconds": st.LogAppendSeconds, "log_writes_overlapped": st.LogWritesOverlapped,
-		"hash_index": st.HashIndex, "state_hash": st.StateHash,
-		"hash_checks": st.HashChecks, "hash_mismatches": st.HashMismatches,
-		"lease_misses": qs.LeaseMisses,
+	h := api.Health{
+		OK: true, NodeID: s.cluster.ID(), Role: role, State: st.State,
+		LeaderID: st.Leader.ID, LeaderAddr: st.Leader.HTTPAddr,
+		AppliedIndex: st.AppliedIndex, CommitIndex: st.CommitIndex, Term: st.Term,
+		Time:         time.Now().UTC(),
+		ClaimWaiters: qs.ClaimWaiters, LocalHeartbeats: qs.LocalHeartbeats, LeaseMisses: qs.LeaseMisses,
+		MuxConnections: s.muxSrv.Conns(),
+		LogBatches:     st.LogBatches, LogEntries: st.LogEntries,
+		LogAppendSeconds: st.LogAppendSeconds, LogWritesOverlapped: st.LogWritesOverlapped,
+		HashIndex: st.HashIndex, StateHash: st.StateHash, HashChecks: st.HashChecks, HashMismatches: st.HashMismatches,
 	}
 	// docs/api.md: last_contact is a time (RFC 3339), omitted if never.
 	// Status reports it as an age ("0s" on the leader, "never").
 	if age, err := time.ParseDuration(st.LastContact); err == nil {
-		out["last_contact"] = time.Now().Add(-age).UTC().Format(time.RFC3339Nano)
+		h.LastContact = time.Now().Add(-age).UTC()
 	}
 	if s.cfg.CPUSeconds != nil {
-		out["cpu_seconds"] = s.cfg.CPUSeconds()
+		cpu := s.cfg.CPUSeconds()
+		h.CPUSeconds = &cpu
 	}
 	if s.cfg.TimerSlack != nil {
 		if d := s.cfg.TimerSlack(); d >= 0 {
-			out["timer_slack_ns"] = d.Nanoseconds()
+			ns := d.Nanoseconds()
+			h.TimerSlackNS = &ns
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, h)
 	return nil
 }
 
@@ -58,12 +61,25 @@ func (s *Server) handleSkill(w http.ResponseWriter, r *http.Request, c *call) er
 }
 
 func (s *Server) handleClusterStatus(w http.ResponseWriter, r *http.Request, c *call) error {
-	st, err := s.cluster.Status(r.Context())
-	if err != nil {
-		return err
+	return s.answerStatus(w, r)
+}
+
+// viewStatus is the API's view of a cluster status.
+func viewStatus(st cluster.Status) api.ClusterStatus {
+	out := api.ClusterStatus{
+		Leader: api.ClusterLeader{ID: st.Leader.ID, HTTPAddr: st.Leader.HTTPAddr},
+		Nodes:  make([]*api.ClusterNode, 0, len(st.Nodes)),
+		Term:   st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, NodeID: st.NodeID,
+		State: st.State, LastContact: st.LastContact,
+		LogBatches: st.LogBatches, LogEntries: st.LogEntries, LogAppendSeconds: st.LogAppendSeconds,
+		LogWritesOverlapped: st.LogWritesOverlapped,
+		HashIndex:           st.HashIndex, StateHash: st.StateHash, HashChecks: st.HashChecks, HashMismatches: st.HashMismatches,
 	}
-	writeJSON(w, http.StatusOK, st)
-	return nil
+	for _, n := range st.Nodes {
+		out.Nodes = append(out.Nodes, &api.ClusterNode{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr,
+			GossipAddr: n.GossipAddr, Suffrage: n.Suffrage, Alive: n.Alive, HashIndex: n.HashIndex, StateHash: n.StateHash})
+	}
+	return out
 }
 
 func (s *Server) answerStatus(w http.ResponseWriter, r *http.Request) error {
@@ -71,29 +87,28 @@ func (s *Server) answerStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, viewStatus(st))
 	return nil
 }
 
 func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, c *call) error {
-	var m cluster.Member
+	var m api.Member
 	if err := decode(c, &m); err != nil {
 		return err
 	}
-	if m.ID == "" || m.RaftAddr == "" {
+	if m.NodeID == "" || m.RaftAddr == "" {
 		return badRequest("node_id and raft_addr are required")
 	}
-	if err := s.cluster.AddVoter(r.Context(), m); err != nil {
+	if err := s.cluster.AddVoter(r.Context(), cluster.Member{ID: m.NodeID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr,
+		GossipAddr: m.GossipAddr}); err != nil {
 		return err
 	}
-	s.logger.Info("node joined", "node", m.ID, "raft_addr", m.RaftAddr)
+	s.logger.Info("node joined", "node", m.NodeID, "raft_addr", m.RaftAddr)
 	return s.answerStatus(w, r)
 }
 
 func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req struct {
-		NodeID string `json:"node_id"`
-	}
+	var req api.ClusterRemoveRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
@@ -108,9 +123,7 @@ func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request, c *call) e
 }
 
 func (s *Server) handleTransfer(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req struct {
-		To string `json:"to"`
-	}
+	var req api.ClusterTransferRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}

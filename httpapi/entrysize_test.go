@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/queue"
 )
 
@@ -15,7 +16,7 @@ func TestLargeEntriesRefused(t *testing.T) {
 	e := newEnv(t)
 	big := strings.Repeat("x", queue.MaxEntryBytes)
 	r := e.do("POST", "/jobs", headTok, fmt.Sprintf(`{"payload":%q}`, big))
-	r.apiErr(t, http.StatusRequestEntityTooLarge, codeTooLarge)
+	r.apiErr(t, http.StatusRequestEntityTooLarge, api.CodeTooLarge)
 	r = e.do("GET", "/jobs", headTok, "")
 	if r.Code != http.StatusOK || strings.Contains(string(r.Body), `"id"`) {
 		t.Fatalf("a job exists after a refused create: %d %s", r.Code, string(r.Body))

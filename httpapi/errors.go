@@ -6,37 +6,20 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/cluster"
 	"github.com/spine-queue/spine/fsm"
 	"github.com/spine-queue/spine/queue"
 )
 
-// Error codes of the JSON error body. docs/api.md lists each with its status.
-const (
-	codeInvalidJSON      = "invalid_json"
-	codeInvalidRequest   = "invalid_request"
-	codeUnauthorized     = "unauthorized"
-	codeForbidden        = "forbidden"
-	codeNotOwner         = "not_owner"
-	codeTargetMismatch   = "target_mismatch"
-	codeNotFound         = "not_found"
-	codeMethodNotAllowed = "method_not_allowed"
-	codeIllegal          = "illegal_transition"
-	codeStaleLease       = "stale_lease"
-	codeMaxAttempts      = "max_attempts"
-	codeTooLarge         = "too_large"
-	codeNoLeader         = "no_leader"
-	codeOutcomeUnknown   = "outcome_unknown"
-	codeInternal         = "internal"
-)
-
-// apiError is an error with the status and code it is answered with.
+// apiError is an error with the status and code (api.Code*; docs/api.md
+// lists each with its status) it is answered with.
 type apiError struct {
 	Status  int
 	Code    string
 	Message string
 	Leader  string   // leader's HTTP address, on 503
-	Job     *jobView // the job the refusal concerns, when useful
+	Job     *api.Job // the job the refusal concerns, when useful
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -46,7 +29,7 @@ func errorf(status int, code, format string, args ...interface{}) *apiError {
 }
 
 func badRequest(format string, args ...interface{}) *apiError {
-	return errorf(http.StatusBadRequest, codeInvalidRequest, format, args...)
+	return errorf(http.StatusBadRequest, api.CodeInvalidRequest, format, args...)
 }
 
 // classify maps any error to the status and code it is answered with. This
@@ -72,49 +55,38 @@ func classify(err error) *apiError {
 		}
 		return ae
 	case errors.As(err, &input):
-		return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", input.Message)
+		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%s", input.Message)
 	case errors.As(err, &tooBig):
-		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "%s", tooBig.Message)
+		return errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "%s", tooBig.Message)
 	case errors.Is(err, queue.ErrLeadershipLost), errors.Is(err, queue.ErrNotLeader):
-		return errorf(http.StatusServiceUnavailable, codeNoLeader, "%v", err)
+		return errorf(http.StatusServiceUnavailable, api.CodeNoLeader, "%v", err)
 	case errors.As(err, &mbe):
-		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "request body over the limit of %d bytes", mbe.Limit)
+		return errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "request body over the limit of %d bytes", mbe.Limit)
 	case errors.Is(err, fsm.ErrNotFound):
-		return errorf(http.StatusNotFound, codeNotFound, "%v", err)
+		return errorf(http.StatusNotFound, api.CodeNotFound, "%v", err)
 	case errors.Is(err, fsm.ErrIllegalTransition):
-		return errorf(http.StatusConflict, codeIllegal, "%v", err)
+		return errorf(http.StatusConflict, api.CodeIllegalTransition, "%v", err)
 	case errors.Is(err, fsm.ErrStaleLease):
-		return errorf(http.StatusConflict, codeStaleLease, "%v", err)
+		return errorf(http.StatusConflict, api.CodeStaleLease, "%v", err)
 	case errors.Is(err, fsm.ErrMaxAttempts):
-		return errorf(http.StatusConflict, codeMaxAttempts, "%v", err)
+		return errorf(http.StatusConflict, api.CodeMaxAttempts, "%v", err)
 	case errors.Is(err, fsm.ErrNotOwner):
-		return errorf(http.StatusForbidden, codeNotOwner, "%v", err)
+		return errorf(http.StatusForbidden, api.CodeNotOwner, "%v", err)
 	case errors.Is(err, fsm.ErrTargetMismatch):
-		return errorf(http.StatusForbidden, codeTargetMismatch, "%v", err)
+		return errorf(http.StatusForbidden, api.CodeTargetMismatch, "%v", err)
 	case errors.Is(err, fsm.ErrInvalid):
-		return errorf(http.StatusBadRequest, codeInvalidRequest, "%v", err)
+		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err)
 	case errors.Is(err, cluster.ErrUnknownServer):
-		return errorf(http.StatusNotFound, codeNotFound, "%v", err)
+		return errorf(http.StatusNotFound, api.CodeNotFound, "%v", err)
 	// Outcome-unknown first: a proposal cut short by shutdown wraps both
 	// ErrOutcomeUnknown and ErrShutdown, and must not read as "not applied".
 	case errors.Is(err, cluster.ErrOutcomeUnknown):
-		return errorf(http.StatusServiceUnavailable, codeOutcomeUnknown,
+		return errorf(http.StatusServiceUnavailable, api.CodeOutcomeUnknown,
 			"the write was proposed but its outcome is unknown (%v); retry with the same idempotency key or lease token", err)
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrShutdown):
-		return errorf(http.StatusServiceUnavailable, codeNoLeader, "no leader is available to take the write: %v; retry shortly", err)
+		return errorf(http.StatusServiceUnavailable, api.CodeNoLeader, "no leader is available to take the write: %v; retry shortly", err)
 	}
-	return errorf(http.StatusInternalServerError, codeInternal, "%v", err)
-}
-
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string   `json:"code"`
-	Message string   `json:"message"`
-	Leader  string   `json:"leader,omitempty"`
-	Job     *jobView `json:"job,omitempty"`
+	return errorf(http.StatusInternalServerError, api.CodeInternal, "%v", err)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v interface{}) {
@@ -130,7 +102,7 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		// An election takes about a second. An unknown outcome is worth
 		// retrying at once (with the same idempotency key or lease token), so
 		// it carries no Retry-After.
-		if ae.Code == codeNoLeader {
+		if ae.Code == api.CodeNoLeader {
 			w.Header().Set("Retry-After", "1")
 		}
 		if ae.Leader == "" {
@@ -140,5 +112,5 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 	if ae.Status >= 500 && ae.Status != http.StatusServiceUnavailable {
 		s.logger.Error("request failed", "error", err)
 	}
-	writeJSON(w, ae.Status, errorBody{Error: errorDetail{Code: ae.Code, Message: ae.Message, Leader: ae.Leader, Job: ae.Job}})
+	writeJSON(w, ae.Status, api.ErrorBody{Error: api.ErrorDetail{Code: ae.Code, Message: ae.Message, Leader: ae.Leader, Job: ae.Job}})
 }

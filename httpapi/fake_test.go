@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/cluster"
 	"github.com/spine-queue/spine/fsm"
 	"github.com/spine-queue/spine/queue"
@@ -392,3 +393,6 @@ func (e *env) job(id string) *fsm.Job {
 	}
 	return j
 }
+
+// ts renders a leader-stamped unix-nanosecond time as the API does.
+func ts(n int64) string { return api.Time(n).Format(time.RFC3339Nano) }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
 )
 
@@ -59,7 +60,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 		if drained() {
 			// No job was claimed for the caller (a claim that committed on
 			// the leader as it was cancelled is given back there).
-			writeJSON(w, http.StatusOK, workerClaimAnswer{Claimed: false})
+			writeJSON(w, http.StatusOK, api.WorkerClaim{Claimed: false})
 			return nil
 		}
 		id, addr := s.cluster.Leader()
@@ -81,9 +82,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 				s.logger.Debug("forward target is no longer the leader, waiting for a new one", "target", id)
 			case !notSent(err):
 				if r.Method == http.MethodGet {
-					return errorf(http.StatusServiceUnavailable, codeNoLeader, "leader %s did not answer: %v", id, err)
+					return errorf(http.StatusServiceUnavailable, api.CodeNoLeader, "leader %s did not answer: %v", id, err)
 				}
-				return errorf(http.StatusServiceUnavailable, codeOutcomeUnknown,
+				return errorf(http.StatusServiceUnavailable, api.CodeOutcomeUnknown,
 					"forwarded to leader %s, but its answer was lost (%v); the write may or may not have happened", id, err)
 			default:
 				s.logger.Debug("leader unreachable, waiting for a new one", "leader", id, "error", err)
@@ -99,7 +100,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return &apiError{Status: http.StatusServiceUnavailable, Code: codeNoLeader,
+			return &apiError{Status: http.StatusServiceUnavailable, Code: api.CodeNoLeader,
 				Message: "no leader is available (election in progress or quorum lost); retry shortly", Leader: addr}
 		}
 	}
@@ -122,7 +123,7 @@ func (s *Server) sendToLeader(ctx context.Context, r *http.Request, c *call, add
 			out.Header[k] = vs
 		}
 	}
-	out.Header.Set(forwardedHeader, s.cluster.ID())
+	out.Header.Set(api.HeaderForwardedBy, s.cluster.ID())
 	out.ContentLength = int64(len(c.body))
 	return s.fwd.Do(out)
 }
@@ -137,8 +138,8 @@ func refusedUnapplied(resp *http.Response) bool {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(b))
-	var eb errorBody
-	return json.Unmarshal(b, &eb) == nil && eb.Error.Code == codeNoLeader
+	var eb api.ErrorBody
+	return json.Unmarshal(b, &eb) == nil && eb.Error.Code == api.CodeNoLeader
 }
 
 // notSent reports whether err proves the request never reached the leader,
@@ -162,7 +163,7 @@ func copyAnswer(w http.ResponseWriter, resp *http.Response, self string) {
 		}
 	}
 	// The caller talked to this node, not the leader.
-	h.Set(headerNode, self)
+	h.Set(api.HeaderNode, self)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 }

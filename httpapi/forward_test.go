@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
 )
 
@@ -54,9 +55,9 @@ func (l *fakeLeader) requests() []recordedReq {
 }
 
 func leaderAnswer(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(headerNode, "n2")
-	w.Header().Set(headerLeader, "n2")
-	w.Header().Set(headerIndex, "77")
+	w.Header().Set(api.HeaderNode, "n2")
+	w.Header().Set(api.HeaderLeader, "n2")
+	w.Header().Set(api.HeaderIndex, "77")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	_, _ = io.WriteString(w, `{"id":"from-leader"}`)
@@ -71,7 +72,7 @@ func TestForwardWrite(t *testing.T) {
 	if r.Code != http.StatusCreated || string(r.Body) != `{"id":"from-leader"}` {
 		t.Fatalf("forwarded answer: %d %s", r.Code, r.Body)
 	}
-	if r.Header.Get(headerNode) != "n1" || r.Header.Get(headerLeader) != "n2" || r.Header.Get(headerIndex) != "77" {
+	if r.Header.Get(api.HeaderNode) != "n1" || r.Header.Get(api.HeaderLeader) != "n2" || r.Header.Get(api.HeaderIndex) != "77" {
 		t.Errorf("answer headers: %v", r.Header)
 	}
 	reqs := l.requests()
@@ -82,7 +83,7 @@ func TestForwardWrite(t *testing.T) {
 	if q.Method != "POST" || q.URI != "/jobs?x=1" || q.Body != `{"payload":1}` {
 		t.Errorf("forwarded request: %+v", q)
 	}
-	if q.Header.Get("Authorization") != "Bearer "+headTok || q.Header.Get(forwardedHeader) != "n1" ||
+	if q.Header.Get("Authorization") != "Bearer "+headTok || q.Header.Get(api.HeaderForwardedBy) != "n1" ||
 		q.Header.Get("Idempotency-Key") != "k9" {
 		t.Errorf("forwarded headers: %v", q.Header)
 	}
@@ -92,16 +93,16 @@ func TestForwardWrite(t *testing.T) {
 
 	// Reads are forwarded too (default consistency), but not ?stale ones.
 	e.do("GET", "/jobs/abc", leftTok, nil)
-	e.do("GET", "/jobs/abc?stale", leftTok, nil).apiErr(t, http.StatusNotFound, codeNotFound)
+	e.do("GET", "/jobs/abc?stale", leftTok, nil).apiErr(t, http.StatusNotFound, api.CodeNotFound)
 	if reqs := l.requests(); len(reqs) != 2 || reqs[1].Method != "GET" || reqs[1].URI != "/jobs/abc" {
 		t.Errorf("leader saw %+v", reqs)
 	}
 
 	// Auth and role checks happen before forwarding.
-	e.do("POST", "/jobs", "", `{"payload":1}`).apiErr(t, http.StatusUnauthorized, codeUnauthorized)
-	e.do("POST", "/jobs", leftTok, `{"payload":1}`).apiErr(t, http.StatusForbidden, codeForbidden)
+	e.do("POST", "/jobs", "", `{"payload":1}`).apiErr(t, http.StatusUnauthorized, api.CodeUnauthorized)
+	e.do("POST", "/jobs", leftTok, `{"payload":1}`).apiErr(t, http.StatusForbidden, api.CodeForbidden)
 	// Validation happens on the leader; an over-size body is refused here.
-	e.do("POST", "/jobs", headTok, `{"payload":"`+string(make([]byte, 1<<20))+`"}`).apiErr(t, http.StatusRequestEntityTooLarge, codeTooLarge)
+	e.do("POST", "/jobs", headTok, `{"payload":"`+string(make([]byte, 1<<20))+`"}`).apiErr(t, http.StatusRequestEntityTooLarge, api.CodeTooLarge)
 	if n := len(l.requests()); n != 2 {
 		t.Errorf("leader saw %d requests, want 2", n)
 	}
@@ -115,8 +116,8 @@ func TestForwardNotTwice(t *testing.T) {
 		{"POST", "/jobs", `{"payload":1}`},
 		{"GET", "/jobs", ""},
 	} {
-		r := e.do(c.method, c.path, headTok, c.body, forwardedHeader, "n3")
-		er := r.apiErr(t, http.StatusServiceUnavailable, codeNoLeader)
+		r := e.do(c.method, c.path, headTok, c.body, api.HeaderForwardedBy, "n3")
+		er := r.apiErr(t, http.StatusServiceUnavailable, api.CodeNoLeader)
 		if r.Header.Get("Retry-After") == "" || er["leader"] != l.URL {
 			t.Errorf("%s %s: Retry-After %q leader %v", c.method, c.path, r.Header.Get("Retry-After"), er["leader"])
 		}
@@ -154,7 +155,7 @@ func TestForwardLeaderUnreachable(t *testing.T) {
 			start := time.Now()
 			r := e.do("POST", "/jobs", headTok, `{"payload":1}`)
 			took := time.Since(start)
-			er := r.apiErr(t, http.StatusServiceUnavailable, codeNoLeader)
+			er := r.apiErr(t, http.StatusServiceUnavailable, api.CodeNoLeader)
 			if r.Header.Get("Retry-After") == "" {
 				t.Error("no Retry-After")
 			}
@@ -164,7 +165,7 @@ func TestForwardLeaderUnreachable(t *testing.T) {
 			if took < hold {
 				t.Errorf("answered after %v, before the leader hold of %v", took, hold)
 			}
-			if r.Header.Get(headerNode) != "n1" {
+			if r.Header.Get(api.HeaderNode) != "n1" {
 				t.Errorf("headers: %v", r.Header)
 			}
 		})
@@ -176,9 +177,9 @@ func TestForwardAnswerLost(t *testing.T) {
 	l := newFakeLeader(t, func(w http.ResponseWriter, r *http.Request) { panic(http.ErrAbortHandler) })
 	e.fc.setFollower("n2", l.URL)
 	// A write that may have reached the leader is not retried: its outcome is unknown.
-	e.do("POST", "/jobs", headTok, `{"payload":1}`).apiErr(t, http.StatusServiceUnavailable, codeOutcomeUnknown)
+	e.do("POST", "/jobs", headTok, `{"payload":1}`).apiErr(t, http.StatusServiceUnavailable, api.CodeOutcomeUnknown)
 	// A read is safe to repeat; it answers no_leader.
-	e.do("GET", "/jobs", headTok, nil).apiErr(t, http.StatusServiceUnavailable, codeNoLeader)
+	e.do("GET", "/jobs", headTok, nil).apiErr(t, http.StatusServiceUnavailable, api.CodeNoLeader)
 }
 
 func TestForwardBecomesLeader(t *testing.T) {

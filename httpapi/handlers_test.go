@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/cluster"
 	"github.com/spine-queue/spine/fsm"
 	"github.com/spine-queue/spine/queue"
@@ -66,7 +67,7 @@ func TestTokensConstantTimeRotation(t *testing.T) {
 		}
 	}
 	for _, tok := range []string{"old-hea", "new-headd", "old-head,new-head", "OLD-HEAD"} {
-		e.do("GET", "/jobs", tok, nil).apiErr(t, http.StatusUnauthorized, codeUnauthorized)
+		e.do("GET", "/jobs", tok, nil).apiErr(t, http.StatusUnauthorized, api.CodeUnauthorized)
 	}
 }
 
@@ -93,8 +94,8 @@ func TestUnauthorized(t *testing.T) {
 					hdr = []string{"Authorization", c.auth}
 				}
 				r := e.do(rt.method, rt.path, "", `{"payload":1}`, hdr...)
-				r.apiErr(t, http.StatusUnauthorized, codeUnauthorized)
-				if r.Header.Get(headerNode) != "n1" || r.Header.Get(headerIndex) == "" {
+				r.apiErr(t, http.StatusUnauthorized, api.CodeUnauthorized)
+				if r.Header.Get(api.HeaderNode) != "n1" || r.Header.Get(api.HeaderIndex) == "" {
 					t.Errorf("%s %s: no X-Spine headers on 401: %v", rt.method, rt.path, r.Header)
 				}
 			}
@@ -130,7 +131,7 @@ func TestForbiddenPerRole(t *testing.T) {
 		{"POST", "/cluster/transfer-leader", leftTok},
 	} {
 		t.Run(c.method+" "+c.path+" "+c.token, func(t *testing.T) {
-			e.do(c.method, c.path, c.token, "{}").apiErr(t, http.StatusForbidden, codeForbidden)
+			e.do(c.method, c.path, c.token, "{}").apiErr(t, http.StatusForbidden, api.CodeForbidden)
 		})
 	}
 }
@@ -143,23 +144,23 @@ func TestRoutingErrors(t *testing.T) {
 		code         string
 		allow        string // the 405's Allow header
 	}{
-		{"GET", "/nope", http.StatusNotFound, codeNotFound, ""},
-		{"GET", "/jobs/a/b/c", http.StatusNotFound, codeNotFound, ""},
-		{"POST", "/", http.StatusNotFound, codeNotFound, ""},
-		{"GET", "/jobs/", http.StatusNotFound, codeNotFound, ""},
-		{"DELETE", "/jobs", http.StatusMethodNotAllowed, codeMethodNotAllowed, "POST, GET"},
-		{"PUT", "/jobs/x", http.StatusMethodNotAllowed, codeMethodNotAllowed, "GET"},
-		{"GET", "/jobs/x/claim", http.StatusMethodNotAllowed, codeMethodNotAllowed, "POST"},
-		{"POST", "/health", http.StatusMethodNotAllowed, codeMethodNotAllowed, "GET"},
-		{"GET", "/internal/worker/claim", http.StatusMethodNotAllowed, codeMethodNotAllowed, "POST"},
-		{"DELETE", "/blobs/x", http.StatusMethodNotAllowed, codeMethodNotAllowed, "GET"},
+		{"GET", "/nope", http.StatusNotFound, api.CodeNotFound, ""},
+		{"GET", "/jobs/a/b/c", http.StatusNotFound, api.CodeNotFound, ""},
+		{"POST", "/", http.StatusNotFound, api.CodeNotFound, ""},
+		{"GET", "/jobs/", http.StatusNotFound, api.CodeNotFound, ""},
+		{"DELETE", "/jobs", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "POST, GET"},
+		{"PUT", "/jobs/x", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "GET"},
+		{"GET", "/jobs/x/claim", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "POST"},
+		{"POST", "/health", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "GET"},
+		{"GET", "/internal/worker/claim", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "POST"},
+		{"DELETE", "/blobs/x", http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "GET"},
 	} {
 		r := e.do(c.method, c.path, headTok, nil)
 		r.apiErr(t, c.status, c.code)
 		if got := r.Header.Get("Allow"); got != c.allow {
 			t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, got, c.allow)
 		}
-		if r.Header.Get(headerNode) != "n1" || r.Header.Get(headerLeader) != "n1" || r.Header.Get(headerIndex) != "0" {
+		if r.Header.Get(api.HeaderNode) != "n1" || r.Header.Get(api.HeaderLeader) != "n1" || r.Header.Get(api.HeaderIndex) != "0" {
 			t.Errorf("%s %s: missing X-Spine headers: %v", c.method, c.path, r.Header)
 		}
 	}
@@ -175,31 +176,31 @@ func TestCreateValidation(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"malformed", `{"payload":`, nil, 400, codeInvalidJSON},
-		{"trailing garbage", `{"payload":1} x`, nil, 400, codeInvalidJSON},
-		{"not json", `payload=1`, nil, 400, codeInvalidJSON},
-		{"array body", `[1,2]`, nil, 400, codeInvalidRequest},
-		{"empty body", ``, nil, 400, codeInvalidRequest},
-		{"empty object", `{}`, nil, 400, codeInvalidRequest},
-		{"payload null", `{"payload":null}`, nil, 400, codeInvalidRequest},
-		{"maxAttempts string", `{"payload":1,"maxAttempts":"x"}`, nil, 400, codeInvalidRequest},
-		{"maxAttempts float", `{"payload":1,"maxAttempts":1.5}`, nil, 400, codeInvalidRequest},
-		{"maxAttempts 0", `{"payload":1,"maxAttempts":0}`, nil, 400, codeInvalidRequest},
-		{"maxAttempts 1001", `{"payload":1,"maxAttempts":1001}`, nil, 400, codeInvalidRequest},
-		{"maxAttempts negative", `{"payload":1,"maxAttempts":-1}`, nil, 400, codeInvalidRequest},
-		{"stream empty", `{"payload":1,"stream":""}`, nil, 400, codeInvalidRequest},
-		{"stream space", `{"payload":1,"stream":"a b"}`, nil, 400, codeInvalidRequest},
-		{"stream leading dash", `{"payload":1,"stream":"-a"}`, nil, 400, codeInvalidRequest},
-		{"stream too long", `{"payload":1,"stream":"` + strings.Repeat("s", 129) + `"}`, nil, 400, codeInvalidRequest},
-		{"stream number", `{"payload":1,"stream":7}`, nil, 400, codeInvalidRequest},
-		{"target slash", `{"payload":1,"target":"a/b"}`, nil, 400, codeInvalidRequest},
-		{"target unicode", `{"payload":1,"target":"clé"}`, nil, 400, codeInvalidRequest},
-		{"leaseSeconds 0", `{"payload":1,"leaseSeconds":0}`, nil, 400, codeInvalidRequest},
-		{"leaseSeconds huge", `{"payload":1,"leaseSeconds":604801}`, nil, 400, codeInvalidRequest},
-		{"taskClass long", `{"payload":1,"taskClass":"` + strings.Repeat("t", 129) + `"}`, nil, 400, codeInvalidRequest},
-		{"key mismatch", `{"payload":1,"idempotencyKey":"a"}`, []string{"Idempotency-Key", "b"}, 400, codeInvalidRequest},
-		{"key too long", `{"payload":1}`, []string{"Idempotency-Key", strings.Repeat("k", 257)}, 400, codeInvalidRequest},
-		{"body over 1 MiB", big, nil, 413, codeTooLarge},
+		{"malformed", `{"payload":`, nil, 400, api.CodeInvalidJSON},
+		{"trailing garbage", `{"payload":1} x`, nil, 400, api.CodeInvalidJSON},
+		{"not json", `payload=1`, nil, 400, api.CodeInvalidJSON},
+		{"array body", `[1,2]`, nil, 400, api.CodeInvalidRequest},
+		{"empty body", ``, nil, 400, api.CodeInvalidRequest},
+		{"empty object", `{}`, nil, 400, api.CodeInvalidRequest},
+		{"payload null", `{"payload":null}`, nil, 400, api.CodeInvalidRequest},
+		{"maxAttempts string", `{"payload":1,"maxAttempts":"x"}`, nil, 400, api.CodeInvalidRequest},
+		{"maxAttempts float", `{"payload":1,"maxAttempts":1.5}`, nil, 400, api.CodeInvalidRequest},
+		{"maxAttempts 0", `{"payload":1,"maxAttempts":0}`, nil, 400, api.CodeInvalidRequest},
+		{"maxAttempts 1001", `{"payload":1,"maxAttempts":1001}`, nil, 400, api.CodeInvalidRequest},
+		{"maxAttempts negative", `{"payload":1,"maxAttempts":-1}`, nil, 400, api.CodeInvalidRequest},
+		{"stream empty", `{"payload":1,"stream":""}`, nil, 400, api.CodeInvalidRequest},
+		{"stream space", `{"payload":1,"stream":"a b"}`, nil, 400, api.CodeInvalidRequest},
+		{"stream leading dash", `{"payload":1,"stream":"-a"}`, nil, 400, api.CodeInvalidRequest},
+		{"stream too long", `{"payload":1,"stream":"` + strings.Repeat("s", 129) + `"}`, nil, 400, api.CodeInvalidRequest},
+		{"stream number", `{"payload":1,"stream":7}`, nil, 400, api.CodeInvalidRequest},
+		{"target slash", `{"payload":1,"target":"a/b"}`, nil, 400, api.CodeInvalidRequest},
+		{"target unicode", `{"payload":1,"target":"clé"}`, nil, 400, api.CodeInvalidRequest},
+		{"leaseSeconds 0", `{"payload":1,"leaseSeconds":0}`, nil, 400, api.CodeInvalidRequest},
+		{"leaseSeconds huge", `{"payload":1,"leaseSeconds":604801}`, nil, 400, api.CodeInvalidRequest},
+		{"taskClass long", `{"payload":1,"taskClass":"` + strings.Repeat("t", 129) + `"}`, nil, 400, api.CodeInvalidRequest},
+		{"key mismatch", `{"payload":1,"idempotencyKey":"a"}`, []string{"Idempotency-Key", "b"}, 400, api.CodeInvalidRequest},
+		{"key too long", `{"payload":1}`, []string{"Idempotency-Key", strings.Repeat("k", 257)}, 400, api.CodeInvalidRequest},
+		{"body over 1 MiB", big, nil, 413, api.CodeTooLarge},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e.do("POST", "/jobs", headTok, c.body, c.hdr...).apiErr(t, c.status, c.code)
@@ -248,7 +249,7 @@ func TestCreateAndView(t *testing.T) {
 			t.Errorf("%s present on a queued job", k)
 		}
 	}
-	if r.Header.Get(headerIndex) != "1" || r.Header.Get(headerNode) != "n1" || r.Header.Get(headerLeader) != "n1" {
+	if r.Header.Get(api.HeaderIndex) != "1" || r.Header.Get(api.HeaderNode) != "n1" || r.Header.Get(api.HeaderLeader) != "n1" {
 		t.Errorf("headers: %v", r.Header)
 	}
 	// Defaults.
@@ -282,8 +283,8 @@ func TestCreateIdempotent(t *testing.T) {
 		if j["id"] != id || j["payload"] != 1.0 || j["idempotencyKey"] != "k1" {
 			t.Errorf("%s: got %v", c.name, j)
 		}
-		if r.Header.Get(headerIndex) != "1" {
-			t.Errorf("%s: index %q", c.name, r.Header.Get(headerIndex))
+		if r.Header.Get(api.HeaderIndex) != "1" {
+			t.Errorf("%s: index %q", c.name, r.Header.Get(api.HeaderIndex))
 		}
 	}
 	if n := e.fc.AppliedIndex(); n != 1 {
@@ -307,7 +308,7 @@ func TestCreateIdempotent(t *testing.T) {
 		t.Fatalf("raced create: %d %s", r.Code, r.Body)
 	}
 	// Field differs from header: refused, nothing applied.
-	e.do("POST", "/jobs", headTok, `{"payload":1,"idempotencyKey":"k2"}`, "Idempotency-Key", "k1").apiErr(t, 400, codeInvalidRequest)
+	e.do("POST", "/jobs", headTok, `{"payload":1,"idempotencyKey":"k2"}`, "Idempotency-Key", "k1").apiErr(t, 400, api.CodeInvalidRequest)
 }
 
 func TestListQueryErrors(t *testing.T) {
@@ -316,11 +317,11 @@ func TestListQueryErrors(t *testing.T) {
 		for _, q := range []string{
 			"status=bogus", "limit=0", "limit=1001", "limit=-1", "limit=x", "limit=1.5", "cursor=x", "cursor=-1",
 		} {
-			e.do("GET", path+"?"+q, headTok, nil).apiErr(t, http.StatusBadRequest, codeInvalidRequest)
+			e.do("GET", path+"?"+q, headTok, nil).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
 		}
 	}
 	for _, q := range []string{"status=queued", "status=running", "status=done"} {
-		e.do("GET", "/dlq?"+q, headTok, nil).apiErr(t, http.StatusBadRequest, codeInvalidRequest)
+		e.do("GET", "/dlq?"+q, headTok, nil).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
 	}
 }
 
@@ -375,16 +376,16 @@ func TestListPagingAndVisibility(t *testing.T) {
 	if !bytes.Contains(e.do("GET", "/jobs?limit=100&cursor="+next, headTok, nil).Body, []byte(`"nextCursor":null`)) {
 		t.Error("last page has a nextCursor")
 	}
-	if r.Header.Get(headerIndex) != "5" {
-		t.Errorf("read index %q, want 5", r.Header.Get(headerIndex))
+	if r.Header.Get(api.HeaderIndex) != "5" {
+		t.Errorf("read index %q, want 5", r.Header.Get(api.HeaderIndex))
 	}
 
 	// GET /jobs/{id}: invisible jobs are not found for claws.
-	e.do("GET", "/jobs/id-3", leftTok, nil).apiErr(t, http.StatusNotFound, codeNotFound)
-	e.do("GET", "/jobs/id-3/events", leftTok, nil).apiErr(t, http.StatusNotFound, codeNotFound)
-	e.do("GET", "/jobs/id-3/attempts", leftTok, nil).apiErr(t, http.StatusNotFound, codeNotFound)
-	e.do("POST", "/jobs/id-3/comment", leftTok, `{"text":"hi"}`).apiErr(t, http.StatusNotFound, codeNotFound)
-	e.do("GET", "/jobs/nope", headTok, nil).apiErr(t, http.StatusNotFound, codeNotFound)
+	e.do("GET", "/jobs/id-3", leftTok, nil).apiErr(t, http.StatusNotFound, api.CodeNotFound)
+	e.do("GET", "/jobs/id-3/events", leftTok, nil).apiErr(t, http.StatusNotFound, api.CodeNotFound)
+	e.do("GET", "/jobs/id-3/attempts", leftTok, nil).apiErr(t, http.StatusNotFound, api.CodeNotFound)
+	e.do("POST", "/jobs/id-3/comment", leftTok, `{"text":"hi"}`).apiErr(t, http.StatusNotFound, api.CodeNotFound)
+	e.do("GET", "/jobs/nope", headTok, nil).apiErr(t, http.StatusNotFound, api.CodeNotFound)
 	if r := e.do("GET", "/jobs/id-3", rightTok, nil); r.Code != http.StatusOK {
 		t.Errorf("right_claw get id-3: %d", r.Code)
 	}
@@ -405,7 +406,7 @@ func TestJobLifecycleV0(t *testing.T) {
 	id := e.create(map[string]interface{}{"maxAttempts": 2})["id"].(string)
 
 	// illegal_transition: complete a queued job.
-	e.do("POST", "/jobs/"+id+"/complete", headTok, `{}`).apiErr(t, http.StatusConflict, codeIllegal)
+	e.do("POST", "/jobs/"+id+"/complete", headTok, `{}`).apiErr(t, http.StatusConflict, api.CodeIllegalTransition)
 
 	c := e.claim(id, leftTok)
 	if c["status"] != "running" || c["claimedBy"] != RoleLeftClaw || c["attempts"] != 1.0 || c["leaseToken"] == nil ||
@@ -419,22 +420,22 @@ func TestJobLifecycleV0(t *testing.T) {
 		t.Error("leaseToken in GET")
 	}
 	// Claiming a running job is illegal.
-	e.do("POST", "/jobs/"+id+"/claim", rightTok, `{}`).apiErr(t, http.StatusConflict, codeIllegal)
+	e.do("POST", "/jobs/"+id+"/claim", rightTok, `{}`).apiErr(t, http.StatusConflict, api.CodeIllegalTransition)
 
 	// not_owner: the other claw, without a token.
 	for _, op := range []string{"heartbeat", "complete", "fail", "release"} {
-		e.do("POST", "/jobs/"+id+"/"+op, rightTok, `{}`).apiErr(t, http.StatusForbidden, codeNotOwner)
+		e.do("POST", "/jobs/"+id+"/"+op, rightTok, `{}`).apiErr(t, http.StatusForbidden, api.CodeNotOwner)
 	}
 	// stale_lease: wrong token or attempt id.
 	for _, body := range []string{`{"leaseToken":"wrong"}`, `{"leaseToken":"` + tok + `","attemptId":"wrong"}`, `{"attemptId":"wrong"}`} {
-		er := e.do("POST", "/jobs/"+id+"/complete", leftTok, body).apiErr(t, http.StatusConflict, codeStaleLease)
+		er := e.do("POST", "/jobs/"+id+"/complete", leftTok, body).apiErr(t, http.StatusConflict, api.CodeStaleLease)
 		if er["job"] == nil {
 			t.Error("stale_lease without error.job")
 		}
 	}
 	// Wrong JSON types in lease fields.
-	e.do("POST", "/jobs/"+id+"/heartbeat", leftTok, `{"leaseToken":5}`).apiErr(t, 400, codeInvalidRequest)
-	e.do("POST", "/jobs/"+id+"/heartbeat", leftTok, `{`).apiErr(t, 400, codeInvalidJSON)
+	e.do("POST", "/jobs/"+id+"/heartbeat", leftTok, `{"leaseToken":5}`).apiErr(t, 400, api.CodeInvalidRequest)
+	e.do("POST", "/jobs/"+id+"/heartbeat", leftTok, `{`).apiErr(t, 400, api.CodeInvalidJSON)
 
 	// Heartbeat by owner, with the token, and by head.
 	for _, c := range []struct{ token, body string }{{leftTok, `{}`}, {leftTok, `{"leaseToken":"` + tok + `","attemptId":"` + att + `"}`}, {headTok, ``}} {
@@ -461,28 +462,30 @@ func TestJobLifecycleV0(t *testing.T) {
 	if je := j["error"].(map[string]interface{}); je["code"] != "E1" || je["stack"] != "s" || je["retryable"] != true {
 		t.Errorf("error = %v", je)
 	}
-	e.do("POST", "/jobs/"+id+"/fail", headTok, `{"error":5}`).apiErr(t, 400, codeInvalidRequest)
-	e.do("POST", "/jobs/"+id+"/fail", headTok, `{"error":{"message":7}}`).apiErr(t, 400, codeInvalidRequest)
-	e.do("POST", "/jobs/"+id+"/fail", headTok, `{"requeue":"no"}`).apiErr(t, 400, codeInvalidRequest)
+	if m := e.do("POST", "/jobs/"+id+"/fail", headTok, `{"error":5}`).apiErr(t, 400, api.CodeInvalidRequest); !strings.Contains(fmt.Sprint(m["message"]), "error must be a string or {code, message, stack, retryable}") {
+		t.Errorf("a fail with a numeric error: %v", m)
+	}
+	e.do("POST", "/jobs/"+id+"/fail", headTok, `{"error":{"message":7}}`).apiErr(t, 400, api.CodeInvalidRequest)
+	e.do("POST", "/jobs/"+id+"/fail", headTok, `{"requeue":"no"}`).apiErr(t, 400, api.CodeInvalidRequest)
 
 	// Dead letters and redrive.
 	dl := e.do("GET", "/dlq", headTok, nil).json(t)["jobs"].([]interface{})
 	if len(dl) != 1 || dl[0].(map[string]interface{})["id"] != id {
 		t.Fatalf("dlq = %v", dl)
 	}
-	e.do("POST", "/dlq/nope/redrive", headTok, nil).apiErr(t, 404, codeNotFound)
+	e.do("POST", "/dlq/nope/redrive", headTok, nil).apiErr(t, 404, api.CodeNotFound)
 	rd := e.do("POST", "/dlq/"+id+"/redrive", headTok, nil)
 	if j := rd.json(t); rd.Code != 200 || j["status"] != "queued" || j["attempts"] != 0.0 {
 		t.Fatalf("redrive: %d %v", rd.Code, j)
 	}
-	e.do("POST", "/dlq/"+id+"/redrive", headTok, nil).apiErr(t, http.StatusConflict, codeIllegal)
+	e.do("POST", "/dlq/"+id+"/redrive", headTok, nil).apiErr(t, http.StatusConflict, api.CodeIllegalTransition)
 
 	// Release does not count; fail with requeue:false → failed; complete.
 	e.claim(id, leftTok)
 	if j := e.do("POST", "/jobs/"+id+"/release", leftTok, `{"reason":"later"}`).json(t); j["status"] != "queued" || j["attempts"] != 0.0 {
 		t.Fatalf("release: %v", j)
 	}
-	e.do("POST", "/jobs/"+id+"/release", leftTok, `{"reason":"`+strings.Repeat("r", 64<<10+1)+`"}`).apiErr(t, 400, codeInvalidRequest)
+	e.do("POST", "/jobs/"+id+"/release", leftTok, `{"reason":"`+strings.Repeat("r", 64<<10+1)+`"}`).apiErr(t, 400, api.CodeInvalidRequest)
 	e.claim(id, leftTok)
 	if j := e.do("POST", "/jobs/"+id+"/fail", leftTok, `{"requeue":false}`).json(t); j["status"] != "failed" {
 		t.Fatalf("fail requeue:false: %v", j)
@@ -497,14 +500,14 @@ func TestJobLifecycleV0(t *testing.T) {
 	if r.Code != 200 || j["status"] != "done" || j["stdout"] != "o" || j["finishedAt"] == nil {
 		t.Fatalf("complete: %d %v", r.Code, j)
 	}
-	if r.Header.Get(headerIndex) != strconv.FormatUint(e.fc.AppliedIndex(), 10) {
-		t.Errorf("X-Spine-Index %q, applied %d", r.Header.Get(headerIndex), e.fc.AppliedIndex())
+	if r.Header.Get(api.HeaderIndex) != strconv.FormatUint(e.fc.AppliedIndex(), 10) {
+		t.Errorf("X-Spine-Index %q, applied %d", r.Header.Get(api.HeaderIndex), e.fc.AppliedIndex())
 	}
 
 	// Comments.
-	e.do("POST", "/jobs/"+id+"/comment", leftTok, `{"text":"  "}`).apiErr(t, 400, codeInvalidRequest)
-	e.do("POST", "/jobs/"+id+"/comment", leftTok, `{"text":1}`).apiErr(t, 400, codeInvalidRequest)
-	e.do("POST", "/jobs/nope/comment", headTok, `{"text":"x"}`).apiErr(t, 404, codeNotFound)
+	e.do("POST", "/jobs/"+id+"/comment", leftTok, `{"text":"  "}`).apiErr(t, 400, api.CodeInvalidRequest)
+	e.do("POST", "/jobs/"+id+"/comment", leftTok, `{"text":1}`).apiErr(t, 400, api.CodeInvalidRequest)
+	e.do("POST", "/jobs/nope/comment", headTok, `{"text":"x"}`).apiErr(t, 404, api.CodeNotFound)
 	j = e.do("POST", "/jobs/"+id+"/comment", rightTok, `{"text":"nice"}`).json(t)
 	if cs := j["comments"].([]interface{}); len(cs) != 1 || cs[0].(map[string]interface{})["actor"] != RoleRightClaw {
 		t.Errorf("comments = %v", j["comments"])
@@ -532,13 +535,13 @@ func TestJobLifecycleV0(t *testing.T) {
 func TestClaimErrors(t *testing.T) {
 	e := newEnv(t)
 	id := e.create(map[string]interface{}{"target": RoleRightClaw})["id"].(string)
-	e.do("POST", "/jobs/"+id+"/claim", leftTok, `{}`).apiErr(t, http.StatusForbidden, codeTargetMismatch)
-	e.do("POST", "/jobs/nope/claim", leftTok, `{}`).apiErr(t, http.StatusNotFound, codeNotFound)
-	e.do("POST", "/jobs/"+id+"/claim", leftTok, `{"workerId":1}`).apiErr(t, 400, codeInvalidRequest)
+	e.do("POST", "/jobs/"+id+"/claim", leftTok, `{}`).apiErr(t, http.StatusForbidden, api.CodeTargetMismatch)
+	e.do("POST", "/jobs/nope/claim", leftTok, `{}`).apiErr(t, http.StatusNotFound, api.CodeNotFound)
+	e.do("POST", "/jobs/"+id+"/claim", leftTok, `{"workerId":1}`).apiErr(t, 400, api.CodeInvalidRequest)
 	// A job targeted at a worker id is claimable by that worker.
 	w := e.create(map[string]interface{}{"target": "w-7"})["id"].(string)
-	e.do("POST", "/jobs/"+w+"/claim", leftTok, `{"workerId":"w-8"}`).apiErr(t, http.StatusForbidden, codeTargetMismatch)
-	e.do("POST", "/jobs/"+w+"/claim", leftTok, `{}`).apiErr(t, http.StatusForbidden, codeTargetMismatch)
+	e.do("POST", "/jobs/"+w+"/claim", leftTok, `{"workerId":"w-8"}`).apiErr(t, http.StatusForbidden, api.CodeTargetMismatch)
+	e.do("POST", "/jobs/"+w+"/claim", leftTok, `{}`).apiErr(t, http.StatusForbidden, api.CodeTargetMismatch)
 	if r := e.do("POST", "/jobs/"+w+"/claim", leftTok, `{"workerId":"w-7"}`); r.Code != http.StatusOK || r.json(t)["workerId"] != "w-7" {
 		t.Fatalf("claim by the targeted worker: %d %s", r.Code, r.Body)
 	}
@@ -559,7 +562,7 @@ func TestMaxAttempts(t *testing.T) {
 		return &fsm.Result{Job: &dead, Err: &fsm.TransitionError{Kind: fsm.ErrMaxAttempts, JobID: id, State: fsm.StateDead,
 			Op: "claim", Msg: "attempts 1 of 1 used; job is dead"}}, true
 	}
-	er := e.do("POST", "/jobs/"+id+"/claim", leftTok, `{}`).apiErr(t, http.StatusConflict, codeMaxAttempts)
+	er := e.do("POST", "/jobs/"+id+"/claim", leftTok, `{}`).apiErr(t, http.StatusConflict, api.CodeMaxAttempts)
 	j, _ := er["job"].(map[string]interface{})
 	if j["id"] != id || j["status"] != "dead" {
 		t.Fatalf("error.job = %v", er["job"])
@@ -572,11 +575,11 @@ func TestClusterErrors(t *testing.T) {
 		status int
 		code   string
 	}{
-		{fmt.Errorf("%w: raft says so", cluster.ErrNotLeader), 503, codeNoLeader},
-		{cluster.ErrNoLeader, 503, codeNoLeader},
-		{cluster.ErrShutdown, 503, codeNoLeader},
-		{fmt.Errorf("%w: leadership lost", cluster.ErrOutcomeUnknown), 503, codeOutcomeUnknown},
-		{errors.New("disk on fire"), 500, codeInternal},
+		{fmt.Errorf("%w: raft says so", cluster.ErrNotLeader), 503, api.CodeNoLeader},
+		{cluster.ErrNoLeader, 503, api.CodeNoLeader},
+		{cluster.ErrShutdown, 503, api.CodeNoLeader},
+		{fmt.Errorf("%w: leadership lost", cluster.ErrOutcomeUnknown), 503, api.CodeOutcomeUnknown},
+		{errors.New("disk on fire"), 500, api.CodeInternal},
 	} {
 		t.Run(c.code+" "+c.err.Error(), func(t *testing.T) {
 			e := newEnv(t)
@@ -590,7 +593,7 @@ func TestClusterErrors(t *testing.T) {
 				r := e.do(rt.method, rt.path, rt.token, rt.body)
 				er := r.apiErr(t, c.status, c.code)
 				if c.status == 503 {
-					if (r.Header.Get("Retry-After") == "") != (c.code == codeOutcomeUnknown) {
+					if (r.Header.Get("Retry-After") == "") != (c.code == api.CodeOutcomeUnknown) {
 						t.Errorf("%s: Retry-After %q on %s (want it on no_leader only)", rt.path, r.Header.Get("Retry-After"), c.code)
 					}
 					if er["leader"] != "http://n1.test:36725" {
@@ -605,9 +608,9 @@ func TestClusterErrors(t *testing.T) {
 	// Membership errors.
 	e := newEnv(t)
 	e.fc.opErr = fmt.Errorf("remove: %w", cluster.ErrUnknownServer)
-	e.do("POST", "/cluster/remove", headTok, `{"node_id":"n9"}`).apiErr(t, 404, codeNotFound)
+	e.do("POST", "/cluster/remove", headTok, `{"node_id":"n9"}`).apiErr(t, 404, api.CodeNotFound)
 	e.fc.statusErr = cluster.ErrShutdown
-	e.do("GET", "/cluster/status", headTok, nil).apiErr(t, 503, codeNoLeader)
+	e.do("GET", "/cluster/status", headTok, nil).apiErr(t, 503, api.CodeNoLeader)
 }
 
 func TestHealthSkillAndCluster(t *testing.T) {
@@ -633,12 +636,12 @@ func TestHealthSkillAndCluster(t *testing.T) {
 		st["nodes"].([]interface{})[0].(map[string]interface{})["suffrage"] != "voter" {
 		t.Errorf("status = %v", st)
 	}
-	e.do("POST", "/cluster/join", headTok, `{"node_id":"n2"}`).apiErr(t, 400, codeInvalidRequest)
-	e.do("POST", "/cluster/join", headTok, `{"node_id":2}`).apiErr(t, 400, codeInvalidRequest)
+	e.do("POST", "/cluster/join", headTok, `{"node_id":"n2"}`).apiErr(t, 400, api.CodeInvalidRequest)
+	e.do("POST", "/cluster/join", headTok, `{"node_id":2}`).apiErr(t, 400, api.CodeInvalidRequest)
 	if r := e.do("POST", "/cluster/join", headTok, `{"node_id":"n2","raft_addr":"127.0.0.1:1","http_addr":"http://x","gossip_addr":"127.0.0.1:2"}`); r.Code != 200 {
 		t.Errorf("join: %d %s", r.Code, r.Body)
 	}
-	e.do("POST", "/cluster/remove", headTok, `{}`).apiErr(t, 400, codeInvalidRequest)
+	e.do("POST", "/cluster/remove", headTok, `{}`).apiErr(t, 400, api.CodeInvalidRequest)
 	if r := e.do("POST", "/cluster/remove", headTok, `{"node_id":"n2"}`); r.Code != 200 {
 		t.Errorf("remove: %d %s", r.Code, r.Body)
 	}
@@ -661,14 +664,14 @@ func TestHeadersAndReads(t *testing.T) {
 	e.create(map[string]interface{}{})
 	for _, q := range []string{"", "?stale", "?stale=true", "?consistent", "?stale=false"} {
 		r := e.do("GET", "/jobs/id-1"+q, headTok, nil)
-		if r.Code != 200 || r.Header.Get(headerIndex) != "2" || r.Header.Get(headerNode) != "n1" || r.Header.Get(headerLeader) != "n1" {
+		if r.Code != 200 || r.Header.Get(api.HeaderIndex) != "2" || r.Header.Get(api.HeaderNode) != "n1" || r.Header.Get(api.HeaderLeader) != "n1" {
 			t.Errorf("%s: %d %v", q, r.Code, r.Header)
 		}
 	}
 	// A follower serves ?stale locally, with the leader it knows.
 	e.fc.setFollower("n2", "http://n2.test")
 	r := e.do("GET", "/jobs/id-2?stale", leftTok, nil)
-	if r.Code != 200 || r.Header.Get(headerLeader) != "n2" || r.Header.Get(headerLeaderURL) != "http://n2.test" || r.Header.Get(headerIndex) != "2" {
+	if r.Code != 200 || r.Header.Get(api.HeaderLeader) != "n2" || r.Header.Get(api.HeaderLeaderAddr) != "http://n2.test" || r.Header.Get(api.HeaderIndex) != "2" {
 		t.Errorf("stale read on follower: %d %v", r.Code, r.Header)
 	}
 }
@@ -711,7 +714,7 @@ func TestBlobs(t *testing.T) {
 	if g.Code != 200 || !bytes.Equal(g.Body, data) || g.Header.Get("Content-Type") != "image/png" {
 		t.Fatalf("get: %d %d bytes %q", g.Code, len(g.Body), g.Header.Get("Content-Type"))
 	}
-	e.do("GET", "/blobs/"+strings.Repeat("0", 64), headTok, nil).apiErr(t, 404, codeNotFound)
+	e.do("GET", "/blobs/"+strings.Repeat("0", 64), headTok, nil).apiErr(t, 404, api.CodeNotFound)
 
 	// Content type sniffed when absent.
 	ct2, body2 := multipartBody(t, "file", "", []byte("hello"))
@@ -731,12 +734,12 @@ func TestBlobs(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"over MaxBlobBytes", ctO, bodyO, 413, codeTooLarge},
-		{"over the body limit", ctH, bodyH, 413, codeTooLarge},
-		{"no file field", ctN, bodyN, 400, codeInvalidRequest},
-		{"not multipart", "application/json", []byte(`{"file":"x"}`), 400, codeInvalidRequest},
-		{"no boundary", "multipart/form-data", bodyN, 400, codeInvalidRequest},
-		{"broken multipart", ct, []byte("garbage"), 400, codeInvalidRequest},
+		{"over MaxBlobBytes", ctO, bodyO, 413, api.CodeTooLarge},
+		{"over the body limit", ctH, bodyH, 413, api.CodeTooLarge},
+		{"no file field", ctN, bodyN, 400, api.CodeInvalidRequest},
+		{"not multipart", "application/json", []byte(`{"file":"x"}`), 400, api.CodeInvalidRequest},
+		{"no boundary", "multipart/form-data", bodyN, 400, api.CodeInvalidRequest},
+		{"broken multipart", ct, []byte("garbage"), 400, api.CodeInvalidRequest},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e.do("POST", "/blobs", headTok, c.body, "Content-Type", c.ct).apiErr(t, c.status, c.code)
@@ -748,17 +751,17 @@ func TestWorkerClaimValidation(t *testing.T) {
 	e := newEnv(t)
 	many := `"` + strings.Repeat(`s","`, 32) + `s"`
 	for _, c := range []struct{ name, body, code string }{
-		{"malformed", `{"worker_id":`, codeInvalidJSON},
-		{"worker_id missing", `{}`, codeInvalidRequest},
-		{"worker_id empty", `{"worker_id":""}`, codeInvalidRequest},
-		{"worker_id too long", `{"worker_id":"` + strings.Repeat("w", 129) + `"}`, codeInvalidRequest},
-		{"worker_id number", `{"worker_id":1}`, codeInvalidRequest},
-		{"too many streams", `{"worker_id":"w","streams":[` + many + `]}`, codeInvalidRequest},
-		{"bad stream", `{"worker_id":"w","streams":["ok","not ok"]}`, codeInvalidRequest},
-		{"empty stream", `{"worker_id":"w","streams":[""]}`, codeInvalidRequest},
-		{"streams string", `{"worker_id":"w","streams":"default"}`, codeInvalidRequest},
-		{"negative max_wait_ms", `{"worker_id":"w","max_wait_ms":-1}`, codeInvalidRequest},
-		{"max_wait_ms string", `{"worker_id":"w","max_wait_ms":"1"}`, codeInvalidRequest},
+		{"malformed", `{"worker_id":`, api.CodeInvalidJSON},
+		{"worker_id missing", `{}`, api.CodeInvalidRequest},
+		{"worker_id empty", `{"worker_id":""}`, api.CodeInvalidRequest},
+		{"worker_id too long", `{"worker_id":"` + strings.Repeat("w", 129) + `"}`, api.CodeInvalidRequest},
+		{"worker_id number", `{"worker_id":1}`, api.CodeInvalidRequest},
+		{"too many streams", `{"worker_id":"w","streams":[` + many + `]}`, api.CodeInvalidRequest},
+		{"bad stream", `{"worker_id":"w","streams":["ok","not ok"]}`, api.CodeInvalidRequest},
+		{"empty stream", `{"worker_id":"w","streams":[""]}`, api.CodeInvalidRequest},
+		{"streams string", `{"worker_id":"w","streams":"default"}`, api.CodeInvalidRequest},
+		{"negative max_wait_ms", `{"worker_id":"w","max_wait_ms":-1}`, api.CodeInvalidRequest},
+		{"max_wait_ms string", `{"worker_id":"w","max_wait_ms":"1"}`, api.CodeInvalidRequest},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e.do("POST", "/internal/worker/claim", leftTok, c.body).apiErr(t, 400, c.code)
@@ -816,17 +819,17 @@ func TestWorkerContract(t *testing.T) {
 	}
 	// Validation of the refs.
 	for _, body := range []string{`{}`, `{"worker_id":"w-1","job_id":"id-3"}`, `{"worker_id":"w-1","lease_token":"x"}`} {
-		e.do("POST", "/internal/worker/heartbeat", leftTok, body).apiErr(t, 400, codeInvalidRequest)
+		e.do("POST", "/internal/worker/heartbeat", leftTok, body).apiErr(t, 400, api.CodeInvalidRequest)
 	}
-	e.do("POST", "/internal/worker/complete", leftTok, `{"worker_id":"w-1","job_id":"id-3","lease_token":"`+tokA+`"}`).apiErr(t, 400, codeInvalidRequest)
-	e.do("POST", "/internal/worker/fail", leftTok, `{`+ref(a, tokA)+`,"error":7}`).apiErr(t, 400, codeInvalidRequest)
+	e.do("POST", "/internal/worker/complete", leftTok, `{"worker_id":"w-1","job_id":"id-3","lease_token":"`+tokA+`"}`).apiErr(t, 400, api.CodeInvalidRequest)
+	e.do("POST", "/internal/worker/fail", leftTok, `{`+ref(a, tokA)+`,"error":7}`).apiErr(t, 400, api.CodeInvalidRequest)
 
 	// stale_lease: the worker-contract shape {"ok":false,"error":{...}}.
 	for _, path := range []string{"heartbeat", "complete", "fail"} {
 		r := e.do("POST", "/internal/worker/"+path, leftTok, `{`+ref(a, "stale")+`}`)
 		m := r.json(t)
 		er, _ := m["error"].(map[string]interface{})
-		if r.Code != http.StatusConflict || m["ok"] != false || er["code"] != codeStaleLease || er["message"] == "" {
+		if r.Code != http.StatusConflict || m["ok"] != false || er["code"] != api.CodeStaleLease || er["message"] == "" {
 			t.Errorf("%s stale: %d %s", path, r.Code, r.Body)
 		}
 	}
@@ -872,7 +875,7 @@ func TestWorkerContract(t *testing.T) {
 	// Completing after done with another token is stale (the worker
 	// contract reports a job that is no longer running as stale_lease).
 	r := e.do("POST", "/internal/worker/complete", leftTok, `{`+ref(b, "other")+`}`)
-	if m := r.json(t); r.Code != 409 || m["ok"] != false || m["error"].(map[string]interface{})["code"] != codeStaleLease {
+	if m := r.json(t); r.Code != 409 || m["ok"] != false || m["error"].(map[string]interface{})["code"] != api.CodeStaleLease {
 		t.Errorf("complete after done: %d %s", r.Code, r.Body)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/cluster"
 	"github.com/spine-queue/spine/fsm"
 )
@@ -60,7 +61,7 @@ func TestHeartbeatAnsweredFromCommittedLease(t *testing.T) {
 	if a2, r2 := e.fc.counts(); a2 != applied || r2 != reads {
 		t.Fatalf("early heartbeat: %d commands and %d read indexes, want %d and %d", a2, r2, applied, reads)
 	}
-	if hb.Header.Get(headerIndex) == "" {
+	if hb.Header.Get(api.HeaderIndex) == "" {
 		t.Error("early heartbeat has no index header")
 	}
 	// ?consistent asks for the same answer from a linearizable view.
@@ -193,14 +194,14 @@ func TestHeartbeatAnsweredByAFollower(t *testing.T) {
 	forwarded := func() int { return len(l.requests()) }
 
 	clock.Store(int64(10 * time.Second))
-	hb := e.do("POST", "/internal/worker/heartbeat", leftTok, body, headerMinIndex, seen)
+	hb := e.do("POST", "/internal/worker/heartbeat", leftTok, body, api.HeaderMinIndex, seen)
 	if j := hb.json(t); hb.Code != 200 || j["from"] != nil || j["lease_expires_at"] != ts(claimedExpiry) {
 		t.Fatalf("fresh heartbeat on a follower: %d %s (want expiry %s, answered locally)", hb.Code, hb.Body, ts(claimedExpiry))
 	}
-	if hb.Header.Get(headerIndex) != seen || hb.Header.Get(headerNode) != "n1" {
+	if hb.Header.Get(api.HeaderIndex) != seen || hb.Header.Get(api.HeaderNode) != "n1" {
 		t.Errorf("local answer headers: %v", hb.Header)
 	}
-	if v0 := e.do("POST", "/jobs/id-1/heartbeat", leftTok, `{}`, headerMinIndex, seen); v0.Code != 200 || v0.json(t)["id"] != "id-1" {
+	if v0 := e.do("POST", "/jobs/id-1/heartbeat", leftTok, `{}`, api.HeaderMinIndex, seen); v0.Code != 200 || v0.json(t)["id"] != "id-1" {
 		t.Fatalf("v0 heartbeat on a follower: %d %s", v0.Code, v0.Body)
 	}
 	if n := forwarded(); n != 0 {
@@ -233,7 +234,7 @@ func TestHeartbeatAnsweredByAFollower(t *testing.T) {
 		e.fc.mu.Unlock()
 		var hdr []string
 		if c.seen != "" {
-			hdr = []string{headerMinIndex, c.seen}
+			hdr = []string{api.HeaderMinIndex, c.seen}
 		}
 		r := e.do("POST", c.path, leftTok, c.body, hdr...)
 		if r.Code != 200 || r.json(t)["from"] != "leader" || forwarded() != i+1 {
@@ -246,8 +247,8 @@ func TestHeartbeatAnsweredByAFollower(t *testing.T) {
 	if a2, _ := e.fc.counts(); a2 != applied {
 		t.Fatal("a follower wrote an entry")
 	}
-	if r := e.do("POST", "/internal/worker/heartbeat", leftTok, body, headerMinIndex, "soon"); r.Code != http.StatusBadRequest {
-		t.Fatalf("malformed %s: %d %s", headerMinIndex, r.Code, r.Body)
+	if r := e.do("POST", "/internal/worker/heartbeat", leftTok, body, api.HeaderMinIndex, "soon"); r.Code != http.StatusBadRequest {
+		t.Fatalf("malformed %s: %d %s", api.HeaderMinIndex, r.Code, r.Body)
 	}
 }
 

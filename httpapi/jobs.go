@@ -1,11 +1,11 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/fsm"
 	"github.com/spine-queue/spine/queue"
 )
@@ -13,32 +13,29 @@ import (
 // The v0 job routes: each decodes its request, calls the queue service and
 // encodes the answer.
 
-type createRequest struct {
-	Payload        json.RawMessage `json:"payload"`
-	MaxAttempts    *int            `json:"maxAttempts"`
-	Target         *string         `json:"target"`
-	Stream         *string         `json:"stream"`
-	LeaseSeconds   *int64          `json:"leaseSeconds"`
-	TaskClass      string          `json:"taskClass"`
-	IdempotencyKey string          `json:"idempotencyKey"`
-}
-
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req createRequest
+	var req api.JobCreateRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	key := r.Header.Get("Idempotency-Key")
+	key := r.Header.Get(api.HeaderIdempotencyKey)
 	if req.IdempotencyKey != "" {
 		if key != "" && key != req.IdempotencyKey {
 			return badRequest("Idempotency-Key header and idempotencyKey field differ")
 		}
 		key = req.IdempotencyKey
 	}
-	in := queue.CreateInput{Payload: req.Payload, MaxAttempts: req.MaxAttempts, Stream: req.Stream,
-		LeaseSeconds: req.LeaseSeconds, TaskClass: req.TaskClass, IdempotencyKey: key, Actor: fsm.Actor{Role: c.role}}
-	if req.Target != nil {
-		in.Target = *req.Target
+	in := queue.CreateInput{Payload: req.Payload, Target: req.Target, TaskClass: req.TaskClass, IdempotencyKey: key,
+		Actor: fsm.Actor{Role: c.role}}
+	if req.HasMaxAttempts() {
+		in.MaxAttempts = &req.MaxAttempts
+	}
+	if req.HasStream() {
+		in.Stream = &req.Stream
+	}
+	if req.HasLeaseSeconds() {
+		ls := int64(req.LeaseSeconds)
+		in.LeaseSeconds = &ls
 	}
 	j, created, index, err := s.queue.Create(r.Context(), in)
 	s.setIndex(w, index)
@@ -72,7 +69,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]interface{}{"jobId": j.ID, "events": viewEvents(j)})
+	writeJSON(w, http.StatusOK, viewEvents(j))
 	return nil
 }
 
@@ -81,7 +78,7 @@ func (s *Server) handleAttempts(w http.ResponseWriter, r *http.Request, c *call)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]interface{}{"jobId": j.ID, "attempts": viewAttempts(j)})
+	writeJSON(w, http.StatusOK, viewAttempts(j))
 	return nil
 }
 
@@ -127,14 +124,10 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, c *call) err
 	return nil
 }
 
-// leaseFields are the optional fencing fields a v0 call may carry.
-type leaseFields struct {
-	LeaseToken string `json:"leaseToken"`
-	AttemptID  string `json:"attemptId"`
-}
-
-func (l leaseFields) ref(r *http.Request) fsm.LeaseRef {
-	return fsm.LeaseRef{JobID: r.PathValue("id"), AttemptID: l.AttemptID, Token: l.LeaseToken}
+// leaseRef is the lease a v0 call on the route's {id} names, if it names
+// one (the optional fencing fields).
+func leaseRef(r *http.Request, token, attemptID string) fsm.LeaseRef {
+	return fsm.LeaseRef{JobID: r.PathValue("id"), AttemptID: attemptID, Token: token}
 }
 
 // answerJob answers a v0 write with the job as it now is (or the refusal).
@@ -148,9 +141,7 @@ func (s *Server) answerJob(w http.ResponseWriter, res *fsm.Result, index uint64,
 }
 
 func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req struct {
-		WorkerID string `json:"workerId"`
-	}
+	var req api.JobClaimRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
@@ -166,11 +157,11 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, c *call) er
 }
 
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req leaseFields
+	var req api.JobHeartbeatRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, index, err := s.queue.Heartbeat(r.Context(), s.heartbeatInput(c, req.ref(r), fsm.Actor{Role: c.role}))
+	res, index, err := s.queue.Heartbeat(r.Context(), s.heartbeatInput(c, leaseRef(r, req.LeaseToken, req.AttemptID), fsm.Actor{Role: c.role}))
 	return s.answerJob(w, res, index, err)
 }
 
@@ -180,73 +171,44 @@ func (s *Server) heartbeatInput(c *call, ref fsm.LeaseRef, actor fsm.Actor) queu
 }
 
 func (s *Server) handleComplete(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req struct {
-		leaseFields
-		Result json.RawMessage `json:"result"`
-		Stdout string          `json:"stdout"`
-		Stderr string          `json:"stderr"`
-	}
+	var req api.JobCompleteRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, index, err := s.queue.Complete(r.Context(), queue.CompleteInput{Ref: req.ref(r), Actor: fsm.Actor{Role: c.role},
+	res, index, err := s.queue.Complete(r.Context(), queue.CompleteInput{Ref: leaseRef(r, req.LeaseToken, req.AttemptID), Actor: fsm.Actor{Role: c.role},
 		Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
 	return s.answerJob(w, res, index, err)
 }
 
-// parseJobError accepts the v0 string form and the structured form.
-func parseJobError(raw json.RawMessage) (fsm.JobError, error) {
-	var je fsm.JobError
-	if len(raw) == 0 || string(raw) == "null" {
-		return je, nil
+// jobError is the state machine's form of a request's error (nil: none).
+func jobError(e *api.JobError) fsm.JobError {
+	if e == nil {
+		return fsm.JobError{}
 	}
-	var str string
-	if err := json.Unmarshal(raw, &str); err == nil {
-		je.Message = str
-		return je, nil
-	}
-	if err := json.Unmarshal(raw, &je); err != nil {
-		return je, badRequest("error must be a string or {code, message, stack, retryable}")
-	}
-	return je, nil
+	return fsm.JobError(*e)
 }
 
 func (s *Server) handleFail(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req struct {
-		leaseFields
-		Error   json.RawMessage `json:"error"`
-		Requeue *bool           `json:"requeue"`
-		Stdout  string          `json:"stdout"`
-		Stderr  string          `json:"stderr"`
-	}
+	var req api.JobFailRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	je, err := parseJobError(req.Error)
-	if err != nil {
-		return err
-	}
-	res, index, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: req.ref(r), Actor: fsm.Actor{Role: c.role},
-		Error: je, Requeue: req.Requeue == nil || *req.Requeue, Stdout: req.Stdout, Stderr: req.Stderr})
+	res, index, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: leaseRef(r, req.LeaseToken, req.AttemptID), Actor: fsm.Actor{Role: c.role},
+		Error: jobError(req.Error), Requeue: req.Requeue == nil || *req.Requeue, Stdout: req.Stdout, Stderr: req.Stderr})
 	return s.answerJob(w, res, index, err)
 }
 
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req struct {
-		leaseFields
-		Reason string `json:"reason"`
-	}
+	var req api.JobReleaseRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, index, err := s.queue.Release(r.Context(), req.ref(r), fsm.Actor{Role: c.role}, req.Reason)
+	res, index, err := s.queue.Release(r.Context(), leaseRef(r, req.LeaseToken, req.AttemptID), fsm.Actor{Role: c.role}, req.Reason)
 	return s.answerJob(w, res, index, err)
 }
 
 func (s *Server) handleComment(w http.ResponseWriter, r *http.Request, c *call) error {
-	var req struct {
-		Text string `json:"text"`
-	}
+	var req api.JobCommentRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}

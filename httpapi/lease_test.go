@@ -3,6 +3,8 @@ package httpapi
 import (
 	"fmt"
 	"testing"
+
+	"github.com/spine-queue/spine/api"
 )
 
 // A default read is answered from the leader's own state only if the node
@@ -17,7 +19,7 @@ func TestDefaultReadCheckedAgainstLeaseAfterReading(t *testing.T) {
 	if r.Code != 200 || r.json(t)["id"] != "id-1" {
 		t.Fatalf("read with the lease held: %d %s", r.Code, r.Body)
 	}
-	if r.Header.Get(headerIndex) == "" {
+	if r.Header.Get(api.HeaderIndex) == "" {
 		t.Error("held answer lost its index header")
 	}
 	e.fc.mu.Lock()

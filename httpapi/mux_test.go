@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
 )
 
@@ -46,9 +47,9 @@ func muxDial(t *testing.T, url, token string) *wire.Client {
 // what is wrong in the API's JSON errors.
 func TestMuxUpgradeRefusals(t *testing.T) {
 	e := newEnv(t)
-	e.do("GET", "/mux", "", nil, "Connection", "Upgrade", "Upgrade", wire.MuxProtocol).apiErr(t, http.StatusUnauthorized, codeUnauthorized)
-	e.do("GET", "/mux", "not-a-token", nil, "Connection", "Upgrade", "Upgrade", wire.MuxProtocol).apiErr(t, http.StatusUnauthorized, codeUnauthorized)
-	e.do("GET", "/mux", headTok, nil).apiErr(t, http.StatusBadRequest, codeInvalidRequest)
+	e.do("GET", "/mux", "", nil, "Connection", "Upgrade", "Upgrade", wire.MuxProtocol).apiErr(t, http.StatusUnauthorized, api.CodeUnauthorized)
+	e.do("GET", "/mux", "not-a-token", nil, "Connection", "Upgrade", "Upgrade", wire.MuxProtocol).apiErr(t, http.StatusUnauthorized, api.CodeUnauthorized)
+	e.do("GET", "/mux", headTok, nil).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
 	ts := httptest.NewServer(e.h)
 	defer ts.Close()
 	if _, err := wire.Dial(context.Background(), ts.URL, wire.MuxPath, wire.MuxProtocol, "not-a-token"); err == nil {
@@ -75,17 +76,17 @@ func TestMuxAnswersAsHTTP(t *testing.T) {
 	if over.Code != http.StatusOK || string(over.Body) != string(direct.Body) {
 		t.Fatalf("GET over the mux %d %s, over HTTP %d %s", over.Code, over.Body, direct.Code, direct.Body)
 	}
-	for _, k := range []string{headerNode, headerIndex} {
+	for _, k := range []string{api.HeaderNode, api.HeaderIndex} {
 		if over.Header.Get(k) == "" {
 			t.Errorf("answer over the mux lacks %s", k)
 		}
 	}
 
-	muxDo(t, c, "POST", "/jobs", "", `{"payload":1}`).apiErr(t, http.StatusUnauthorized, codeUnauthorized)
-	muxDo(t, c, "POST", "/dlq/"+id+"/redrive", leftTok, "").apiErr(t, http.StatusForbidden, codeForbidden)
-	muxDo(t, c, "POST", "/jobs", headTok, `{"payload":`).apiErr(t, http.StatusBadRequest, codeInvalidJSON)
-	muxDo(t, c, "GET", "/jobs/nope", headTok, "").apiErr(t, http.StatusNotFound, codeNotFound)
-	muxDo(t, c, "POST", "/jobs", headTok, `{"payload":"`+strings.Repeat("a", 4096)+`"}`).apiErr(t, http.StatusRequestEntityTooLarge, codeTooLarge)
+	muxDo(t, c, "POST", "/jobs", "", `{"payload":1}`).apiErr(t, http.StatusUnauthorized, api.CodeUnauthorized)
+	muxDo(t, c, "POST", "/dlq/"+id+"/redrive", leftTok, "").apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	muxDo(t, c, "POST", "/jobs", headTok, `{"payload":`).apiErr(t, http.StatusBadRequest, api.CodeInvalidJSON)
+	muxDo(t, c, "GET", "/jobs/nope", headTok, "").apiErr(t, http.StatusNotFound, api.CodeNotFound)
+	muxDo(t, c, "POST", "/jobs", headTok, `{"payload":"`+strings.Repeat("a", 4096)+`"}`).apiErr(t, http.StatusRequestEntityTooLarge, api.CodeTooLarge)
 	if again := muxDo(t, c, "POST", "/jobs", headTok, `{"payload":2}`); again.Code != http.StatusCreated {
 		t.Fatalf("create after a refused one: %d %s", again.Code, again.Body)
 	}
@@ -109,15 +110,15 @@ func TestMuxThroughFollower(t *testing.T) {
 	fts := httptest.NewServer(follower.h)
 	defer fts.Close()
 	c := muxDial(t, fts.URL, headTok)
-	r := muxDo(t, c, "POST", "/jobs", headTok, `{"payload":7}`, forwardedHeader, "n9")
+	r := muxDo(t, c, "POST", "/jobs", headTok, `{"payload":7}`, api.HeaderForwardedBy, "n9")
 	if r.Code != http.StatusCreated {
 		t.Fatalf("create through the follower's mux: %d %s", r.Code, r.Body)
 	}
 	if leader.job(r.json(t)["id"].(string)) == nil {
 		t.Fatal("the leader does not have the job")
 	}
-	if got := r.Header.Get(headerNode); got != follower.fc.id {
-		t.Fatalf("%s = %q, want the follower %q", headerNode, got, follower.fc.id)
+	if got := r.Header.Get(api.HeaderNode); got != follower.fc.id {
+		t.Fatalf("%s = %q, want the follower %q", api.HeaderNode, got, follower.fc.id)
 	}
 }
 

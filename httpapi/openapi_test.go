@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spine-queue/spine/api"
 	"gopkg.in/yaml.v3"
 )
 
@@ -232,14 +233,14 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		schema string
 		view   interface{}
 	}{
-		{"Job", jobView{}},
-		{"Event", eventView{}},
-		{"Attempt", attemptView{}},
-		{"Blob", blobView{}},
-		{"JobList", listView{}},
-		{"WorkerClaim", workerClaimAnswer{}},
-		{"WorkerRef", workerRef{}},
-		{"CreateRequest", createRequest{}},
+		{"Job", api.Job{}},
+		{"Event", api.JobEvent{}},
+		{"Attempt", api.JobAttempt{}},
+		{"Blob", api.Blob{}},
+		{"JobList", api.JobList{}},
+		{"WorkerClaim", api.WorkerClaim{}},
+		{"WorkerRef", api.WorkerHeartbeatRequest{}},
+		{"CreateRequest", api.JobCreateRequest{}},
 	} {
 		if got, want := schemaProps(t, doc, c.schema), jsonFields(c.view); !slices.Equal(got, want) {
 			t.Errorf("schema %s properties %v, server encodes %v", c.schema, got, want)
@@ -251,16 +252,16 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		props = append(props, k)
 	}
 	sort.Strings(props)
-	if want := jsonFields(errorDetail{}); !slices.Equal(props, want) {
+	if want := jsonFields(api.ErrorDetail{}); !slices.Equal(props, want) {
 		t.Errorf("Error.error properties %v, server encodes %v", props, want)
 	}
 	var codes []string
 	for _, c := range errProps["properties"].(map[string]interface{})["code"].(map[string]interface{})["enum"].([]interface{}) {
 		codes = append(codes, c.(string))
 	}
-	want := []string{codeInvalidJSON, codeInvalidRequest, codeUnauthorized, codeForbidden, codeNotOwner, codeTargetMismatch,
-		codeNotFound, codeMethodNotAllowed, codeIllegal, codeStaleLease, codeMaxAttempts, codeTooLarge, codeNoLeader,
-		codeOutcomeUnknown, codeInternal}
+	want := []string{api.CodeInvalidJSON, api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeNotOwner, api.CodeTargetMismatch,
+		api.CodeNotFound, api.CodeMethodNotAllowed, api.CodeIllegalTransition, api.CodeStaleLease, api.CodeMaxAttempts, api.CodeTooLarge, api.CodeNoLeader,
+		api.CodeOutcomeUnknown, api.CodeInternal}
 	sort.Strings(codes)
 	sort.Strings(want)
 	if !slices.Equal(codes, want) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
 )
 
@@ -61,7 +62,7 @@ func (s *Server) handleRelay(w http.ResponseWriter, r *http.Request) {
 	s.setLeaderHeaders(w)
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.relayKey)) != 1 {
-		s.writeError(w, errorf(http.StatusUnauthorized, codeUnauthorized, "relay key does not match this node's token configuration"))
+		s.writeError(w, errorf(http.StatusUnauthorized, api.CodeUnauthorized, "relay key does not match this node's token configuration"))
 		return
 	}
 	s.upgrade(w, r, wire.RelayProtocol, s.relaySrv)
@@ -107,7 +108,7 @@ func (s *Server) relayTo(ctx context.Context, addr string, r *http.Request, body
 		return nil, err
 	}
 	h := r.Header.Clone()
-	h.Set(forwardedHeader, s.cluster.ID())
+	h.Set(api.HeaderForwardedBy, s.cluster.ID())
 	return rc.RoundTrip(ctx, wire.AppendRequest(nil, r.Method, r.URL.RequestURI(), h, body))
 }
 

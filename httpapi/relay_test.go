@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spine-queue/spine/api"
 )
 
 // relayPair is a follower whose leader is a real Server behind httptest.
@@ -98,7 +100,7 @@ func TestRelayAnswerLost(t *testing.T) {
 	waitUntil(t, "the claim to park on the leader", func() bool { return leader.srv.queue.Stats().ClaimWaiters == 1 })
 	leader.srv.Close() // closes the relay connections it serves
 	r := <-done
-	r.apiErr(t, http.StatusServiceUnavailable, codeOutcomeUnknown)
+	r.apiErr(t, http.StatusServiceUnavailable, api.CodeOutcomeUnknown)
 }
 
 // A follower whose token configuration differs from the leader's cannot

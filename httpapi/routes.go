@@ -1,6 +1,10 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/spine-queue/spine/api"
+)
 
 // routes is the API's table: method, path, how the route meets consistency
 // (kind), who may call it, and its handler. docs/openapi.yaml documents the
@@ -11,7 +15,7 @@ func (s *Server) routes() {
 	// Every path no route has: 404 in the API's JSON.
 	s.router.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.setLeaderHeaders(w)
-		s.writeError(w, errorf(http.StatusNotFound, codeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		s.writeError(w, errorf(http.StatusNotFound, api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 
 	s.route("GET", "/health", kindPublic, allowPublic, s.handleHealth)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
 	"github.com/spine-queue/spine/queue"
 )
@@ -62,7 +64,7 @@ func (s *Server) route(method, path string, k kind, who allow, h handlerFunc) {
 		s.router.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			s.setLeaderHeaders(w)
 			w.Header().Set("Allow", strings.Join(s.methods[path], ", "))
-			s.writeError(w, errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+			s.writeError(w, errorf(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
 		})
 	}
 	s.methods[path] = append(s.methods[path], method)
@@ -85,10 +87,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow
 		if r.URL.RawQuery != "" {
 			_, c.consistent = r.URL.Query()["consistent"]
 		}
-		if v := r.Header.Get(headerMinIndex); v != "" {
+		if v := r.Header.Get(api.HeaderMinIndex); v != "" {
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
-				s.writeError(w, badRequest("%s must be a raft index (an unsigned integer), got %q", headerMinIndex, v))
+				s.writeError(w, badRequest("%s must be a raft index (an unsigned integer), got %q", api.HeaderMinIndex, v))
 				return
 			}
 			c.minIndex = n
@@ -124,17 +126,17 @@ func routeTemplate(r *http.Request) string {
 
 func (s *Server) setLeaderHeaders(w http.ResponseWriter) {
 	h := w.Header()
-	h.Set(headerNode, s.cluster.ID())
+	h.Set(api.HeaderNode, s.cluster.ID())
 	id, addr := s.cluster.Leader()
 	if id != "" {
-		h.Set(headerLeader, id)
+		h.Set(api.HeaderLeader, id)
 	}
 	if addr != "" {
-		h.Set(headerLeaderURL, addr)
+		h.Set(api.HeaderLeaderAddr, addr)
 	}
 	// Every answer names an index (docs/api.md): the state this node has
 	// applied, unless a read or write sets a more precise one later.
-	h.Set(headerIndex, strconv.FormatUint(s.cluster.AppliedIndex(), 10))
+	h.Set(api.HeaderIndex, strconv.FormatUint(s.cluster.AppliedIndex(), 10))
 }
 
 // setIndex names the state an answer reflects; 0 leaves the applied index
@@ -143,7 +145,7 @@ func (s *Server) setIndex(w http.ResponseWriter, index uint64) {
 	if index == 0 {
 		return
 	}
-	w.Header().Set(headerIndex, strconv.FormatUint(index, 10))
+	w.Header().Set(api.HeaderIndex, strconv.FormatUint(index, 10))
 }
 
 // serveRead serves a read at the consistency the caller asked for, from
@@ -180,8 +182,8 @@ func (s *Server) serveRead(w http.ResponseWriter, r *http.Request, c *call, h ha
 
 // forwardRead sends a read this node cannot answer to the leader.
 func (s *Server) forwardRead(w http.ResponseWriter, r *http.Request, c *call, h handlerFunc) error {
-	if r.Header.Get(forwardedHeader) != "" {
-		return errorf(http.StatusServiceUnavailable, codeNoLeader, "forwarded read reached a node that is not the leader")
+	if r.Header.Get(api.HeaderForwardedBy) != "" {
+		return errorf(http.StatusServiceUnavailable, api.CodeNoLeader, "forwarded read reached a node that is not the leader")
 	}
 	return s.forward(w, r, c, h)
 }
@@ -216,9 +218,9 @@ func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, c *call, h h
 			return err
 		}
 	}
-	if r.Header.Get(forwardedHeader) != "" {
+	if r.Header.Get(api.HeaderForwardedBy) != "" {
 		// Never forward twice: the forwarding node retries with the new leader.
-		return errorf(http.StatusServiceUnavailable, codeNoLeader, "forwarded write reached a node that is not the leader")
+		return errorf(http.StatusServiceUnavailable, api.CodeNoLeader, "forwarded write reached a node that is not the leader")
 	}
 	return s.forward(w, r, c, h)
 }
@@ -231,9 +233,12 @@ func decode(c *call, v interface{}) error {
 	if err := json.Unmarshal(c.body, v); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
+			if ute.Type == reflect.TypeFor[api.JobError]() {
+				return badRequest("%s must be a string or {code, message, stack, retryable}", ute.Field)
+			}
 			return badRequest("field %q must be %s", ute.Field, ute.Type)
 		}
-		return errorf(http.StatusBadRequest, codeInvalidJSON, "malformed JSON body: %v", err)
+		return errorf(http.StatusBadRequest, api.CodeInvalidJSON, "malformed JSON body: %v", err)
 	}
 	return nil
 }

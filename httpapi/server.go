@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
 	"github.com/spine-queue/spine/cluster"
 	"github.com/spine-queue/spine/queue"
@@ -79,21 +80,6 @@ type Server struct {
 	stopDraining context.CancelFunc
 }
 
-const (
-	// forwardedHeader marks a request a follower forwarded to the leader,
-	// so it is never forwarded twice.
-	forwardedHeader = "X-Spine-Forwarded-By"
-	headerNode      = "X-Spine-Node"
-	headerLeader    = "X-Spine-Leader"
-	headerLeaderURL = "X-Spine-Leader-Addr"
-	headerIndex     = "X-Spine-Index"
-	// headerMinIndex on a request names the highest index the caller has
-	// seen in an answer (its X-Spine-Index): a node answering from its own
-	// state first applies at least that much, so the caller reads its own
-	// writes wherever it asks.
-	headerMinIndex = "X-Spine-Min-Index"
-)
-
 // New builds the API server of a node, serving q.
 func New(cfg Config, c Cluster, q *queue.Service) (*Server, error) {
 	if cfg.Tokens == nil || cfg.Tokens.Len() == 0 {
@@ -122,7 +108,7 @@ func New(cfg Config, c Cluster, q *queue.Service) (*Server, error) {
 		MaxFrame: uint32(max(cfg.MaxBodyBytes, wire.MaxBody)) + 64<<10,
 		// A client's request is forwarded like any other: only a node
 		// marks a request as forwarded.
-		Prepare: func(r *http.Request) { r.Header.Del(forwardedHeader) },
+		Prepare: func(r *http.Request) { r.Header.Del(api.HeaderForwardedBy) },
 	}
 	return s, nil
 }

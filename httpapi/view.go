@@ -1,132 +1,65 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"strconv"
-	"time"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/fsm"
 )
 
-// jobView is the v0 JSON shape of a job (docs/api.md).
-type jobView struct {
-	ID             string          `json:"id"`
-	Stream         string          `json:"stream"`
-	Target         *string         `json:"target"`
-	Payload        json.RawMessage `json:"payload"`
-	Status         fsm.State       `json:"status"`
-	Attempts       int             `json:"attempts"`
-	MaxAttempts    int             `json:"maxAttempts"`
-	LeaseSeconds   int64           `json:"leaseSeconds,omitempty"`
-	TaskClass      string          `json:"taskClass,omitempty"`
-	ClaimedBy      string          `json:"claimedBy,omitempty"`
-	WorkerID       string          `json:"workerId,omitempty"`
-	AttemptID      string          `json:"attemptId,omitempty"`
-	LeaseToken     string          `json:"leaseToken,omitempty"`
-	LeaseExpiresAt string          `json:"leaseExpiresAt,omitempty"`
-	Result         json.RawMessage `json:"result,omitempty"`
-	Error          *fsm.JobError   `json:"error,omitempty"`
-	Stdout         string          `json:"stdout,omitempty"`
-	Stderr         string          `json:"stderr,omitempty"`
-	Comments       []commentView   `json:"comments"`
-	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
-	CreatedAt      string          `json:"createdAt"`
-	UpdatedAt      string          `json:"updatedAt"`
-	StartedAt      string          `json:"startedAt,omitempty"`
-	FinishedAt     string          `json:"finishedAt,omitempty"`
-	CreateIndex    uint64          `json:"createIndex"`
-	ModifyIndex    uint64          `json:"modifyIndex"`
-}
+// The API's views of the state machine's jobs (package api declares them).
 
-type commentView struct {
-	At    string `json:"at"`
-	Actor string `json:"actor"`
-	Text  string `json:"text"`
-}
-
-type eventView struct {
-	Seq       int       `json:"seq"`
-	At        string    `json:"at"`
-	Type      string    `json:"type"`
-	Actor     string    `json:"actor"`
-	From      fsm.State `json:"from,omitempty"`
-	To        fsm.State `json:"to,omitempty"`
-	AttemptID string    `json:"attemptId,omitempty"`
-	WorkerID  string    `json:"workerId,omitempty"`
-	Text      string    `json:"text,omitempty"`
-}
-
-type attemptView struct {
-	ID        string        `json:"id"`
-	Owner     string        `json:"owner"`
-	WorkerID  string        `json:"workerId,omitempty"`
-	StartedAt string        `json:"startedAt"`
-	EndedAt   string        `json:"endedAt,omitempty"`
-	Outcome   fsm.Outcome   `json:"outcome"`
-	Error     *fsm.JobError `json:"error,omitempty"`
-}
-
-// ts renders a leader-stamped unix-nanosecond time; zero is "".
-func ts(n int64) string {
-	if n == 0 {
-		return ""
+func viewError(e *fsm.JobError) *api.JobError {
+	if e == nil {
+		return nil
 	}
-	return time.Unix(0, n).UTC().Format(time.RFC3339Nano)
+	return (*api.JobError)(e)
 }
 
-func viewJob(j *fsm.Job) *jobView {
-	v := &jobView{
-		ID: j.ID, Stream: j.Stream, Payload: j.Payload, Status: j.State,
-		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, LeaseSeconds: j.LeaseSeconds, TaskClass: j.TaskClass,
-		Result: j.Result, Error: j.Error, Stdout: j.Stdout, Stderr: j.Stderr, IdempotencyKey: j.IdempotencyKey,
-		CreatedAt: ts(j.CreatedAt), UpdatedAt: ts(j.UpdatedAt), StartedAt: ts(j.StartedAt), FinishedAt: ts(j.FinishedAt),
+func viewJob(j *fsm.Job) *api.Job {
+	v := &api.Job{
+		ID: j.ID, Stream: j.Stream, Target: api.NullableString(j.Target), Payload: j.Payload, Status: api.JobStatus(j.State),
+		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, LeaseSeconds: int(j.LeaseSeconds), TaskClass: j.TaskClass,
+		Result: j.Result, Error: viewError(j.Error), Stdout: j.Stdout, Stderr: j.Stderr, IdempotencyKey: j.IdempotencyKey,
+		CreatedAt: api.Time(j.CreatedAt), UpdatedAt: api.Time(j.UpdatedAt), StartedAt: api.Time(j.StartedAt),
+		FinishedAt:  api.Time(j.FinishedAt),
 		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
-		Comments: make([]commentView, 0, len(j.Comments)),
-	}
-	if j.Target != "" {
-		t := j.Target
-		v.Target = &t
+		Comments: make([]api.Comment, 0, len(j.Comments)),
 	}
 	if l := j.Lease; l != nil {
-		v.ClaimedBy, v.WorkerID, v.AttemptID, v.LeaseExpiresAt = l.Owner, l.WorkerID, l.AttemptID, ts(l.ExpiresAt)
+		v.ClaimedBy, v.WorkerID, v.AttemptID, v.LeaseExpiresAt = l.Owner, l.WorkerID, l.AttemptID, api.Time(l.ExpiresAt)
 	}
 	for _, c := range j.Comments {
-		v.Comments = append(v.Comments, commentView{At: ts(c.At), Actor: c.Actor, Text: c.Text})
+		v.Comments = append(v.Comments, api.Comment{At: api.Time(c.At), Actor: c.Actor, Text: c.Text})
 	}
 	return v
 }
 
-func viewEvents(j *fsm.Job) []eventView {
-	out := make([]eventView, 0, len(j.History))
+func viewEvents(j *fsm.Job) api.JobEventList {
+	out := api.JobEventList{JobID: j.ID, Events: make([]*api.JobEvent, 0, len(j.History))}
 	for _, e := range j.History {
-		out = append(out, eventView{Seq: e.Seq, At: ts(e.At), Type: e.Type, Actor: e.Actor, From: e.From, To: e.To,
-			AttemptID: e.AttemptID, WorkerID: e.WorkerID, Text: e.Text})
+		out.Events = append(out.Events, &api.JobEvent{Seq: e.Seq, At: api.Time(e.At), Type: e.Type, Actor: e.Actor,
+			From: api.JobStatus(e.From), To: api.JobStatus(e.To), AttemptID: e.AttemptID, WorkerID: e.WorkerID, Text: e.Text})
 	}
 	return out
 }
 
-func viewAttempts(j *fsm.Job) []attemptView {
-	out := make([]attemptView, 0, len(j.AttemptLog))
+func viewAttempts(j *fsm.Job) api.JobAttemptList {
+	out := api.JobAttemptList{JobID: j.ID, Attempts: make([]*api.JobAttempt, 0, len(j.AttemptLog))}
 	for _, a := range j.AttemptLog {
-		out = append(out, attemptView{ID: a.ID, Owner: a.Owner, WorkerID: a.WorkerID, StartedAt: ts(a.StartedAt),
-			EndedAt: ts(a.EndedAt), Outcome: a.Outcome, Error: a.Error})
+		out.Attempts = append(out.Attempts, &api.JobAttempt{ID: a.ID, Owner: a.Owner, WorkerID: a.WorkerID,
+			StartedAt: api.Time(a.StartedAt), EndedAt: api.Time(a.EndedAt), Outcome: string(a.Outcome), Error: viewError(a.Error)})
 	}
 	return out
 }
 
-type listView struct {
-	Jobs       []*jobView `json:"jobs"`
-	NextCursor *string    `json:"nextCursor"`
-}
-
-func viewList(jobs []*fsm.Job, next uint64) listView {
-	out := listView{Jobs: make([]*jobView, 0, len(jobs))}
+func viewList(jobs []*fsm.Job, next uint64) api.JobList {
+	out := api.JobList{Jobs: make([]*api.Job, 0, len(jobs))}
 	for _, j := range jobs {
 		out.Jobs = append(out.Jobs, viewJob(j))
 	}
 	if next != 0 {
-		c := strconv.FormatUint(next, 10)
-		out.NextCursor = &c
+		out.NextCursor = api.NullableString(strconv.FormatUint(next, 10))
 	}
 	return out
 }

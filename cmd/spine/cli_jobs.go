@@ -264,7 +264,7 @@ func jobTable(w io.Writer, v any) {
 	row("ID", j.ID)
 	row("STATUS", string(j.Status))
 	row("STREAM", dash(j.Stream))
-	row("TARGET", dash(j.Target))
+	row("TARGET", dash(string(j.Target)))
 	row("ATTEMPTS", fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts))
 	if j.TaskClass != "" {
 		row("TASK CLASS", j.TaskClass)
@@ -300,7 +300,7 @@ func jobListTable(w io.Writer, v any) {
 	res := v.(*client.JobListResult)
 	fmt.Fprintln(w, "ID\tSTATUS\tSTREAM\tTARGET\tATTEMPTS\tCLAIMED BY\tCREATED")
 	for _, j := range res.Jobs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Status, dash(j.Stream), dash(j.Target),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Status, dash(j.Stream), dash(string(j.Target)),
 			j.Attempts, j.MaxAttempts, dash(j.ClaimedBy), fmtTime(j.CreatedAt))
 	}
 	if res.NextCursor != "" {

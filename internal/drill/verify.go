@@ -35,10 +35,10 @@ func listAll(ctx context.Context, c *client.Client, stale bool) ([]*client.Job, 
 		if res.NextCursor == "" || len(res.Jobs) == 0 {
 			return out, nil
 		}
-		if res.NextCursor == cursor {
+		if string(res.NextCursor) == cursor {
 			return nil, fmt.Errorf("list: cursor %q did not advance", cursor)
 		}
-		cursor = res.NextCursor
+		cursor = string(res.NextCursor)
 	}
 }
 
