@@ -63,8 +63,7 @@ func (s *Server) handleBlobPut(w http.ResponseWriter, r *http.Request, c *call) 
 // applied the blob forwards the read to the leader.
 func (s *Server) handleBlobGet(w http.ResponseWriter, r *http.Request, c *call) error {
 	id := r.PathValue("id")
-	rd := s.queue.State().Read()
-	b, err := rd.Blob(id)
+	b, chunks, err := s.queue.Blob(id)
 	if errors.Is(err, fsm.ErrNotFound) && !s.cluster.IsLeader() && r.Header.Get(api.HeaderForwardedBy) == "" {
 		return s.forward(w, r, c, s.handleBlobGet)
 	}
@@ -76,7 +75,7 @@ func (s *Server) handleBlobGet(w http.ResponseWriter, r *http.Request, c *call) 
 	w.Header().Set("ETag", `"`+b.ID+`"`)
 	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
 	w.WriteHeader(http.StatusOK)
-	return rd.BlobChunks(id, func(p []byte) error {
+	return chunks(func(p []byte) error {
 		_, err := w.Write(p)
 		return err
 	})

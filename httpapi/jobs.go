@@ -52,7 +52,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 
 // lookup reads the job of the route's {id} that the caller may see.
 func (s *Server) lookup(r *http.Request, c *call) (*fsm.Job, error) {
-	return queue.Lookup(s.queue.State().Peek(), c.role, r.PathValue("id"))
+	return s.queue.Job(c.role, r.PathValue("id"))
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, c *call) error {

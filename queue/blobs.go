@@ -43,3 +43,15 @@ func (s *Service) PutBlob(ctx context.Context, data []byte, contentType string) 
 	}
 	return res.Blob, !res.Duplicate, index, nil
 }
+
+// Blob reads a stored blob from this node's state. Blobs are immutable and
+// content-addressed, so any node's copy is the copy. chunks streams its
+// bytes, in order, from the same view.
+func (s *Service) Blob(id string) (b *fsm.Blob, chunks func(fn func([]byte) error) error, err error) {
+	rd := s.state.Read()
+	b, err = rd.Blob(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, func(fn func([]byte) error) error { return rd.BlobChunks(id, fn) }, nil
+}

@@ -110,6 +110,9 @@ func Lookup(r *fsm.Reader, role, id string) (*fsm.Job, error) {
 	return j, nil
 }
 
+// Job reads job id as role may see it, from this node's state.
+func (s *Service) Job(role, id string) (*fsm.Job, error) { return Lookup(s.state.Peek(), role, id) }
+
 // notFound is fsm's not-found error for a job id.
 func notFound(id string) error { return &jobNotFound{id: id} }
 

@@ -115,9 +115,6 @@ func New(cfg Config, c Cluster, st State) *Service {
 // Config is the service's configuration with defaults applied.
 func (s *Service) Config() Config { return s.cfg }
 
-// State is the state machine the service reads.
-func (s *Service) State() State { return s.state }
-
 // Drain ends every claim waiting for work (each answers that nothing was
 // claimed) and makes later ones answer at once: the node is stopping, and
 // its claimants should poll elsewhere rather than be cut off.
