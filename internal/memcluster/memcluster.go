@@ -81,7 +81,7 @@ func Start(t TB, opts Options) *Cluster {
 	if opts.Nodes <= 0 {
 		opts.Nodes = 3
 	}
-	c := &Cluster{t: t, opts: opts, cut: map[[2]raft.ServerAddress]bool{}, log: &logWriter{t: t}}
+	c := &Cluster{t: t, opts: opts, cut: map[[2]raft.ServerAddress]bool{}, log: &logWriter{t: t, verbose: opts.Verbose}}
 	t.Cleanup(func() { // registered first, so it runs after the shutdowns
 		c.log.mu.Lock()
 		c.log.done = true
@@ -136,10 +136,9 @@ func (c *Cluster) start(n *Node, bootstrap bool) {
 	if err != nil {
 		c.t.Fatalf("memcluster: %v", err)
 	}
-	level := hclog.Off
-	if c.opts.Verbose {
-		level = hclog.Info
-	}
+	// Info and up always go to the log writer: it keeps the latest lines
+	// for a failure report and passes them on only when Verbose.
+	level := hclog.Info
 	cfg := cluster.Config{
 		NodeID: n.ID, DataDir: n.dir, HTTPAddr: "http://" + n.ID + ".invalid", Bootstrap: bootstrap,
 		FSM: f, Transport: trans, LogStore: n.store, StableStore: n.store, SnapshotStore: n.snaps,
@@ -161,21 +160,42 @@ func (c *Cluster) start(n *Node, bootstrap bool) {
 	n.Raft, n.FSM = rn, f
 }
 
-// logWriter sends the nodes' log lines to the test until it ends; lines
+// logWriter keeps the nodes' latest log lines, for the report of a failed
+// wait, and with Verbose sends every line to the test until it ends; lines
 // from goroutines still winding down after that are dropped.
 type logWriter struct {
-	mu   sync.Mutex
-	t    TB
-	done bool
+	mu      sync.Mutex
+	t       TB
+	verbose bool
+	done    bool
+	recent  []string // a ring of the latest lines
+	next    int
 }
+
+// logKeep is how many recent lines a failure report shows.
+const logKeep = 200
 
 func (w *logWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
+	line := strings.TrimRight(string(p), "\n")
+	if len(w.recent) < logKeep {
+		w.recent = append(w.recent, line)
+	} else {
+		w.recent[w.next] = line
+		w.next = (w.next + 1) % logKeep
+	}
+	if w.verbose && !w.done {
+		w.t.Logf("%s", line)
 	}
 	return len(p), nil
+}
+
+// tail returns the latest lines, oldest first.
+func (w *logWriter) tail() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(append(append([]string{}, w.recent[w.next:]...), w.recent[:w.next]...), "\n")
 }
 
 // connect links a and b both ways, unless a partition cuts a direction.
@@ -431,7 +451,7 @@ func (c *Cluster) waitFor(timeout time.Duration, what string, cond func() bool) 
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			c.t.Fatalf("memcluster: timed out after %s waiting for %s", timeout, what)
+			c.t.Fatalf("memcluster: timed out after %s waiting for %s; the nodes' latest log lines:\n%s", timeout, what, c.log.tail())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -62,7 +62,7 @@ func TestLeaderInMinorityLosesNothingAcknowledged(t *testing.T) {
 		}
 	}
 	c.Partition([]*Node{old}, rest)
-	c.LeaderAmong(rest, 5*time.Second)
+	c.LeaderAmong(rest, 10*time.Second)
 
 	// A write handed to the isolated leader never commits.
 	data := fsm.MustEncode(fsm.CmdCreate, &fsm.CreateCommand{Now: now, ID: "lost", Stream: "s", Payload: []byte(`{}`), Actor: head})
@@ -91,7 +91,7 @@ func TestLeaderInMinorityLosesNothingAcknowledged(t *testing.T) {
 		}
 		done = append(done, j.ID)
 	}
-	if l := c.Leader(5 * time.Second); l == old {
+	if l := c.Leader(10 * time.Second); l == old {
 		t.Fatal("the isolated node still leads")
 	}
 
@@ -163,7 +163,7 @@ func TestRollingLeaderIsolation(t *testing.T) {
 			}
 		}
 		c.Partition([]*Node{old}, rest)
-		c.LeaderAmong(rest, 5*time.Second)
+		c.LeaderAmong(rest, 10*time.Second)
 		for range 10 {
 			create(t, c, n)
 			n++
