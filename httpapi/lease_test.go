@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
 	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/cluster"
 )
 
 // A default read is answered from the leader's own state only if the node
@@ -54,6 +56,18 @@ func TestDefaultReadCheckedAgainstLeaseAfterReading(t *testing.T) {
 	}
 	if got := e.srv.queue.Stats().LeaseMisses; got != 2 {
 		t.Fatalf("lease misses %d, want 2", got)
+	}
+
+	// And when the quorum round then fails, the caller gets that error
+	// alone: the answer read without the lease is dropped, not sent ahead
+	// of it.
+	e.fc.mu.Lock()
+	e.fc.readIndexErr = fmt.Errorf("no quorum: %w", cluster.ErrNotLeader)
+	e.fc.mu.Unlock()
+	r = e.do("GET", "/jobs/id-1", headTok, "")
+	r.apiErr(t, 503, api.CodeNoLeader)
+	if bytes.Contains(r.Body, []byte(`"id":"id-1"`)) {
+		t.Fatalf("the answer read without the lease was sent: %s", r.Body)
 	}
 }
 

@@ -161,8 +161,7 @@ func (s *Server) serveRead(w http.ResponseWriter, r *http.Request, c *call, h ha
 	// A tentative answer is held back until the service knows the read
 	// lease outlived the read (queue.Service.Read).
 	var held *heldResponse
-	err := s.queue.Read(r.Context(), level, func(index uint64, tentative bool) error {
-		held = nil
+	stands, err := s.queue.Read(r.Context(), level, func(index uint64, tentative bool) error {
 		if tentative {
 			held = newHeldResponse()
 			s.setIndex(held, index)
@@ -174,10 +173,10 @@ func (s *Server) serveRead(w http.ResponseWriter, r *http.Request, c *call, h ha
 	if errors.Is(err, queue.ErrNotLeader) {
 		return s.forwardRead(w, r, c, h)
 	}
-	if held != nil {
+	if stands {
 		return held.release(w, err)
 	}
-	return err
+	return err // a held answer that does not stand is dropped
 }
 
 // forwardRead sends a read this node cannot answer to the leader.

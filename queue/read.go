@@ -28,33 +28,34 @@ var ErrNotLeader = errors.New("queue: this node is not the leader")
 //
 // fn may run twice. A default read runs it at once with tentative set, and
 // checks the read lease after it: a leader paused mid-read (SIGSTOP, a
-// stalled VM) wakes to find the lease gone, and then fn runs again, not
-// tentative, after a quorum round (or Read returns ErrNotLeader if another
-// node leads now). So a tentative run must hold its answer back until Read
-// returns, and a later run replaces it.
-func (s *Service) Read(ctx context.Context, c Consistency, fn func(index uint64, tentative bool) error) error {
+// stalled VM) wakes to find the lease gone, and then the tentative answer
+// does not stand: fn runs again, not tentative, after a quorum round, or
+// Read fails (ErrNotLeader if another node leads now). So a tentative run
+// must hold its answer back, and release it only if Read reports that it
+// stands.
+func (s *Service) Read(ctx context.Context, c Consistency, fn func(index uint64, tentative bool) error) (tentativeStands bool, err error) {
 	if c == ReadStale {
-		return fn(s.cluster.AppliedIndex(), false)
+		return false, fn(s.cluster.AppliedIndex(), false)
 	}
 	if !s.cluster.IsLeader() {
-		return ErrNotLeader
+		return false, ErrNotLeader
 	}
 	if c == ReadDefault {
 		err := fn(s.cluster.AppliedIndex(), true)
 		if s.cluster.StillRecent() {
-			return err
+			return true, err
 		}
 		s.leaseMisses.Add(1)
 		if !s.cluster.IsLeader() {
-			return ErrNotLeader
+			return false, ErrNotLeader
 		}
 	}
 	idx, err := s.cluster.ConsistentIndex(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := s.cluster.WaitForApplied(ctx, idx); err != nil {
-		return err
+		return false, err
 	}
-	return fn(s.cluster.AppliedIndex(), false)
+	return false, fn(s.cluster.AppliedIndex(), false)
 }

@@ -239,11 +239,11 @@ func TestReadConsistency(t *testing.T) {
 	ctx := context.Background()
 	noop := func(uint64, bool) error { return nil }
 	for _, level := range []queue.Consistency{queue.ReadDefault, queue.ReadConsistent} {
-		if err := fsvc.Read(ctx, level, noop); !errors.Is(err, queue.ErrNotLeader) {
+		if _, err := fsvc.Read(ctx, level, noop); !errors.Is(err, queue.ErrNotLeader) {
 			t.Errorf("follower read at %d: %v, want ErrNotLeader", level, err)
 		}
 	}
-	if err := fsvc.Read(ctx, queue.ReadStale, func(_ uint64, tentative bool) error {
+	if _, err := fsvc.Read(ctx, queue.ReadStale, func(_ uint64, tentative bool) error {
 		if tentative {
 			return errors.New("a stale read is final")
 		}
@@ -252,14 +252,15 @@ func TestReadConsistency(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs := 0
-	if err := lsvc.Read(ctx, queue.ReadDefault, func(idx uint64, tentative bool) error {
+	stands, err := lsvc.Read(ctx, queue.ReadDefault, func(idx uint64, tentative bool) error {
 		runs++
 		if !tentative || idx == 0 {
 			return fmt.Errorf("default read on the leader: tentative=%v index=%d", tentative, idx)
 		}
 		return nil
-	}); err != nil || runs != 1 {
-		t.Fatalf("%v, %d runs", err, runs)
+	})
+	if err != nil || runs != 1 || !stands {
+		t.Fatalf("%v, %d runs, stands %v", err, runs, stands)
 	}
 }
 
