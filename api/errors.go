@@ -69,6 +69,8 @@ type ErrorDetail struct {
 	// (illegal_transition, stale_lease, not_owner, max_attempts); omitted
 	// otherwise.
 	Job *Job `json:"job,omitempty"`
+	// Streams, on stream_required, lists the streams with queued tasks.
+	Streams []StreamQueue `json:"streams,omitempty"`
 }
 
 // JobError is a structured failure of a job attempt: the "error" of a job, of
@@ -135,3 +137,20 @@ func jsonKind(b []byte) string {
 	}
 	return "value"
 }
+
+// Error codes of the developer queue.
+const (
+	// CodeStreamEnded: 409, the stream is ended: it takes no new tasks and
+	// hands out none.
+	CodeStreamEnded = "stream_ended"
+	// CodeAlreadyExists: 409, a session or stream with that name exists.
+	CodeAlreadyExists = "already_exists"
+	// CodeSessionEnded: 409, the session is ended: it takes no new streams.
+	CodeSessionEnded = "session_ended"
+	// CodeStreamRequired: 400, a claim named no stream; the answer's
+	// "streams" lists the streams with queued tasks.
+	CodeStreamRequired = "stream_required"
+	// CodeUpgradeInProgress: 503, some node of the cluster runs a version
+	// that cannot apply the request yet; retry when the upgrade is done.
+	CodeUpgradeInProgress = "upgrade_in_progress"
+)

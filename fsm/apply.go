@@ -68,6 +68,9 @@ func (a *applier) create(c *CreateCommand) *Result {
 	} else if existing != nil {
 		return fail(fmt.Errorf("create: %w: job %s already exists", ErrInvalid, c.ID))
 	}
+	if st := a.t.stream(c.Stream); st.Ended() {
+		return fail(fmt.Errorf("create: stream %s: %w (it takes no new jobs)", c.Stream, ErrStreamEnded))
+	}
 	// One allocation holds the job and its history's first event.
 	jc := &jobWithCreated{Job: Job{
 		ID:             c.ID,
@@ -133,6 +136,9 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	}
 	if j.State != StateQueued {
 		return fail(refuse(ErrIllegalTransition, "claim", j, "only a queued job can be claimed"))
+	}
+	if a.t.stream(j.Stream).Ended() {
+		return fail(refuse(ErrStreamEnded, "claim", j, "its stream "+j.Stream+" is ended"))
 	}
 	if !eligible(j, targets) {
 		return fail(refuse(ErrTargetMismatch, "claim", j, "job is targeted at "+j.Target))
@@ -286,6 +292,9 @@ func (a *applier) complete(c *CompleteCommand) *Result {
 	if r != nil {
 		return r
 	}
+	if old.IsTask() && !hasSummary(c.Result) {
+		return &Result{Job: old, Err: fmt.Errorf("complete: %w: a task's result must be a JSON object with a string \"summary\" (the task stays running)", ErrInvalid)}
+	}
 	j := copyJob(old)
 	at := endAttempt(j, c.Now, OutcomeCompleted, nil)
 	at.ByHolder = c.Ref.Token != "" // authorize checked it is the lease's token
@@ -368,16 +377,30 @@ func (a *applier) reap(c *ReapCommand) *Result {
 	res := &Result{}
 	for _, old := range expired {
 		j := copyJob(old)
-		at := endAttempt(j, c.Now, OutcomeExpired, nil)
-		if j.Attempts >= j.MaxAttempts {
+		var jerr *JobError
+		if j.IsTask() {
+			// A task's lease is twice its timeout: its worker crashed or lost
+			// its way, and the task fails rather than runs again (seed 004).
+			jerr = &JobError{Code: AutoFailCode, Message: autoFailMessage(j.Timeout)}
+		}
+		at := endAttempt(j, c.Now, OutcomeExpired, jerr)
+		text := "lease expired"
+		switch {
+		case jerr != nil:
+			at.DLQ = true
+			j.Error = jerr
+			j.State = StateFailed
+			j.FinishedAt = c.Now
+			text = jerr.Message
+		case j.Attempts >= j.MaxAttempts:
 			j.State = StateDead
 			j.FinishedAt = c.Now
-		} else {
+		default:
 			j.State = StateQueued
 			j.QueueIndex = a.index
 		}
 		j.addEvent(Event{At: c.Now, Type: EventReaped, Actor: "reaper", From: StateRunning, To: j.State,
-			AttemptID: at.ID, WorkerID: at.WorkerID, Text: "lease expired"})
+			AttemptID: at.ID, WorkerID: at.WorkerID, Text: text})
 		a.put(old, j, c.Now)
 		res.Jobs = append(res.Jobs, j)
 	}

@@ -25,6 +25,15 @@ const (
 	CmdRedrive    CommandType = 11
 	CmdPurge      CommandType = 12
 	CmdClaimNext  CommandType = 13
+
+	// The developer queue (devq.go).
+	CmdSessionCreate CommandType = 14
+	CmdSessionEnd    CommandType = 15
+	CmdStreamCreate  CommandType = 16
+	CmdStreamEnd     CommandType = 17
+	CmdRegistrySet   CommandType = 18
+	CmdTaskCreate    CommandType = 19
+	CmdTaskPurge     CommandType = 20
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

@@ -24,6 +24,13 @@ var (
 	ErrInvalid = errors.New("invalid command")
 	// ErrBlobIncomplete: a blob commit found chunks missing.
 	ErrBlobIncomplete = errors.New("blob incomplete")
+	// ErrStreamEnded: the stream is ended: it takes no new jobs and hands
+	// out none.
+	ErrStreamEnded = errors.New("stream ended")
+	// ErrExists: a session or stream with that name exists.
+	ErrExists = errors.New("already exists")
+	// ErrEnded: the session is ended (no new streams).
+	ErrEnded = errors.New("ended")
 )
 
 // TransitionError says which transition was refused and why. It matches

@@ -26,6 +26,11 @@ type Result struct {
 	Job  *Job
 	Jobs []*Job // reap: the jobs taken back; purge: the jobs deleted
 	Blob *Blob
+	// Session and Stream: the catalog entry a session or stream command
+	// made or changed; Streams: the streams a session end ended.
+	Session *Session
+	Stream  *Stream
+	Streams []*Stream
 	// Claimed is false when a claim-next found nothing to claim.
 	Claimed bool
 	// Duplicate is true when the command repeated one already applied

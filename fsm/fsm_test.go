@@ -799,7 +799,44 @@ func randomLog(seed uint64, n int) [][]byte {
 			}
 			return LeaseRef{JobID: pick()}
 		}
-		switch rng.IntN(10) {
+		switch rng.IntN(11) {
+		case 10:
+			// The developer queue: catalogs, a registry, tasks in the same
+			// lanes as the jobs (so claims, reaps and completes meet them).
+			switch rng.IntN(8) {
+			case 0:
+				out = append(out, MustEncode(CmdSessionCreate, &SessionCreateCommand{Now: now, ID: fmt.Sprintf("ses%d", i),
+					Name: []string{"s1", "s2"}[rng.IntN(2)], Actor: head}))
+			case 1:
+				out = append(out, MustEncode(CmdStreamCreate, &StreamCreateCommand{Now: now, ID: fmt.Sprintf("str%d", i),
+					Name: []string{"a", "b", "c"}[rng.IntN(3)], Session: []string{"s1", "s2"}[rng.IntN(2)], Instructions: "do it", Actor: head}))
+			case 2:
+				if rng.IntN(4) == 0 {
+					out = append(out, MustEncode(CmdStreamEnd, &StreamEndCommand{Now: now, Name: []string{"a", "b", "c"}[rng.IntN(3)], Actor: head}))
+				} else {
+					out = append(out, MustEncode(CmdSessionEnd, &SessionEndCommand{Now: now, Name: "s2", Actor: head}))
+				}
+			case 3:
+				reg := Registry{Classes: DefaultTaskClasses, Tools: []Tool{{Name: "run-bash", TaskClass: "FAST_SCRIPT"},
+					{Name: "slow", TaskClass: "LLM_HEAVY", Timeout: int64(1 + rng.IntN(100))}}, PurgeDays: rng.IntN(3)}
+				if rng.IntN(5) == 0 {
+					reg.Tools[0].TaskClass = "NO_SUCH_CLASS" // refused whole
+				}
+				out = append(out, MustEncode(CmdRegistrySet, &RegistrySetCommand{Now: now, Registry: reg, Actor: head}))
+			case 4, 5:
+				id := fmt.Sprintf("t%d", i)
+				ids = append(ids, id)
+				c := &TaskCreateCommand{Now: now, ID: id, Stream: []string{"a", "b", "c"}[rng.IntN(3)],
+					ToolName: []string{"run-bash", "slow", "nope"}[rng.IntN(3)], Timeout: int64(rng.IntN(3) * 10), Payload: []byte(`{"x":1}`), Actor: head}
+				if rng.IntN(3) == 0 {
+					c.ClonedFrom = pick()
+				}
+				out = append(out, MustEncode(CmdTaskCreate, c))
+			case 6:
+				out = append(out, MustEncode(CmdComplete, &CompleteCommand{Now: now, Ref: ref(), Actor: a, Result: []byte(`{"summary":"ok"}`)}))
+			default:
+				out = append(out, MustEncode(CmdTaskPurge, &TaskPurgeCommand{Now: now, Before: now - int64(rng.IntN(200e9)), Max: 1 + rng.IntN(5)}))
+			}
 		case 0, 1:
 			id := fmt.Sprintf("j%d", i)
 			ids = append(ids, id)

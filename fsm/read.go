@@ -269,3 +269,90 @@ func (r *Reader) Heartbeat(c *HeartbeatCommand, renewFraction float64) (res *Res
 	}
 	return &Result{Job: j}, true
 }
+
+// Session returns the session name, or ErrNotFound.
+func (r *Reader) Session(name string) (*Session, error) {
+	if s := r.view().session(name); s != nil {
+		return s, nil
+	}
+	return nil, fmt.Errorf("session %s: %w", name, ErrNotFound)
+}
+
+// Sessions returns every session, by name.
+func (r *Reader) Sessions() []*Session {
+	var out []*Session
+	r.view().sessions.Ascend(func(it sessionItem) bool {
+		out = append(out, it.s)
+		return true
+	})
+	return out
+}
+
+// Stream returns the registered stream name, or ErrNotFound.
+func (r *Reader) Stream(name string) (*Stream, error) {
+	var s *Stream
+	r.point(func(t *tables) { s = t.stream(name) })
+	if s != nil {
+		return s, nil
+	}
+	return nil, fmt.Errorf("stream %s: %w", name, ErrNotFound)
+}
+
+// Streams returns the registered streams of session (all when ""), by name.
+func (r *Reader) Streams(session string) []*Stream {
+	var out []*Stream
+	r.view().streams.Ascend(func(it streamItem) bool {
+		if session == "" || it.s.Session == session {
+			out = append(out, it.s)
+		}
+		return true
+	})
+	return out
+}
+
+// Registry returns the registry in force, or nil when none was loaded.
+func (r *Reader) Registry() *Registry { return r.view().registry }
+
+// PeekTask returns the task a claim of stream would take next (the oldest
+// queued untargeted job), or nil; an ended stream hands out none.
+func (r *Reader) PeekTask(stream string) *Job {
+	var j *Job
+	r.point(func(t *tables) {
+		if !t.stream(stream).Ended() {
+			j = t.firstQueued(stream, "")
+		}
+	})
+	return j
+}
+
+// QueuedByStream counts queued jobs per stream (ended streams included).
+func (r *Reader) QueuedByStream() map[string]int {
+	out := map[string]int{}
+	r.view().queue.Ascend(func(it queueItem) bool {
+		out[it.stream]++
+		return true
+	})
+	return out
+}
+
+// OldestTaskEnded returns the finish time of the finished task that
+// finished first, or 0 when there is none.
+func (r *Reader) OldestTaskEnded() int64 {
+	it, ok := r.view().taskEnded.Min()
+	if !ok {
+		return 0
+	}
+	return it.at
+}
+
+// TaskCounts counts tasks by state.
+func (r *Reader) TaskCounts() map[State]int {
+	out := map[State]int{}
+	r.view().byID.Ascend(func(it idItem) bool {
+		if it.j.IsTask() {
+			out[it.j.State]++
+		}
+		return true
+	})
+	return out
+}

@@ -22,12 +22,20 @@ const (
 	snapJob    byte = 2
 	snapBlob   byte = 3
 	snapChunk  byte = 4
-	snapEnd    byte = 255
+	// Version 3: the developer queue's catalogs and registry (devq.go).
+	snapSession  byte = 5
+	snapStream   byte = 6
+	snapRegistry byte = 7
+	snapEnd      byte = 255
 )
 
 // snapshotVersion changes when the record layout changes incompatibly.
-// Restore also reads version 1.
-const snapshotVersion = 2
+// Restore also reads versions 1 and 2. Version 3 adds the developer
+// queue: the task fields of a job record, and session, stream and registry
+// records. A state without any of it is written as version 2, which a node
+// of the version before the developer queue can read (a rolling upgrade:
+// such state exists only once every node applies its commands).
+const snapshotVersion = 3
 
 // maxSnapRecord bounds one object record, so a corrupt length cannot make
 // restore allocate without limit.
@@ -45,6 +53,10 @@ type snapHeaderRecord struct {
 
 type snapEndRecord struct {
 	Jobs, Blobs, Chunks int
+	// Version 3.
+	Sessions int `codec:",omitempty"`
+	Streams  int `codec:",omitempty"`
+	Registry int `codec:",omitempty"`
 }
 
 type snapshot struct {
@@ -72,7 +84,11 @@ func (s *snapshot) write(w io.Writer) error {
 	if err := bw.WriteByte(snapHeader); err != nil {
 		return err
 	}
-	head := snapHeaderRecord{Version: snapshotVersion, Index: s.index}
+	version := 2
+	if s.t.devq() {
+		version = 3
+	}
+	head := snapHeaderRecord{Version: version, Index: s.index}
 	if s.hashKnown {
 		head.Hash, head.HashIndex = s.hash[:], s.hashIndex
 	}
@@ -100,7 +116,7 @@ func (s *snapshot) write(w io.Writer) error {
 	// write error.
 	s.t.byID.Ascend(func(it idItem) bool {
 		e.b = e.b[:0]
-		e.job(it.j)
+		e.job(it.j, version)
 		err = put(snapJob)
 		end.Jobs++
 		return err == nil
@@ -122,6 +138,30 @@ func (s *snapshot) write(w io.Writer) error {
 			end.Chunks++
 			return err == nil
 		})
+	}
+	if err == nil && version >= 3 {
+		s.t.sessions.Ascend(func(it sessionItem) bool {
+			e.b = e.b[:0]
+			e.session(it.s)
+			err = put(snapSession)
+			end.Sessions++
+			return err == nil
+		})
+	}
+	if err == nil && version >= 3 {
+		s.t.streams.Ascend(func(it streamItem) bool {
+			e.b = e.b[:0]
+			e.stream(it.s)
+			err = put(snapStream)
+			end.Streams++
+			return err == nil
+		})
+	}
+	if err == nil && version >= 3 && s.t.registry != nil {
+		e.b = e.b[:0]
+		e.registry(s.t.registry)
+		err = put(snapRegistry)
+		end.Registry++
 	}
 	if err != nil {
 		return err
@@ -155,10 +195,10 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	switch h.Version {
 	case 1:
 		err = readRecordsV1(br, mp, w, &got)
-	case snapshotVersion:
-		err = readRecordsV2(br, w, &got)
+	case 2, 3:
+		err = readRecordsV2(br, w, &got, h.Version)
 	default:
-		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 and %d", h.Version, snapshotVersion)
+		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 to %d", h.Version, snapshotVersion)
 	}
 	if err != nil {
 		return nil, h, err
@@ -189,7 +229,7 @@ func readType(br *bufio.Reader) (byte, error) {
 // trailer's type byte. Decoding runs in its own goroutine, a batch of
 // records ahead of the inserts (the indexes take one writer at a time, so
 // the inserts themselves cannot be spread over cores).
-func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord) error {
+func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int) error {
 	type record struct {
 		t   byte
 		obj interface{}
@@ -247,7 +287,13 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord) error {
 			var r record
 			switch t {
 			case snapJob:
-				r = record{t, d.job()}
+				r = record{t, d.job(version)}
+			case snapSession:
+				r = record{t, d.session()}
+			case snapStream:
+				r = record{t, d.stream()}
+			case snapRegistry:
+				r = record{t, d.registry()}
 			case snapBlob:
 				r = record{t, d.blob()}
 			case snapChunk:
@@ -328,6 +374,24 @@ func restoreObject(w *writer, obj interface{}, got *snapEndRecord) error {
 	case *BlobChunk:
 		got.Chunks++
 		w.putChunk(v)
+	case *Session:
+		got.Sessions++
+		if v.Name == "" || w.t.session(v.Name) != nil {
+			return fmt.Errorf("restore: session record %q without a name or twice", v.Name)
+		}
+		w.putSession(v)
+	case *Stream:
+		got.Streams++
+		if v.Name == "" || w.t.stream(v.Name) != nil {
+			return fmt.Errorf("restore: stream record %q without a name or twice", v.Name)
+		}
+		w.putStream(v)
+	case *Registry:
+		got.Registry++
+		if w.t.registry != nil {
+			return fmt.Errorf("restore: two registry records")
+		}
+		w.putRegistry(v)
 	}
 	return nil
 }
@@ -349,7 +413,7 @@ func (d *dec) optError() *JobError {
 	return &je
 }
 
-func (e *enc) job(j *Job) {
+func (e *enc) job(j *Job, version int) {
 	e.str(j.ID)
 	e.str(j.Stream)
 	e.str(j.Target)
@@ -413,9 +477,14 @@ func (e *enc) job(j *Job) {
 	e.uvarint(j.CreateIndex)
 	e.uvarint(j.QueueIndex)
 	e.uvarint(j.ModifyIndex)
+	if version >= 3 {
+		e.str(j.ToolName)
+		e.varint(j.Timeout)
+		e.str(j.ClonedFrom)
+	}
 }
 
-func (d *dec) job() *Job {
+func (d *dec) job(version int) *Job {
 	var j Job
 	j.ID = d.str()
 	j.Stream = d.istr()
@@ -472,8 +541,46 @@ func (d *dec) job() *Job {
 	j.CreateIndex = d.uvarint()
 	j.QueueIndex = d.uvarint()
 	j.ModifyIndex = d.uvarint()
+	if version >= 3 {
+		j.ToolName = d.istr()
+		j.Timeout = d.varint()
+		j.ClonedFrom = d.str()
+	}
 	*jp = j
 	return jp
+}
+
+func (e *enc) session(s *Session) {
+	e.str(s.ID)
+	e.str(s.Name)
+	e.str(s.Description)
+	e.str(s.Status)
+	e.varint(s.StartedAt)
+	e.varint(s.EndedAt)
+	e.varint(s.UpdatedAt)
+	e.uvarint(s.CreateIndex)
+}
+
+func (d *dec) session() *Session {
+	return &Session{ID: d.str(), Name: d.str(), Description: d.str(), Status: d.istr(),
+		StartedAt: d.varint(), EndedAt: d.varint(), UpdatedAt: d.varint(), CreateIndex: d.uvarint()}
+}
+
+func (e *enc) stream(s *Stream) {
+	e.str(s.ID)
+	e.str(s.Name)
+	e.str(s.Session)
+	e.str(s.Instructions)
+	e.str(s.Status)
+	e.varint(s.CreatedAt)
+	e.varint(s.EndedAt)
+	e.varint(s.UpdatedAt)
+	e.uvarint(s.CreateIndex)
+}
+
+func (d *dec) stream() *Stream {
+	return &Stream{ID: d.str(), Name: d.str(), Session: d.str(), Instructions: d.str(), Status: d.istr(),
+		CreatedAt: d.varint(), EndedAt: d.varint(), UpdatedAt: d.varint(), CreateIndex: d.uvarint()}
 }
 
 func (e *enc) blob(b *Blob) {

@@ -144,6 +144,9 @@ const (
 	tFinished
 	tBlobs
 	tChunks
+	tSessions
+	tStreams
+	tTaskEnded
 	tLanes   // tLanes+lane for each lane
 	numTrees = tLanes + numLanes
 )
@@ -161,6 +164,13 @@ type tables struct {
 	lanes  [numLanes]*btree.BTreeG[seqItem]
 	blobs  *btree.BTreeG[blobItem]
 	chunks *btree.BTreeG[chunkItem]
+	// The developer queue (devq.go): its catalogs, finished tasks by finish
+	// time (task retention), and the registry in force (nil: none loaded;
+	// immutable, replaced whole).
+	sessions  *btree.BTreeG[sessionItem]
+	streams   *btree.BTreeG[streamItem]
+	taskEnded *btree.BTreeG[timeItem]
+	registry  *Registry
 }
 
 func newTables() *tables {
@@ -172,6 +182,10 @@ func newTables() *tables {
 		finished: btree.NewG(btreeDegree, lessTime),
 		blobs:    btree.NewG(btreeDegree, lessBlob),
 		chunks:   btree.NewG(btreeDegree, lessChunk),
+
+		sessions:  newSessionTree(),
+		streams:   newStreamTree(),
+		taskEnded: btree.NewG(btreeDegree, lessTime),
 	}
 	for i := range t.lanes {
 		t.lanes[i] = btree.NewG(btreeDegree, lessSeq)
@@ -206,9 +220,12 @@ func (t *tables) firstQueued(stream, target string) *Job {
 
 // nextQueued returns the longest-waiting queued job of the first stream (in
 // order) that has one a claimant with the given targets may take: untargeted
-// jobs and jobs targeted at one of targets.
+// jobs and jobs targeted at one of targets. Ended streams are skipped.
 func (t *tables) nextQueued(streams, targets []string) *Job {
 	for _, s := range streams {
+		if t.stream(s).Ended() {
+			continue // an ended stream's queued jobs stay, unclaimed
+		}
 		best := t.firstQueued(s, "")
 		for _, tg := range targets {
 			if tg == "" {
@@ -262,8 +279,8 @@ type jobEntries struct {
 	hasIdem           bool
 	queue             queueItem
 	hasQueue          bool
-	lease, done       timeItem
-	hasLease, hasDone bool
+	lease, done, ended          timeItem
+	hasLease, hasDone, hasEnded bool
 	lane              stateLane
 	seq               seqItem
 }
@@ -277,6 +294,7 @@ func entriesOf(j *Job) jobEntries {
 	e.queue, e.hasQueue = queueEntry(j)
 	e.lease, e.hasLease = leaseEntry(j)
 	e.done, e.hasDone = finishedEntry(j)
+	e.ended, e.hasEnded = taskEndedEntry(j)
 	return e
 }
 
@@ -304,6 +322,7 @@ func (w *writer) putJob(old, j *Job) {
 	}
 	w.mark(tLease, update(w.t.lease, lessTime, o.lease, o.hasLease, n.lease, n.hasLease))
 	w.mark(tFinished, update(w.t.finished, lessTime, o.done, o.hasDone, n.done, n.hasDone))
+	w.mark(tTaskEnded, update(w.t.taskEnded, lessTime, o.ended, o.hasEnded, n.ended, n.hasEnded))
 	for lane := range stateLane(numLanes) {
 		had, has := o.present && o.lane == lane, n.present && n.lane == lane
 		w.mark(tLanes+int(lane), update(w.t.lanes[lane], lessSeq, o.seq, had, n.seq, has))
@@ -339,6 +358,10 @@ func (w *writer) publish(prev *tables) *tables {
 	cloneIf(&w.dirty[tFinished], &v.finished, w.t.finished)
 	cloneIf(&w.dirty[tBlobs], &v.blobs, w.t.blobs)
 	cloneIf(&w.dirty[tChunks], &v.chunks, w.t.chunks)
+	cloneIf(&w.dirty[tSessions], &v.sessions, w.t.sessions)
+	cloneIf(&w.dirty[tStreams], &v.streams, w.t.streams)
+	cloneIf(&w.dirty[tTaskEnded], &v.taskEnded, w.t.taskEnded)
+	v.registry = w.t.registry // immutable: shared as it is
 	for i := range v.lanes {
 		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])
 	}

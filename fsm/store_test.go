@@ -13,7 +13,7 @@ import (
 func checkIndexes(t testing.TB, f *FSM) {
 	t.Helper()
 	v := f.current()
-	var queued, running, done, idem int
+	var queued, running, done, idem, ended int
 	lanes := [numLanes]int{}
 	v.byID.Ascend(func(it idItem) bool {
 		j := it.j
@@ -43,6 +43,12 @@ func checkIndexes(t testing.TB, f *FSM) {
 				t.Fatalf("done job %s missing from the finished index", j.ID)
 			}
 		}
+		if e, want := taskEndedEntry(j); want {
+			ended++
+			if got, ok := v.taskEnded.Get(e); !ok || got.j != j {
+				t.Fatalf("finished task %s missing from the task retention index", j.ID)
+			}
+		}
 		if k, want := idemEntry(j); want {
 			idem++
 			if got, ok := v.idem.Get(k); !ok || got.j != j {
@@ -52,6 +58,9 @@ func checkIndexes(t testing.TB, f *FSM) {
 		return true
 	})
 	// Every entry is accounted for: no index keeps a stale one.
+	if v.taskEnded.Len() != ended {
+		t.Fatalf("task retention index holds %d, jobs call for %d", v.taskEnded.Len(), ended)
+	}
 	if v.queue.Len() != queued || v.lease.Len() != running || v.finished.Len() != done || v.idem.Len() != idem {
 		t.Fatalf("index sizes queue %d lease %d finished %d idem %d, jobs call for %d %d %d %d",
 			v.queue.Len(), v.lease.Len(), v.finished.Len(), v.idem.Len(), queued, running, done, idem)

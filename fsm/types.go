@@ -52,6 +52,13 @@ type Job struct {
 	TaskClass      string
 	IdempotencyKey string
 
+	// A developer-queue task (devq.go) has a Timeout: stale past it since
+	// its claim (or last heartbeat), auto-failed at twice it. ToolName is
+	// its registered tool; ClonedFrom the failed task a requeue copied.
+	ToolName   string
+	Timeout    int64 // seconds; 0: not a task
+	ClonedFrom string
+
 	// Lease is set while the job is running.
 	Lease *Lease
 

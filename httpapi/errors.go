@@ -20,6 +20,8 @@ type apiError struct {
 	Message string
 	Leader  string   // leader's HTTP address, on 503
 	Job     *api.Job // the job the refusal concerns, when useful
+	// Streams, on stream_required, are the streams with queued tasks.
+	Streams []api.StreamQueue
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -44,8 +46,24 @@ func classify(err error) *apiError {
 		refusal *queue.Refusal
 		input   *queue.InputError
 		tooBig  *queue.TooLargeError
+		needStr *queue.StreamRequiredError
 	)
 	switch {
+	case errors.As(err, &needStr):
+		ae := errorf(http.StatusBadRequest, api.CodeStreamRequired, "%s", needStr.Error())
+		ae.Streams = []api.StreamQueue{}
+		for _, q := range needStr.Queued {
+			ae.Streams = append(ae.Streams, api.StreamQueue{Name: q.Name, Queued: q.Queued})
+		}
+		return ae
+	case errors.Is(err, queue.ErrUpgradeInProgress):
+		return errorf(http.StatusServiceUnavailable, api.CodeUpgradeInProgress, "%v", err)
+	case errors.Is(err, fsm.ErrStreamEnded):
+		return withJob(errorf(http.StatusConflict, api.CodeStreamEnded, "%v", err), err)
+	case errors.Is(err, fsm.ErrExists):
+		return errorf(http.StatusConflict, api.CodeAlreadyExists, "%v", err)
+	case errors.Is(err, fsm.ErrEnded):
+		return errorf(http.StatusConflict, api.CodeSessionEnded, "%v", err)
 	case errors.As(err, &refusal):
 		// The state machine refused: the error is the refusal's, and the
 		// job it concerns goes with it.
@@ -89,6 +107,15 @@ func classify(err error) *apiError {
 	return errorf(http.StatusInternalServerError, api.CodeInternal, "%v", err)
 }
 
+// withJob attaches the job of a refusal, if it has one.
+func withJob(ae *apiError, err error) *apiError {
+	var refusal *queue.Refusal
+	if errors.As(err, &refusal) && refusal.Job != nil {
+		ae.Job = viewJob(refusal.Job)
+	}
+	return ae
+}
+
 func writeJSON(w http.ResponseWriter, status int, v interface{}) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -112,5 +139,5 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 	if ae.Status >= 500 && ae.Status != http.StatusServiceUnavailable {
 		s.logger.Error("request failed", "error", err)
 	}
-	writeJSON(w, ae.Status, api.ErrorBody{Error: api.ErrorDetail{Code: ae.Code, Message: ae.Message, Leader: ae.Leader, Job: ae.Job}})
+	writeJSON(w, ae.Status, api.ErrorBody{Error: api.ErrorDetail{Code: ae.Code, Message: ae.Message, Leader: ae.Leader, Job: ae.Job, Streams: ae.Streams}})
 }

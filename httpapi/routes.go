@@ -45,6 +45,8 @@ func (s *Server) routes() {
 	s.route("GET", "/dlq", kindRead, allowHead, s.handleDLQList)
 	s.route("POST", "/dlq/{id}/redrive", kindWrite, allowHead, s.handleRedrive)
 
+	s.devqRoutes()
+
 	s.route("GET", "/cluster/status", kindPublic, allowPublic, s.authorized(allowHead, s.handleClusterStatus))
 	s.route("POST", "/cluster/join", kindWrite, allowHead, s.handleJoin)
 	s.route("POST", "/cluster/remove", kindWrite, allowHead, s.handleRemove)

@@ -274,3 +274,56 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// The developer queue on a real cluster: a task claimed and never finished
+// is auto-failed by the leader's reaper at twice its timeout, with the
+// seed's message; the task purger deletes it past retention; every node
+// ends with the same state.
+func TestTaskAutoFailAndPurgeOnTheLeader(t *testing.T) {
+	c := memcluster.Start(t, memcluster.Options{})
+	leader := c.Leader(5 * time.Second)
+	cl := &clock{}
+	svc := service(leader, cl, queue.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := svc.SetRegistry(ctx, fsm.Registry{Tools: []fsm.Tool{{Name: "run-bash", TaskClass: "FAST_SCRIPT", Timeout: 2}}}, head); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.CreateSession(ctx, "s", "", head); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.CreateStream(ctx, "auth", "s", "do it", head); err != nil {
+		t.Fatal(err)
+	}
+	tk, _, _, err := svc.Enqueue(ctx, queue.EnqueueInput{Stream: "auth", ToolName: "run-bash", Payload: json.RawMessage(`{}`), Actor: head})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, st, _, err := svc.ClaimTask(ctx, "auth", claw, 0)
+	if err != nil || j == nil || j.ID != tk.ID || st.Instructions != "do it" {
+		t.Fatalf("claim: %v %v %v", j, st, err)
+	}
+	go svc.Reaper(10*time.Millisecond, 0)(ctx)
+	go svc.TaskPurger(20 * time.Millisecond)(ctx)
+	cl.add(3 * time.Second) // stale, not yet twice the timeout
+	if jobs, _, _ := svc.Tasks(queue.TaskFilter{Stale: true}); len(jobs) != 1 {
+		t.Fatalf("%d stale tasks, want 1", len(jobs))
+	}
+	cl.add(2 * time.Second)
+	waitFor(t, "the reaper to auto-fail the task", func() bool {
+		j, _ := leader.FSM.Read().Job(tk.ID)
+		return j.State == fsm.StateFailed
+	})
+	j, _ = leader.FSM.Read().Job(tk.ID)
+	if j.Error == nil || j.Error.Code != fsm.AutoFailCode || j.Error.Message != "Auto-failed: task exceeded 2x timeout (2s) with no complete/fail reported. Likely worker crash or disconnect." {
+		t.Fatalf("auto-fail error: %+v", j.Error)
+	}
+	cl.add(73 * time.Hour)
+	waitFor(t, "the task purger to delete the failed task", func() bool {
+		_, err := leader.FSM.Read().Job(tk.ID)
+		return errors.Is(err, fsm.ErrNotFound)
+	})
+	if err := c.CheckConverged(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -120,3 +120,30 @@ func (s *Service) Purger(retention time.Duration) func(context.Context) {
 	}
 	return sw.run
 }
+
+// TaskPurger returns the leader's task purger, to run while this node
+// leads: at once and then every interval, it deletes the finished tasks
+// older than the registry's retention (purge.older_than_days, default 3),
+// each entry carrying the leader's cut-off.
+func (s *Service) TaskPurger(interval time.Duration) func(context.Context) {
+	logger := s.cfg.Logger.Named("task-purge")
+	retention := func(r *fsm.Reader) int64 {
+		return int64(r.Registry().Retention()) * int64(24*time.Hour)
+	}
+	var before int64
+	sw := &sweeper{
+		name: "task purge", svc: s, interval: interval, logger: logger,
+		due: func(r *fsm.Reader, now int64) bool {
+			oldest := r.OldestTaskEnded()
+			before = now - retention(r)
+			return oldest != 0 && oldest < before && s.allApply(fsm.CmdTaskPurge)
+		},
+		command: func(now int64) (fsm.CommandType, interface{}) {
+			return fsm.CmdTaskPurge, &fsm.TaskPurgeCommand{Now: now, Before: before, Max: sweepBatch}
+		},
+		done: func(res *fsm.Result) {
+			logger.Info("purged finished tasks past retention", "tasks", len(res.Jobs))
+		},
+	}
+	return sw.run
+}

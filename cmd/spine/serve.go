@@ -283,6 +283,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		return err
 	}
 	node.RunWhileLeader("reaper", svc.Reaper(cfg.ReaperInterval, cfg.LeaseGrace))
+	node.RunWhileLeader("task-purge", svc.TaskPurger(time.Minute))
 	if cfg.Retention > 0 {
 		node.RunWhileLeader("retention", svc.Purger(cfg.Retention))
 	}

@@ -1,0 +1,486 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/queue"
+)
+
+// The developer queue's routes (/api/*, docs/devqueue.md): decode, call
+// the queue service, encode.
+
+func (s *Server) devqRoutes() {
+	s.route("GET", "/api/health", kindPublic, allowPublic, s.handleHealth)
+	s.route("GET", "/api/status", kindRead, allowAll, s.handleDevStatus)
+	s.route("GET", "/api/sessions", kindRead, allowAll, s.handleSessions)
+	s.route("POST", "/api/sessions", kindWrite, allowHead, s.handleSessionCreate)
+	s.route("POST", "/api/sessions/{name}/end", kindWrite, allowHead, s.handleSessionEnd)
+	s.route("GET", "/api/streams", kindRead, allowAll, s.handleStreams)
+	s.route("POST", "/api/streams", kindWrite, allowHead, s.handleStreamCreate)
+	s.route("GET", "/api/streams/{name}", kindRead, allowAll, s.handleStream)
+	s.route("POST", "/api/streams/{name}/end", kindWrite, allowHead, s.handleStreamEnd)
+	s.route("GET", "/api/tasks", kindRead, allowAll, s.handleTasks)
+	s.route("POST", "/api/tasks", kindWrite, allowHead, s.handleEnqueue)
+	s.route("GET", "/api/tasks/{id}", kindRead, allowAll, s.handleTask)
+	s.route("POST", "/api/tasks/{id}/requeue", kindWrite, allowHead, s.handleRequeue)
+	s.route("POST", "/api/tasks/{id}/complete", kindWrite, allowAll, s.handleTaskComplete)
+	s.route("POST", "/api/tasks/{id}/fail", kindWrite, allowAll, s.handleTaskFail)
+	s.route("POST", "/api/tasks/{id}/heartbeat", kindWrite, allowAll, s.handleTaskHeartbeat)
+	s.route("GET", "/api/peek", kindRead, allowAll, s.handlePeek)
+	s.route("POST", "/api/claim", kindLongPoll, allowAll, s.handleTaskClaim)
+	s.route("GET", "/api/tools", kindRead, allowAll, s.handleTools)
+	s.route("GET", "/api/scripts", kindRead, allowAll, s.handleScripts)
+	s.route("GET", "/api/registry", kindRead, allowAll, s.handleRegistry)
+	s.route("PUT", "/api/registry", kindWrite, allowHead, s.handleRegistrySet)
+	s.route("POST", "/api/purge", kindWrite, allowHead, s.handlePurge)
+}
+
+// Views.
+
+func viewSession(ses *fsm.Session, streams []*fsm.Stream) *api.Session {
+	v := &api.Session{ID: ses.ID, Name: ses.Name, Description: ses.Description, Status: ses.Status,
+		StartedAt: api.Time(ses.StartedAt), EndedAt: api.Time(ses.EndedAt), UpdatedAt: api.Time(ses.UpdatedAt), Streams: []string{}}
+	for _, st := range streams {
+		if st.Session == ses.Name {
+			v.Streams = append(v.Streams, st.Name)
+		}
+	}
+	return v
+}
+
+func viewStream(st *fsm.Stream, counts map[string][2]int) *api.Stream {
+	c := counts[st.Name]
+	return &api.Stream{ID: st.ID, Name: st.Name, Session: st.Session, Instructions: st.Instructions, Status: st.Status,
+		CreatedAt: api.Time(st.CreatedAt), EndedAt: api.Time(st.EndedAt), UpdatedAt: api.Time(st.UpdatedAt),
+		Queued: c[0], Running: c[1]}
+}
+
+// viewTask is a task as the developer queue shows it; st, when given,
+// adds its stream's id and instructions.
+func viewTask(j *fsm.Job, st *fsm.Stream, now int64) *api.Task {
+	v := &api.Task{ID: j.ID, Stream: api.TaskStream{Name: j.Stream}, ToolName: j.ToolName, TaskClass: j.TaskClass,
+		Payload: j.Payload, Status: api.TaskStatus(api.JobStatus(j.State)), Timeout: j.Timeout, Attempts: j.Attempts,
+		Result: j.Result, Stdout: j.Stdout, Stderr: j.Stderr, Stale: queue.Stale(j, now), ClonedFrom: j.ClonedFrom,
+		CreatedAt: api.Time(j.CreatedAt), UpdatedAt: api.Time(j.UpdatedAt), StartedAt: api.Time(j.StartedAt),
+		FinishedAt: api.Time(j.FinishedAt)}
+	if st != nil {
+		v.Stream.ID, v.Stream.Instructions = st.ID, st.Instructions
+	}
+	if j.Error != nil {
+		v.Error, v.AutoFailed = j.Error.Message, j.Error.Code == fsm.AutoFailCode
+	}
+	if l := j.Lease; l != nil {
+		v.ClaimedBy, v.WorkerID, v.AttemptID, v.LeaseExpiresAt = l.Owner, l.WorkerID, l.AttemptID, api.Time(l.ExpiresAt)
+	}
+	return v
+}
+
+func viewRegistry(r *fsm.Registry) api.Registry {
+	out := api.Registry{TaskClasses: []api.TaskClass{}, Tools: []api.Tool{}, ScriptDirs: []string{}, Scripts: []api.Script{},
+		PurgeOlderThanDays: r.Retention()}
+	classes := fsm.DefaultTaskClasses
+	if r != nil {
+		out.Project = api.Project{Name: r.Project.Name, RepoPath: r.Project.RepoPath, PRDPath: r.Project.PRDPath}
+		out.UpdatedAt = api.Time(r.UpdatedAt)
+		out.ScriptDirs = append(out.ScriptDirs, r.ScriptDirs...)
+		if len(r.Classes) > 0 {
+			classes = r.Classes
+		}
+		for _, t := range r.Tools {
+			eff := t.Timeout
+			if eff == 0 {
+				eff, _ = r.ClassTimeout(t.TaskClass)
+			}
+			out.Tools = append(out.Tools, api.Tool{Name: t.Name, Description: t.Description, TaskClass: t.TaskClass,
+				Timeout: t.Timeout, EffectiveTimeout: eff})
+		}
+		for _, sc := range r.Scripts {
+			out.Scripts = append(out.Scripts, api.Script{Path: sc.Path, Name: sc.Name, Description: sc.Description,
+				Inputs: sc.Inputs, Outputs: sc.Outputs, Tags: sc.Tags})
+		}
+	}
+	for _, c := range classes {
+		out.TaskClasses = append(out.TaskClasses, api.TaskClass{Name: c.Name, Timeout: c.Timeout})
+	}
+	return out
+}
+
+// Handlers.
+
+func (s *Server) handleDevStatus(w http.ResponseWriter, r *http.Request, c *call) error {
+	id, _ := s.cluster.Leader()
+	counts := s.queue.StreamCounts()
+	streams := s.queue.Streams("")
+	out := api.DevStatus{NodeID: s.cluster.ID(), Leader: id, Sessions: []*api.Session{}, Streams: []*api.Stream{},
+		Tasks: map[string]int{api.TaskQueued: 0, api.TaskRunning: 0, api.TaskSucceeded: 0, api.TaskFailed: 0}}
+	for _, ses := range s.queue.Sessions() {
+		if ses.Status == fsm.StatusActive {
+			out.Sessions = append(out.Sessions, viewSession(ses, streams))
+		}
+	}
+	for _, st := range streams {
+		if st.Status == fsm.StatusActive {
+			out.Streams = append(out.Streams, viewStream(st, counts))
+		}
+	}
+	for state, n := range s.queue.TaskCounts() {
+		out.Tasks[api.TaskStatus(api.JobStatus(state))] += n
+	}
+	if reg := s.queue.Registry(); reg != nil {
+		out.Tools = len(reg.Tools)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, c *call) error {
+	streams := s.queue.Streams("")
+	out := []*api.Session{}
+	for _, ses := range s.queue.Sessions() {
+		out = append(out, viewSession(ses, streams))
+	}
+	writeJSON(w, http.StatusOK, map[string]interface{}{"sessions": out})
+	return nil
+}
+
+func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.SessionCreateRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	ses, idx, err := s.queue.CreateSession(r.Context(), req.Name, req.Description, fsm.Actor{Role: c.role})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, viewSession(ses, nil))
+	return nil
+}
+
+func (s *Server) handleSessionEnd(w http.ResponseWriter, r *http.Request, c *call) error {
+	ses, idx, err := s.queue.EndSession(r.Context(), r.PathValue("name"), fsm.Actor{Role: c.role})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewSession(ses, s.queue.Streams(ses.Name)))
+	return nil
+}
+
+func (s *Server) handleStreams(w http.ResponseWriter, r *http.Request, c *call) error {
+	counts := s.queue.StreamCounts()
+	out := []*api.Stream{}
+	for _, st := range s.queue.Streams(r.URL.Query().Get("session")) {
+		out = append(out, viewStream(st, counts))
+	}
+	writeJSON(w, http.StatusOK, map[string]interface{}{"streams": out})
+	return nil
+}
+
+func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, c *call) error {
+	st, err := s.queue.Stream(r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewStream(st, s.queue.StreamCounts()))
+	return nil
+}
+
+func (s *Server) handleStreamCreate(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.StreamCreateRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	st, idx, err := s.queue.CreateStream(r.Context(), req.Name, req.Session, req.Instructions, fsm.Actor{Role: c.role})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, viewStream(st, nil))
+	return nil
+}
+
+func (s *Server) handleStreamEnd(w http.ResponseWriter, r *http.Request, c *call) error {
+	st, idx, err := s.queue.EndStream(r.Context(), r.PathValue("name"), fsm.Actor{Role: c.role})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewStream(st, s.queue.StreamCounts()))
+	return nil
+}
+
+func (s *Server) handleTasks(w http.ResponseWriter, r *http.Request, c *call) error {
+	q := r.URL.Query()
+	f := queue.TaskFilter{Status: strings.ToLower(q.Get("status"))}
+	f.Stream = q.Get("stream")
+	f.Limit = 100
+	if v := q.Get("stale"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return badRequest("stale must be true or false")
+		}
+		f.Stale = b
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return badRequest("limit must be an integer from 1 to 1000")
+		}
+		f.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return badRequest("cursor must be the next_cursor of a previous page")
+		}
+		f.After = n
+	}
+	jobs, next, err := s.queue.Tasks(f)
+	if err != nil {
+		return err
+	}
+	now := s.queue.Now()
+	out := api.TaskList{Tasks: make([]*api.Task, 0, len(jobs))}
+	for _, j := range jobs {
+		out.Tasks = append(out.Tasks, viewTask(j, nil, now))
+	}
+	if next != 0 {
+		out.NextCursor = api.NullableString(strconv.FormatUint(next, 10))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.EnqueueRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	key := req.IdempotencyKey
+	if h := r.Header.Get(api.HeaderIdempotencyKey); h != "" {
+		if key != "" && key != h {
+			return badRequest("Idempotency-Key header and idempotency_key field differ")
+		}
+		key = h
+	}
+	j, created, idx, err := s.queue.Enqueue(r.Context(), queue.EnqueueInput{Stream: req.Stream, ToolName: req.ToolName,
+		Payload: req.Payload, Timeout: req.Timeout, IdempotencyKey: key, Actor: fsm.Actor{Role: c.role}})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, viewTask(j, nil, s.queue.Now()))
+	return nil
+}
+
+func (s *Server) handleTask(w http.ResponseWriter, r *http.Request, c *call) error {
+	j, st, err := s.queue.Task(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewTask(j, st, s.queue.Now()))
+	return nil
+}
+
+func (s *Server) handleRequeue(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.RequeueRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	j, idx, err := s.queue.Requeue(r.Context(), r.PathValue("id"), req.Stream, fsm.Actor{Role: c.role})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, viewTask(j, nil, s.queue.Now()))
+	return nil
+}
+
+// taskRef is the lease a task call names: the task of the route and,
+// when given, the claim's token and attempt.
+func taskRef(r *http.Request, token, attempt string) fsm.LeaseRef {
+	return fsm.LeaseRef{JobID: r.PathValue("id"), AttemptID: attempt, Token: token}
+}
+
+func (s *Server) handleTaskComplete(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.TaskCompleteRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	res, idx, err := s.queue.Complete(r.Context(), queue.CompleteInput{Ref: taskRef(r, req.LeaseToken, req.AttemptID),
+		Actor: fsm.Actor{Role: c.role}, Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewTask(res.Job, nil, s.queue.Now()))
+	return nil
+}
+
+func (s *Server) handleTaskFail(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.TaskFailRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Error) == "" {
+		return badRequest("error is required: say what went wrong")
+	}
+	res, idx, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: taskRef(r, req.LeaseToken, req.AttemptID),
+		Actor: fsm.Actor{Role: c.role}, Error: fsm.JobError{Message: req.Error}, Stdout: req.Stdout, Stderr: req.Stderr})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewTask(res.Job, nil, s.queue.Now()))
+	return nil
+}
+
+func (s *Server) handleTaskHeartbeat(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.TaskHeartbeatRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	res, idx, err := s.queue.Heartbeat(r.Context(), s.heartbeatInput(c, taskRef(r, req.LeaseToken, req.AttemptID), fsm.Actor{Role: c.role}))
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewTask(res.Job, nil, s.queue.Now()))
+	return nil
+}
+
+// handlePeek answers the task a claim would take (204 when none).
+func (s *Server) handlePeek(w http.ResponseWriter, r *http.Request, c *call) error {
+	stream := r.URL.Query().Get("stream")
+	if stream == "" {
+		return badRequest("stream is required")
+	}
+	j, st, err := s.queue.Peek(stream)
+	if err != nil {
+		return err
+	}
+	if j == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, viewTask(j, st, s.queue.Now()))
+	return nil
+}
+
+// handleTaskClaim claims the next task of a stream: the whole task, its
+// stream's instructions and the lease token (204 when none).
+func (s *Server) handleTaskClaim(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.TaskClaimRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if req.WaitMS < 0 {
+		return badRequest("wait_ms must not be negative")
+	}
+	wait := time.Duration(min(req.WaitMS, s.queue.Config().MaxClaimWait.Milliseconds())) * time.Millisecond
+	j, st, idx, err := s.queue.ClaimTask(r.Context(), req.Stream, fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, wait)
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	if j == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	v := viewTask(j, st, s.queue.Now())
+	v.LeaseToken = j.Lease.Token
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (s *Server) handleTools(w http.ResponseWriter, r *http.Request, c *call) error {
+	reg := viewRegistry(s.queue.Registry())
+	writeJSON(w, http.StatusOK, map[string]interface{}{"tools": reg.Tools, "task_classes": reg.TaskClasses})
+	return nil
+}
+
+func (s *Server) handleScripts(w http.ResponseWriter, r *http.Request, c *call) error {
+	reg := viewRegistry(s.queue.Registry())
+	writeJSON(w, http.StatusOK, map[string]interface{}{"scripts": reg.Scripts, "script_dirs": reg.ScriptDirs})
+	return nil
+}
+
+func (s *Server) handleRegistry(w http.ResponseWriter, r *http.Request, c *call) error {
+	writeJSON(w, http.StatusOK, viewRegistry(s.queue.Registry()))
+	return nil
+}
+
+func (s *Server) handleRegistrySet(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.Registry
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	reg := fsm.Registry{Project: fsm.Project{Name: req.Project.Name, RepoPath: req.Project.RepoPath, PRDPath: req.Project.PRDPath},
+		ScriptDirs: req.ScriptDirs, PurgeDays: req.PurgeOlderThanDays}
+	for _, tc := range req.TaskClasses {
+		reg.Classes = append(reg.Classes, fsm.TaskClass{Name: tc.Name, Timeout: tc.Timeout})
+	}
+	for _, t := range req.Tools {
+		reg.Tools = append(reg.Tools, fsm.Tool{Name: t.Name, Description: t.Description, TaskClass: t.TaskClass, Timeout: t.Timeout})
+	}
+	for _, sc := range req.Scripts {
+		reg.Scripts = append(reg.Scripts, fsm.Script{Path: sc.Path, Name: sc.Name, Description: sc.Description,
+			Inputs: sc.Inputs, Outputs: sc.Outputs, Tags: sc.Tags})
+	}
+	idx, err := s.queue.SetRegistry(r.Context(), reg, fsm.Actor{Role: c.role})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewRegistry(s.queue.Registry()))
+	return nil
+}
+
+// ParseAge reads a retention such as "3d", "12h", "30m" or "45s".
+func ParseAge(v string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 {
+			return 0, fmt.Errorf("%q is not a number of days", v)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is not a duration (e.g. 3d, 12h, 30m, 45s)", v)
+	}
+	return d, nil
+}
+
+func (s *Server) handlePurge(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.PurgeRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	age := time.Duration(s.queue.Registry().Retention()) * 24 * time.Hour
+	if req.OlderThan != "" {
+		d, err := ParseAge(req.OlderThan)
+		if err != nil {
+			return badRequest("older_than: %v", err)
+		}
+		age = d
+	}
+	before := s.queue.Now() - age.Nanoseconds()
+	n, err := s.queue.PurgeTasks(r.Context(), before)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.PurgeResult{Purged: n, Before: api.Time(before)})
+	return nil
+}

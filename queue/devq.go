@@ -1,0 +1,360 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spine-queue/spine/fsm"
+)
+
+// The developer queue's operations (fsm/devq.go): sessions, streams, the
+// registry, tasks and their worker verbs.
+
+// ErrUpgradeInProgress: a node of the cluster runs a version that does not
+// apply the developer queue's commands yet.
+var ErrUpgradeInProgress = errors.New("a node of the cluster runs a version without the developer queue; retry when every node is upgraded")
+
+// StreamRequiredError is a claim that named no stream: nothing is claimed,
+// and Queued lists the streams with queued tasks.
+type StreamRequiredError struct {
+	Queued []StreamCount
+}
+
+// StreamCount is a stream and how many tasks wait in it.
+type StreamCount struct {
+	Name   string
+	Queued int
+}
+
+func (e *StreamRequiredError) Error() string {
+	if len(e.Queued) == 0 {
+		return "--stream is required (no stream has queued tasks)"
+	}
+	var b strings.Builder
+	b.WriteString("--stream is required; streams with queued tasks:")
+	for _, q := range e.Queued {
+		fmt.Fprintf(&b, " %s (%d queued)", q.Name, q.Queued)
+	}
+	return b.String()
+}
+
+// devq checks that every node applies the developer queue's commands.
+func (s *Service) devq() error {
+	if !s.allApply(fsm.CmdTaskPurge) {
+		return ErrUpgradeInProgress
+	}
+	return nil
+}
+
+func (s *Service) proposeDevq(ctx context.Context, t fsm.CommandType, cmd interface{}) (*fsm.Result, uint64, error) {
+	if err := s.devq(); err != nil {
+		return nil, 0, err
+	}
+	return s.Propose(ctx, t, cmd)
+}
+
+// CreateSession starts a session.
+func (s *Service) CreateSession(ctx context.Context, name, description string, actor fsm.Actor) (*fsm.Session, uint64, error) {
+	if !ValidName(name) {
+		return nil, 0, invalid("session name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+	}
+	if len(description) > MaxTextBytes {
+		return nil, 0, invalid("description is larger than %d bytes", MaxTextBytes)
+	}
+	res, idx, err := s.proposeDevq(ctx, fsm.CmdSessionCreate, &fsm.SessionCreateCommand{Now: s.now(), ID: "ses_" + s.cfg.NewID(),
+		Name: name, Description: description, Actor: actor})
+	if err != nil {
+		return nil, idx, err
+	}
+	return res.Session, idx, nil
+}
+
+// EndSession ends a session and its streams.
+func (s *Service) EndSession(ctx context.Context, name string, actor fsm.Actor) (*fsm.Session, uint64, error) {
+	res, idx, err := s.proposeDevq(ctx, fsm.CmdSessionEnd, &fsm.SessionEndCommand{Now: s.now(), Name: name, Actor: actor})
+	if err != nil {
+		return nil, idx, err
+	}
+	return res.Session, idx, nil
+}
+
+// CreateStream adds a stream to an active session.
+func (s *Service) CreateStream(ctx context.Context, name, session, instructions string, actor fsm.Actor) (*fsm.Stream, uint64, error) {
+	if !ValidName(name) {
+		return nil, 0, invalid("stream name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+	}
+	if session == "" {
+		return nil, 0, invalid("session is required")
+	}
+	if len(instructions) > MaxTextBytes {
+		return nil, 0, invalid("instructions are larger than %d bytes", MaxTextBytes)
+	}
+	res, idx, err := s.proposeDevq(ctx, fsm.CmdStreamCreate, &fsm.StreamCreateCommand{Now: s.now(), ID: "str_" + s.cfg.NewID(),
+		Name: name, Session: session, Instructions: instructions, Actor: actor})
+	if err != nil {
+		return nil, idx, err
+	}
+	return res.Stream, idx, nil
+}
+
+// EndStream ends a stream: no new tasks, and its queued ones stay unclaimed.
+func (s *Service) EndStream(ctx context.Context, name string, actor fsm.Actor) (*fsm.Stream, uint64, error) {
+	res, idx, err := s.proposeDevq(ctx, fsm.CmdStreamEnd, &fsm.StreamEndCommand{Now: s.now(), Name: name, Actor: actor})
+	if err != nil {
+		return nil, idx, err
+	}
+	return res.Stream, idx, nil
+}
+
+// SetRegistry puts a registry in force (a reload). The registry is checked
+// whole: with an error, the one in force stays.
+func (s *Service) SetRegistry(ctx context.Context, reg fsm.Registry, actor fsm.Actor) (uint64, error) {
+	sort.Slice(reg.Classes, func(i, j int) bool { return reg.Classes[i].Name < reg.Classes[j].Name })
+	sort.Slice(reg.Tools, func(i, j int) bool { return reg.Tools[i].Name < reg.Tools[j].Name })
+	sort.Slice(reg.Scripts, func(i, j int) bool { return reg.Scripts[i].Path < reg.Scripts[j].Path })
+	for i := 1; i < len(reg.Tools); i++ {
+		if reg.Tools[i].Name == reg.Tools[i-1].Name {
+			return 0, invalid("tool %q is defined twice", reg.Tools[i].Name)
+		}
+	}
+	for i := 1; i < len(reg.Classes); i++ {
+		if reg.Classes[i].Name == reg.Classes[i-1].Name {
+			return 0, invalid("task class %q is defined twice", reg.Classes[i].Name)
+		}
+	}
+	for i := 1; i < len(reg.Scripts); i++ {
+		if reg.Scripts[i].Path == reg.Scripts[i-1].Path {
+			return 0, invalid("script %q is indexed twice", reg.Scripts[i].Path)
+		}
+	}
+	_, idx, err := s.proposeDevq(ctx, fsm.CmdRegistrySet, &fsm.RegistrySetCommand{Now: s.now(), Registry: reg, Actor: actor})
+	return idx, err
+}
+
+// maxTaskTimeout caps a task's timeout (seconds): a week.
+const maxTaskTimeout = 7 * 24 * 3600
+
+// EnqueueInput is a new task.
+type EnqueueInput struct {
+	Stream         string
+	ToolName       string
+	Payload        json.RawMessage
+	Timeout        int64 // seconds; 0: the tool's or its class's
+	IdempotencyKey string
+	Actor          fsm.Actor
+}
+
+// Enqueue adds a task to a stream (created false: an earlier enqueue with
+// the same idempotency key made it).
+func (s *Service) Enqueue(ctx context.Context, in EnqueueInput) (j *fsm.Job, created bool, index uint64, err error) {
+	if in.Stream == "" || in.ToolName == "" {
+		return nil, false, 0, invalid("stream and tool_name are required")
+	}
+	if in.Timeout < 0 || in.Timeout > maxTaskTimeout {
+		return nil, false, 0, invalid("timeout must be between 1 and %d seconds (0: the tool's)", maxTaskTimeout)
+	}
+	if len(in.Payload) > 0 && !json.Valid(in.Payload) {
+		return nil, false, 0, invalid("payload must be JSON")
+	}
+	if len(in.IdempotencyKey) > maxKeyBytes {
+		return nil, false, 0, invalid("idempotency key is longer than %d bytes", maxKeyBytes)
+	}
+	if in.IdempotencyKey != "" {
+		if j := s.state.Peek().JobByIdempotencyKey(in.IdempotencyKey); j != nil {
+			return j, false, j.ModifyIndex, nil
+		}
+	}
+	res, idx, err := s.proposeDevq(ctx, fsm.CmdTaskCreate, &fsm.TaskCreateCommand{Now: s.now(), ID: "tsk_" + s.cfg.NewID(),
+		Stream: in.Stream, ToolName: in.ToolName, Timeout: in.Timeout, Payload: in.Payload,
+		IdempotencyKey: in.IdempotencyKey, Actor: in.Actor})
+	if err != nil {
+		return nil, false, idx, err
+	}
+	return res.Job, !res.Duplicate, idx, nil
+}
+
+// Requeue clones a failed task under a new id, into stream if set.
+func (s *Service) Requeue(ctx context.Context, id, stream string, actor fsm.Actor) (*fsm.Job, uint64, error) {
+	res, idx, err := s.proposeDevq(ctx, fsm.CmdTaskCreate, &fsm.TaskCreateCommand{Now: s.now(), ID: "tsk_" + s.cfg.NewID(),
+		Stream: stream, ClonedFrom: id, Actor: actor})
+	if err != nil {
+		return nil, idx, err
+	}
+	return res.Job, idx, nil
+}
+
+// activeStream returns the registered stream name, refusing an ended one.
+func activeStream(r *fsm.Reader, name string) (*fsm.Stream, error) {
+	st, err := r.Stream(name)
+	if err != nil {
+		return nil, err
+	}
+	if st.Ended() {
+		return st, fmt.Errorf("stream %s: %w (its queued tasks stay, unclaimed)", name, fsm.ErrStreamEnded)
+	}
+	return st, nil
+}
+
+// Peek returns the task a claim of stream would take next (nil: none),
+// changing nothing.
+func (s *Service) Peek(stream string) (*fsm.Job, *fsm.Stream, error) {
+	r := s.state.Read()
+	st, err := activeStream(r, stream)
+	if err != nil {
+		return nil, st, err
+	}
+	return r.PeekTask(stream), st, nil
+}
+
+// ClaimTask claims the next task of stream (nil: none within wait), and
+// returns the stream for its instructions. Without a stream it claims
+// nothing and answers a *StreamRequiredError.
+func (s *Service) ClaimTask(ctx context.Context, stream string, actor fsm.Actor, wait time.Duration) (*fsm.Job, *fsm.Stream, uint64, error) {
+	r := s.state.Read()
+	if stream == "" {
+		return nil, nil, 0, s.streamRequired(r)
+	}
+	st, err := activeStream(r, stream)
+	if err != nil {
+		return nil, st, 0, err
+	}
+	if actor.WorkerID == "" {
+		actor.WorkerID = actor.Role
+	}
+	j, idx, err := s.ClaimNext(ctx, ClaimNextInput{Streams: []string{stream}, Actor: actor, Wait: wait})
+	return j, st, idx, err
+}
+
+func (s *Service) streamRequired(r *fsm.Reader) error {
+	e := &StreamRequiredError{}
+	counts := r.QueuedByStream()
+	for _, st := range r.Streams("") {
+		if n := counts[st.Name]; n > 0 && !st.Ended() {
+			e.Queued = append(e.Queued, StreamCount{Name: st.Name, Queued: n})
+		}
+	}
+	return e
+}
+
+// TaskFilter selects tasks.
+type TaskFilter struct {
+	fsm.ListFilter
+	// Status, if set, is one of the developer queue's statuses (queued,
+	// running, succeeded, failed).
+	Status string
+	Stale  bool
+}
+
+// Tasks pages through tasks; Stale keeps running tasks past their timeout.
+func (s *Service) Tasks(f TaskFilter) ([]*fsm.Job, uint64, error) {
+	lf := f.ListFilter
+	states := map[string][]fsm.State{"queued": {fsm.StateQueued}, "running": {fsm.StateRunning},
+		"succeeded": {fsm.StateDone}, "failed": {fsm.StateFailed, fsm.StateDead}}
+	var want []fsm.State
+	if f.Status != "" {
+		var ok bool
+		if want, ok = states[f.Status]; !ok {
+			return nil, 0, invalid("status must be one of queued, running, succeeded, failed")
+		}
+		if len(want) == 1 {
+			lf.State = want[0]
+		}
+	}
+	if f.Stale {
+		if f.Status != "" && f.Status != "running" {
+			return nil, 0, invalid("only running tasks can be stale")
+		}
+		lf.State = fsm.StateRunning
+	}
+	now := s.now()
+	lf.Visible = func(j *fsm.Job) bool {
+		if !j.IsTask() {
+			return false
+		}
+		if len(want) > 1 && j.State != fsm.StateFailed && j.State != fsm.StateDead {
+			return false
+		}
+		return !f.Stale || Stale(j, now)
+	}
+	return s.state.Read().List(lf)
+}
+
+// Task reads one task.
+func (s *Service) Task(id string) (*fsm.Job, *fsm.Stream, error) {
+	r := s.state.Peek()
+	j, err := r.Job(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !j.IsTask() {
+		return nil, nil, fmt.Errorf("task %s: %w (it is a job: GET /jobs/%s)", id, fsm.ErrNotFound, id)
+	}
+	st, _ := r.Stream(j.Stream)
+	return j, st, nil
+}
+
+// Stale reports whether running task j is past its timeout at now: its
+// lease (twice the timeout) has less than one timeout left.
+func Stale(j *fsm.Job, now int64) bool {
+	return j.IsTask() && j.State == fsm.StateRunning && j.Lease != nil && now > j.Lease.ExpiresAt-j.Timeout*int64(time.Second)
+}
+
+// Now is the service's clock, for views that depend on it (stale).
+func (s *Service) Now() int64 { return s.now() }
+
+// PurgeTasks deletes the finished tasks older than before (unix nanos),
+// entry by entry, and returns how many it deleted.
+func (s *Service) PurgeTasks(ctx context.Context, before int64) (int, error) {
+	if err := s.devq(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for {
+		res, _, err := s.Propose(ctx, fsm.CmdTaskPurge, &fsm.TaskPurgeCommand{Now: s.now(), Before: before, Max: sweepBatch})
+		if err != nil {
+			return n, err
+		}
+		n += len(res.Jobs)
+		if len(res.Jobs) < sweepBatch {
+			return n, nil
+		}
+	}
+}
+
+// Registry is the registry in force (nil: none loaded).
+func (s *Service) Registry() *fsm.Registry { return s.state.Read().Registry() }
+
+// Sessions lists the sessions.
+func (s *Service) Sessions() []*fsm.Session { return s.state.Read().Sessions() }
+
+// Streams lists the streams of session (all when "").
+func (s *Service) Streams(session string) []*fsm.Stream { return s.state.Read().Streams(session) }
+
+// Stream reads one stream.
+func (s *Service) Stream(name string) (*fsm.Stream, error) { return s.state.Read().Stream(name) }
+
+// StreamCounts counts a stream's queued and running jobs.
+func (s *Service) StreamCounts() map[string][2]int {
+	out := map[string][2]int{}
+	r := s.state.Read()
+	for name, n := range r.QueuedByStream() {
+		c := out[name]
+		c[0] = n
+		out[name] = c
+	}
+	jobs, _, _ := r.List(fsm.ListFilter{State: fsm.StateRunning, Limit: 1 << 30})
+	for _, j := range jobs {
+		c := out[j.Stream]
+		c[1]++
+		out[j.Stream] = c
+	}
+	return out
+}
+
+// TaskCounts counts tasks by state.
+func (s *Service) TaskCounts() map[fsm.State]int { return s.state.Read().TaskCounts() }
