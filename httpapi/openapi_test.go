@@ -241,6 +241,28 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"WorkerClaim", api.WorkerClaim{}},
 		{"WorkerRef", api.WorkerHeartbeatRequest{}},
 		{"CreateRequest", api.JobCreateRequest{}},
+		{"Session", api.Session{}},
+		{"Stream", api.Stream{}},
+		{"StreamQueue", api.StreamQueue{}},
+		{"SessionCreateRequest", api.SessionCreateRequest{}},
+		{"StreamCreateRequest", api.StreamCreateRequest{}},
+		{"TaskStream", api.TaskStream{}},
+		{"Task", api.Task{}},
+		{"TaskList", api.TaskList{}},
+		{"EnqueueRequest", api.EnqueueRequest{}},
+		{"RequeueRequest", api.RequeueRequest{}},
+		{"TaskClaimRequest", api.TaskClaimRequest{}},
+		{"TaskCompleteRequest", api.TaskCompleteRequest{}},
+		{"TaskFailRequest", api.TaskFailRequest{}},
+		{"TaskHeartbeatRequest", api.TaskHeartbeatRequest{}},
+		{"PurgeRequest", api.PurgeRequest{}},
+		{"PurgeResult", api.PurgeResult{}},
+		{"TaskClass", api.TaskClass{}},
+		{"Tool", api.Tool{}},
+		{"Script", api.Script{}},
+		{"Project", api.Project{}},
+		{"Registry", api.Registry{}},
+		{"DevStatus", api.DevStatus{}},
 	} {
 		if got, want := schemaProps(t, doc, c.schema), jsonFields(c.view); !slices.Equal(got, want) {
 			t.Errorf("schema %s properties %v, server encodes %v", c.schema, got, want)
@@ -261,7 +283,8 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 	}
 	want := []string{api.CodeInvalidJSON, api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeNotOwner, api.CodeTargetMismatch,
 		api.CodeNotFound, api.CodeMethodNotAllowed, api.CodeIllegalTransition, api.CodeStaleLease, api.CodeMaxAttempts, api.CodeTooLarge, api.CodeNoLeader,
-		api.CodeOutcomeUnknown, api.CodeInternal}
+		api.CodeOutcomeUnknown, api.CodeInternal, api.CodeStreamEnded, api.CodeAlreadyExists, api.CodeSessionEnded, api.CodeStreamRequired,
+		api.CodeUpgradeInProgress}
 	sort.Strings(codes)
 	sort.Strings(want)
 	if !slices.Equal(codes, want) {
