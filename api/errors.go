@@ -70,7 +70,7 @@ type ErrorDetail struct {
 	// otherwise.
 	Job *Job `json:"job,omitempty"`
 	// Streams, on stream_required, lists the streams with queued tasks.
-	Streams []StreamQueue `json:"streams,omitempty"`
+	Streams []StreamQueue `json:"streams,omitzero"`
 }
 
 // JobError is a structured failure of a job attempt: the "error" of a job, of

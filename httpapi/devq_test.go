@@ -241,3 +241,26 @@ func TestDevQueueWaitsForEveryNode(t *testing.T) {
 		t.Fatalf("proposed %v", types)
 	}
 }
+
+// On GET /api/tasks, stale is the stale-task filter, not the consistency
+// flag: a follower sends the read to the leader as any default read.
+func TestDevQueueStaleFilterIsNotAStaleRead(t *testing.T) {
+	e, _ := devqEnv(t)
+	e.fc.mu.Lock()
+	e.fc.leader, e.fc.leaderID, e.fc.leaderAddr = false, "n2", "http://127.0.0.1:1" // unreachable
+	e.fc.mu.Unlock()
+	r := e.do("GET", "/api/tasks?stale=true", leftTok, nil)
+	if r.Code != 503 {
+		t.Fatalf("a follower answered the stale-task filter from its own state: %d %s", r.Code, r.Body)
+	}
+	if r := e.do("GET", "/jobs?stale=true", leftTok, nil); r.Code != 200 {
+		t.Fatalf("?stale on /jobs is still a local read: %d %s", r.Code, r.Body)
+	}
+	// A claim without a stream lists the streams, [] when none has work.
+	e.fc.mu.Lock()
+	e.fc.leader, e.fc.leaderID = true, "n1"
+	e.fc.mu.Unlock()
+	if r := e.do("POST", "/api/claim", leftTok, api.TaskClaimRequest{}); !strings.Contains(string(r.Body), `"streams":[]`) {
+		t.Fatalf("claim without a stream, nothing queued: %s", r.Body)
+	}
+}

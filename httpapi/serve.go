@@ -153,7 +153,7 @@ func (s *Server) setIndex(w http.ResponseWriter, index uint64) {
 func (s *Server) serveRead(w http.ResponseWriter, r *http.Request, c *call, h handlerFunc) error {
 	level := queue.ReadDefault
 	q := r.URL.Query()
-	if _, stale := q["stale"]; stale && q.Get("stale") != "false" {
+	if _, stale := q["stale"]; stale && q.Get("stale") != "false" && !s.staleFilters[r.Pattern] {
 		level = queue.ReadStale
 	} else if c.consistent {
 		level = queue.ReadConsistent

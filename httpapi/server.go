@@ -68,6 +68,10 @@ type Server struct {
 	// bodyLimits are the routes whose bodies may be larger than
 	// MaxBodyBytes, by pattern.
 	bodyLimits map[string]int64
+	// staleFilters are the read routes whose own "stale" query parameter is
+	// a filter, not the consistency option (GET /api/tasks?stale=true: the
+	// stale tasks, as seed 004 names it).
+	staleFilters map[string]bool
 
 	// relay: this node's connection to the leader (follower side) and the
 	// connections followers opened to it (leader side); see relay.go.
