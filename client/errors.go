@@ -71,6 +71,9 @@ type APIError struct {
 	Leader string
 	// Job is the job a 409 max_attempts answer carried, if any.
 	Job *Job
+	// Streams, on a 400 stream_required (a task claim without a stream),
+	// are the streams with queued tasks.
+	Streams []api.StreamQueue
 
 	header http.Header // of the answer, for Retry-After
 }
@@ -124,7 +127,7 @@ func newAPIError(status int, body []byte) *APIError {
 	e := &APIError{Status: status}
 	var eb api.ErrorBody
 	if json.Unmarshal(body, &eb) == nil && (eb.Error.Code != "" || eb.Error.Message != "") {
-		e.Code, e.Message, e.Leader, e.Job = eb.Error.Code, eb.Error.Message, eb.Error.Leader, eb.Error.Job
+		e.Code, e.Message, e.Leader, e.Job, e.Streams = eb.Error.Code, eb.Error.Message, eb.Error.Leader, eb.Error.Job, eb.Error.Streams
 		return e
 	}
 	if len(body) > 200 {

@@ -1,15 +1,14 @@
 package main
 
-// The client half of the binary: spine jobs|blobs|cluster, built on client/.
-// Each verb parses its own flag.FlagSet and runs against a cliEnv, so tests
-// drive it with buffers and an httptest server instead of os.Stdout and a
-// cluster.
+// The command line, on cobra: spine serve, and the client verbs (jobs,
+// blobs, cluster, the developer queue) built on client/. Every verb runs
+// against a cliEnv, so tests drive it with buffers and an httptest server
+// instead of os.Stdout and a cluster.
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +20,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/spine-queue/spine/client"
 )
 
@@ -44,156 +45,221 @@ func osEnv() (*cliEnv, context.CancelFunc) {
 	return &cliEnv{ctx: ctx, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, stop
 }
 
-func runJobs(args []string) int {
-	env, stop := osEnv()
-	defer stop()
-	return dispatch(env, "jobs", jobVerbs, args)
-}
-
-func runBlobs(args []string) int {
-	env, stop := osEnv()
-	defer stop()
-	return dispatch(env, "blobs", blobVerbs, args)
-}
-
-func runCluster(args []string) int {
-	env, stop := osEnv()
-	defer stop()
-	return dispatch(env, "cluster", clusterVerbs, args)
-}
-
-// verb is one CLI subcommand such as "jobs create".
+// verb is one CLI subcommand such as "jobs create". setup defines its
+// flags on fs and returns the run that gets its positional arguments;
+// setup states their count with c.nargs.
 type verb struct {
 	name    string
 	args    string // positional arguments, for the usage line
 	summary string
-	run     func(env *cliEnv, cmd *command, args []string) int
+	setup   func(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int
 }
 
-// dispatch picks the verb named by args[0] from verbs.
-func dispatch(env *cliEnv, group string, verbs []verb, args []string) int {
-	groupUsage := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: spine %s <command> [flags]\n\nCommands:\n", group)
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, v := range verbs {
-			fmt.Fprintf(tw, "  %s %s\t%s\n", v.name, v.args, v.summary)
-		}
-		tw.Flush()
-		fmt.Fprintf(w, "\nRun 'spine %s <command> --help' for the flags of a command.\n", group)
-	}
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "spine: %s: missing command\n\n", group)
-		groupUsage(env.stderr)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		groupUsage(env.stdout)
-		return exitOK
-	}
-	for _, v := range verbs {
-		if v.name == args[0] {
-			return v.run(env, newCommand(env, group, v), args[1:])
-		}
-	}
-	fmt.Fprintf(env.stderr, "spine: %s: unknown command %q\n\n", group, args[0])
-	groupUsage(env.stderr)
-	return exitUsage
-}
-
-// command is one invocation of a verb: its flag set and the client flags
-// every verb shares.
+// command is one verb's invocation: the client flags every verb shares,
+// its positional-argument bounds and its cobra command.
 type command struct {
-	env     *cliEnv
-	fs      *flag.FlagSet
-	usage   string // "spine jobs get ID"
-	summary string
+	env      *cliEnv
+	g        *clientFlags
+	cmd      *cobra.Command
+	min, max int
+}
 
-	addrs    addrList
+// nargs sets how many positional arguments the verb takes.
+func (c *command) nargs(min, max int) { c.min, c.max = min, max }
+
+// clientFlags are the flags of every client verb (persistent on the root).
+type clientFlags struct {
+	addrs    []string
 	token    string
 	output   string
 	timeout  time.Duration
 	retryFor time.Duration
 }
 
-func newCommand(env *cliEnv, group string, v verb) *command {
-	c := &command{env: env, summary: v.summary}
-	c.usage = strings.TrimSpace(fmt.Sprintf("spine %s %s %s", group, v.name, v.args))
-	c.fs = flag.NewFlagSet("spine "+group+" "+v.name, flag.ContinueOnError)
-	c.fs.SetOutput(io.Discard)
-	c.fs.Usage = func() {}
-	c.fs.Var(&c.addrs, "addr", "node base URL; repeatable or comma-separated (env SPINE_ADDRS, default "+defaultAddr+")")
-	c.fs.StringVar(&c.token, "token", "", "bearer token (env SPINE_TOKEN)")
-	c.fs.StringVar(&c.output, "output", "json", "output format: json or table")
-	c.fs.DurationVar(&c.timeout, "timeout", 15*time.Second, "timeout of each request")
-	c.fs.DurationVar(&c.retryFor, "retry-for", 10*time.Second, "keep retrying this long while the cluster is unavailable (0: one try)")
-	return c
+// register defines the client flags on pf.
+func (g *clientFlags) register(pf *pflag.FlagSet) {
+	pf.StringSliceVar(&g.addrs, "addr", nil, "node base URL; repeatable or comma-separated (env SPINE_ADDRS, default "+defaultAddr+")")
+	pf.StringVar(&g.token, "token", "", "bearer token (env SPINE_TOKEN)")
+	pf.StringVarP(&g.output, "output", "o", "json", "output format: json or table")
+	pf.DurationVar(&g.timeout, "timeout", 15*time.Second, "timeout of each request")
+	pf.DurationVar(&g.retryFor, "retry-for", 10*time.Second, "keep retrying this long while the cluster is unavailable (0: one try)")
 }
 
-// printUsage writes the complete usage of the command to w.
-func (c *command) printUsage(w io.Writer) {
-	fmt.Fprintf(w, "Usage: %s [flags]\n\n%s\n\nFlags:\n", c.usage, c.summary)
-	c.fs.SetOutput(w)
-	c.fs.PrintDefaults()
-	c.fs.SetOutput(io.Discard)
+// exitCodeError carries a verb's exit code out of cobra.
+type exitCodeError int
+
+func (e exitCodeError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+// usageError is a bad invocation cobra or a verb found: exit 2, with the
+// command's usage.
+type usageError struct {
+	cmd *cobra.Command
+	msg string
 }
 
-// parse parses args (flags may follow positional arguments) and checks
-// that between min and max positional arguments remain. It returns the
-// positional arguments, or ok false with the exit code to return.
-func (c *command) parse(args []string, min, max int) (pos []string, code int, ok bool) {
-	for {
-		if err := c.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				c.printUsage(c.env.stdout)
-				return nil, exitOK, false
+func (e *usageError) Error() string { return e.msg }
+
+// runCLI runs the client and server commands with args against env and
+// returns the exit code.
+func runCLI(env *cliEnv, args []string) int {
+	root := newRoot(env)
+	root.SetArgs(args)
+	root.SetIn(env.stdin)
+	root.SetOut(env.stdout)
+	root.SetErr(env.stderr)
+	cmd, err := root.ExecuteContextC(env.ctx)
+	var code exitCodeError
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &code):
+		return int(code)
+	case errors.As(err, &ue):
+		cmd = ue.cmd
+	}
+	// cobra's own refusals (unknown command or flag, bad flag value,
+	// argument count) and the verbs' usage errors.
+	fmt.Fprintf(env.stderr, "spine: %v\n\n", err)
+	if cmd != nil {
+		fmt.Fprint(env.stderr, cmd.UsageString())
+	}
+	return exitUsage
+}
+
+// newRoot builds the command tree.
+func newRoot(env *cliEnv) *cobra.Command {
+	g := &clientFlags{}
+	root := &cobra.Command{
+		Use:   "spine",
+		Short: "Spine: a replicated job queue for AI-agent workers",
+		Long: `Spine: a replicated job queue for AI-agent workers.
+
+One binary: "spine serve" runs a node; every other command is a client of a
+cluster (--addr or SPINE_ADDRS, --token or SPINE_TOKEN).`,
+		Version:       version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if g.output != "json" && g.output != "table" {
+				return &usageError{cmd, fmt.Sprintf("--output must be json or table, not %q", g.output)}
 			}
-			return nil, c.usageError(err.Error()), false
-		}
-		args = c.fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+			return nil
+		},
 	}
-	if len(pos) < min || len(pos) > max {
-		want := fmt.Sprintf("%d", min)
-		if max != min {
-			want = fmt.Sprintf("%d to %d", min, max)
-		}
-		return nil, c.usageError(fmt.Sprintf("want %s argument(s), got %d", want, len(pos))), false
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{cmd, err.Error()} })
+	g.register(root.PersistentFlags())
+
+	root.AddGroup(&cobra.Group{ID: "server", Title: "Server:"}, &cobra.Group{ID: "queue", Title: "Jobs and the cluster:"})
+	serve := &cobra.Command{
+		Use:                "serve [flags]",
+		Short:              "Start one node (flags and environment: spine serve --help)",
+		GroupID:            "server",
+		DisableFlagParsing: true, // its flags fall back to environment variables: parseServe
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if code := runServe(args); code != exitOK {
+				return exitCodeError(code)
+			}
+			return nil
+		},
 	}
-	if c.output != "json" && c.output != "table" {
-		return nil, c.usageError(fmt.Sprintf("--output must be json or table, not %q", c.output)), false
+	root.AddCommand(serve)
+	for _, grp := range []struct {
+		name, short string
+		verbs       []verb
+	}{
+		{"jobs", "Create, list, claim and finish jobs (v0 API)", jobVerbs},
+		{"blobs", "Store and read blobs", blobVerbs},
+		{"cluster", "Inspect and change the cluster's membership", clusterVerbs},
+	} {
+		root.AddCommand(group(env, g, grp.name, grp.short, "queue", grp.verbs))
 	}
-	return pos, exitOK, true
+	root.AddCommand(&cobra.Command{
+		Use: "version", Short: "Print the version",
+		Args: cobra.NoArgs,
+		Run:  func(cmd *cobra.Command, args []string) { fmt.Fprintln(env.stdout, "spine", version) },
+	})
+	root.AddCommand(&cobra.Command{
+		Use: "bench", Hidden: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintln(env.stderr, "spine: the benchmark is its own command: spine-bench (make bench builds and runs it)")
+			return exitCodeError(exitUsage)
+		},
+		DisableFlagParsing: true,
+	})
+	addDevqCommands(env, g, root)
+	return root
 }
 
+// group is a command whose subcommands are verbs.
+func group(env *cliEnv, g *clientFlags, name, short, id string, verbs []verb) *cobra.Command {
+	grp := &cobra.Command{
+		Use:     name + " <command>",
+		Short:   short,
+		GroupID: id,
+		Args:    cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return &usageError{cmd, name + ": missing command"}
+			}
+			return &usageError{cmd, fmt.Sprintf("%s: unknown command %q", name, args[0])}
+		},
+	}
+	for _, v := range verbs {
+		grp.AddCommand(verbCommand(env, g, v))
+	}
+	return grp
+}
+
+// verbCommand builds the cobra command of a verb.
+func verbCommand(env *cliEnv, g *clientFlags, v verb) *cobra.Command {
+	cmd := &cobra.Command{Use: strings.TrimSpace(v.name + " " + v.args), Short: v.summary}
+	c := &command{env: env, g: g, cmd: cmd}
+	run := v.setup(env, c, cmd.Flags())
+	cmd.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) < c.min || len(args) > c.max {
+			want := fmt.Sprintf("%d", c.min)
+			if c.max != c.min {
+				want = fmt.Sprintf("%d to %d", c.min, c.max)
+			}
+			return &usageError{cmd, fmt.Sprintf("want %s argument(s), got %d", want, len(args))}
+		}
+		return nil
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if code := run(args); code != exitOK {
+			return exitCodeError(code)
+		}
+		return nil
+	}
+	return cmd
+}
+
+// usageError prints msg and the command's usage and returns exit code 2.
 func (c *command) usageError(msg string) int {
 	fmt.Fprintf(c.env.stderr, "spine: %s\n\n", msg)
-	c.printUsage(c.env.stderr)
+	fmt.Fprint(c.env.stderr, c.cmd.UsageString())
 	return exitUsage
 }
 
 // client builds the API client from the flags and the environment.
 func (c *command) client() (*client.Client, error) {
-	addrs := []string(c.addrs)
+	addrs := c.g.addrs
 	if len(addrs) == 0 {
 		addrs = splitCSV(c.env.getenv("SPINE_ADDRS"))
 	}
 	if len(addrs) == 0 {
 		addrs = []string{defaultAddr}
 	}
-	token := c.token
+	token := c.g.token
 	if token == "" {
 		token = c.env.getenv("SPINE_TOKEN")
 	}
-	retry := client.RetryPolicy{MaxAttempts: 8, BaseDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second, MaxElapsed: c.retryFor}
-	if c.retryFor <= 0 {
+	retry := client.RetryPolicy{MaxAttempts: 8, BaseDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second, MaxElapsed: c.g.retryFor}
+	if c.g.retryFor <= 0 {
 		retry = client.RetryPolicy{MaxAttempts: 1}
 	}
-	return client.New(addrs, client.WithToken(token), client.WithTimeout(c.timeout), client.WithRetry(retry))
+	return client.New(addrs, client.WithToken(token), client.WithTimeout(c.g.timeout), client.WithRetry(retry))
 }
 
 // do runs fn with a client and prints its answer with table (used for
@@ -214,7 +280,7 @@ func (c *command) do(fn func(ctx context.Context, cl *client.Client) (any, error
 }
 
 func (c *command) print(v any, table func(io.Writer, any)) error {
-	if c.output == "table" && table != nil {
+	if c.g.output == "table" && table != nil {
 		tw := tabwriter.NewWriter(c.env.stdout, 0, 4, 2, ' ', 0)
 		table(tw, v)
 		return tw.Flush()
@@ -266,20 +332,6 @@ func exitCode(err error) int {
 	return exitError
 }
 
-// addrList is a repeatable, comma-separated flag value.
-type addrList []string
-
-func (a *addrList) String() string { return strings.Join(*a, ",") }
-
-func (a *addrList) Set(v string) error {
-	parts := splitCSV(v)
-	if len(parts) == 0 {
-		return errors.New("empty address")
-	}
-	*a = append(*a, parts...)
-	return nil
-}
-
 func splitCSV(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
@@ -288,13 +340,6 @@ func splitCSV(s string) []string {
 		}
 	}
 	return out
-}
-
-// flagSet reports whether the flag name was given on the command line.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 // readJSONArg returns inline JSON, or the content of path ("-": stdin),

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/spf13/pflag"
 	"github.com/spine-queue/spine/client"
 )
 
@@ -22,53 +23,53 @@ var blobVerbs = []verb{
 	{"get", "ID", "Write a blob's bytes to stdout or --out.", blobsGet},
 }
 
-func clusterStatus(env *cliEnv, c *command, args []string) int {
-	if _, code, ok := c.parse(args, 0, 0); !ok {
-		return code
+func clusterStatus(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.ClusterStatus(ctx)
+		}, clusterTable)
 	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.ClusterStatus(ctx)
-	}, clusterTable)
 }
 
-func clusterJoin(env *cliEnv, c *command, args []string) int {
+func clusterJoin(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	var m client.Member
-	c.fs.StringVar(&m.NodeID, "node-id", "", "id of the joining node (required)")
-	c.fs.StringVar(&m.RaftAddr, "raft-addr", "", "its Raft address host:port (required)")
-	c.fs.StringVar(&m.HTTPAddr, "http-addr", "", "its HTTP base URL")
-	c.fs.StringVar(&m.GossipAddr, "gossip-addr", "", "its gossip address host:port")
-	if _, code, ok := c.parse(args, 0, 0); !ok {
-		return code
+	fs.StringVar(&m.NodeID, "node-id", "", "id of the joining node (required)")
+	fs.StringVar(&m.RaftAddr, "raft-addr", "", "its Raft address host:port (required)")
+	fs.StringVar(&m.HTTPAddr, "http-addr", "", "its HTTP base URL")
+	fs.StringVar(&m.GossipAddr, "gossip-addr", "", "its gossip address host:port")
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		if m.NodeID == "" || m.RaftAddr == "" {
+			return c.usageError("--node-id and --raft-addr are required")
+		}
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.ClusterJoin(ctx, m)
+		}, clusterTable)
 	}
-	if m.NodeID == "" || m.RaftAddr == "" {
-		return c.usageError("--node-id and --raft-addr are required")
-	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.ClusterJoin(ctx, m)
-	}, clusterTable)
 }
 
-func clusterRemove(env *cliEnv, c *command, args []string) int {
-	id := c.fs.String("node-id", "", "id of the node to remove (required)")
-	if _, code, ok := c.parse(args, 0, 0); !ok {
-		return code
+func clusterRemove(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	id := fs.String("node-id", "", "id of the node to remove (required)")
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		if *id == "" {
+			return c.usageError("--node-id is required")
+		}
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.ClusterRemove(ctx, *id)
+		}, clusterTable)
 	}
-	if *id == "" {
-		return c.usageError("--node-id is required")
-	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.ClusterRemove(ctx, *id)
-	}, clusterTable)
 }
 
-func clusterTransferLeader(env *cliEnv, c *command, args []string) int {
-	to := c.fs.String("to", "", "node id to hand leadership to (default: any voter)")
-	if _, code, ok := c.parse(args, 0, 0); !ok {
-		return code
+func clusterTransferLeader(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	to := fs.String("to", "", "node id to hand leadership to (default: any voter)")
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.ClusterTransferLeader(ctx, *to)
+		}, clusterTable)
 	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.ClusterTransferLeader(ctx, *to)
-	}, clusterTable)
 }
 
 // clusterTable prints the Raft state and one row per member.
@@ -100,59 +101,57 @@ func hashCell(index uint64, hash string) string {
 	return fmt.Sprintf("@%d %.12s", index, hash)
 }
 
-func blobsPut(env *cliEnv, c *command, args []string) int {
-	name := c.fs.String("name", "", "file name sent with the blob (decides the content type; default: the path's base name)")
-	pos, code, ok := c.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
-	var r io.Reader = env.stdin
-	if pos[0] != "-" {
-		f, err := os.Open(pos[0])
-		if err != nil {
-			return c.fail(err)
+func blobsPut(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	name := fs.String("name", "", "file name sent with the blob (decides the content type; default: the path's base name)")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		var r io.Reader = env.stdin
+		if pos[0] != "-" {
+			f, err := os.Open(pos[0])
+			if err != nil {
+				return c.fail(err)
+			}
+			defer f.Close()
+			r = f
+			if *name == "" {
+				*name = filepath.Base(pos[0])
+			}
 		}
-		defer f.Close()
-		r = f
-		if *name == "" {
-			*name = filepath.Base(pos[0])
-		}
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.BlobPut(ctx, *name, r)
+		}, func(w io.Writer, v any) {
+			b := v.(*client.Blob)
+			fmt.Fprintln(w, "ID\tSIZE\tCONTENT TYPE")
+			fmt.Fprintf(w, "%s\t%d\t%s\n", b.ID, b.Size, b.ContentType)
+		})
 	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.BlobPut(ctx, *name, r)
-	}, func(w io.Writer, v any) {
-		b := v.(*client.Blob)
-		fmt.Fprintln(w, "ID\tSIZE\tCONTENT TYPE")
-		fmt.Fprintf(w, "%s\t%d\t%s\n", b.ID, b.Size, b.ContentType)
-	})
 }
 
-func blobsGet(env *cliEnv, c *command, args []string) int {
-	out := c.fs.String("out", "", "write to this file instead of stdout")
-	pos, code, ok := c.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
-	cl, err := c.client()
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	rc, _, err := cl.BlobGet(env.ctx, pos[0])
-	if err != nil {
-		return c.fail(err)
-	}
-	defer rc.Close()
-	w := env.stdout
-	if *out != "" {
-		f, err := os.Create(*out)
+func blobsGet(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	out := fs.String("out", "", "write to this file instead of stdout")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		cl, err := c.client()
+		if err != nil {
+			return c.usageError(err.Error())
+		}
+		rc, _, err := cl.BlobGet(env.ctx, pos[0])
 		if err != nil {
 			return c.fail(err)
 		}
-		defer f.Close()
-		w = f
+		defer rc.Close()
+		w := env.stdout
+		if *out != "" {
+			f, err := os.Create(*out)
+			if err != nil {
+				return c.fail(err)
+			}
+			defer f.Close()
+			w = f
+		}
+		if _, err := io.Copy(w, rc); err != nil {
+			return c.fail(err)
+		}
+		return exitOK
 	}
-	if _, err := io.Copy(w, rc); err != nil {
-		return c.fail(err)
-	}
-	return exitOK
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/pflag"
 	"github.com/spine-queue/spine/client"
 )
 
@@ -23,82 +24,79 @@ var jobVerbs = []verb{
 	{"redrive", "ID", "Put a failed or dead job back in the queue with its attempts reset (head).", jobsRedrive},
 }
 
-func jobsCreate(env *cliEnv, c *command, args []string) int {
+func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	var p client.JobCreateParams
-	payload := c.fs.String("payload", "", "job payload as JSON ('-': read stdin)")
-	payloadFile := c.fs.String("payload-file", "", "read the payload from this file ('-': stdin)")
-	c.fs.StringVar(&p.Stream, "stream", "", "stream (server default: default)")
-	c.fs.StringVar(&p.Target, "target", "", "role or worker id the job is meant for")
-	c.fs.IntVar(&p.MaxAttempts, "max-attempts", 0, "attempts before the job is dead (server default when 0)")
-	c.fs.IntVar(&p.LeaseSeconds, "lease-seconds", 0, "lease length override in seconds")
-	c.fs.StringVar(&p.TaskClass, "task-class", "", "optional label, e.g. LLM_HEAVY")
-	c.fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating a create with the same key answers the first job (default: a fresh UUID)")
-	pos, code, ok := c.parse(args, 0, 1)
-	if !ok {
-		return code
-	}
-	if len(pos) == 1 {
-		if pos[0] != "-" {
-			return c.usageError("unexpected argument " + pos[0])
+	payload := fs.String("payload", "", "job payload as JSON ('-': read stdin)")
+	payloadFile := fs.String("payload-file", "", "read the payload from this file ('-': stdin)")
+	fs.StringVar(&p.Stream, "stream", "", "stream (server default: default)")
+	fs.StringVar(&p.Target, "target", "", "role or worker id the job is meant for")
+	fs.IntVar(&p.MaxAttempts, "max-attempts", 0, "attempts before the job is dead (server default when 0)")
+	fs.IntVar(&p.LeaseSeconds, "lease-seconds", 0, "lease length override in seconds")
+	fs.StringVar(&p.TaskClass, "task-class", "", "optional label, e.g. LLM_HEAVY")
+	fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating a create with the same key answers the first job (default: a fresh UUID)")
+	c.nargs(0, 1)
+	return func(pos []string) int {
+		if len(pos) == 1 {
+			if pos[0] != "-" {
+				return c.usageError("unexpected argument " + pos[0])
+			}
+			*payload = "-"
 		}
-		*payload = "-"
-	}
-	raw, err := readJSONArg(env, "payload", *payload, *payloadFile)
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	if raw == nil {
-		return c.usageError("a payload is required: --payload JSON, --payload-file PATH or -")
-	}
-	p.Payload = raw
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		job, err := cl.JobCreate(ctx, &p)
-		if err == nil && job.Duplicate {
-			fmt.Fprintln(env.stderr, "spine: note: idempotency key already used; this is the first job")
+		raw, err := readJSONArg(env, "payload", *payload, *payloadFile)
+		if err != nil {
+			return c.usageError(err.Error())
 		}
-		return job, err
-	}, jobTable)
+		if raw == nil {
+			return c.usageError("a payload is required: --payload JSON, --payload-file PATH or -")
+		}
+		p.Payload = raw
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			job, err := cl.JobCreate(ctx, &p)
+			if err == nil && job.Duplicate {
+				fmt.Fprintln(env.stderr, "spine: note: idempotency key already used; this is the first job")
+			}
+			return job, err
+		}, jobTable)
+	}
 }
 
-func jobsList(env *cliEnv, c *command, args []string) int {
+func jobsList(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	var p client.JobListParams
-	status := c.fs.String("status", "", "only jobs in this state: queued, running, done, failed, dead")
-	c.fs.StringVar(&p.Stream, "stream", "", "only jobs of this stream")
-	c.fs.StringVar(&p.Target, "target", "", "only jobs targeted at this role or worker")
-	c.fs.IntVar(&p.Limit, "limit", 0, "page size, 1-1000 (server default 100)")
-	c.fs.StringVar(&p.Cursor, "cursor", "", "nextCursor of the previous page")
-	c.fs.BoolVar(&p.Stale, "stale", false, "read the answering node's state without asking the leader")
-	dlq := c.fs.Bool("dlq", false, "list the dead-letter queue (failed and dead jobs, head) instead")
-	if _, code, ok := c.parse(args, 0, 0); !ok {
-		return code
+	status := fs.String("status", "", "only jobs in this state: queued, running, done, failed, dead")
+	fs.StringVar(&p.Stream, "stream", "", "only jobs of this stream")
+	fs.StringVar(&p.Target, "target", "", "only jobs targeted at this role or worker")
+	fs.IntVar(&p.Limit, "limit", 0, "page size, 1-1000 (server default 100)")
+	fs.StringVar(&p.Cursor, "cursor", "", "nextCursor of the previous page")
+	fs.BoolVar(&p.Stale, "stale", false, "read the answering node's state without asking the leader")
+	dlq := fs.Bool("dlq", false, "list the dead-letter queue (failed and dead jobs, head) instead")
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		p.Status = client.JobStatus(*status)
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			if *dlq {
+				return cl.DLQList(ctx, &client.DLQListParams{Stream: p.Stream, Limit: p.Limit, Cursor: p.Cursor})
+			}
+			return cl.JobList(ctx, &p)
+		}, jobListTable)
 	}
-	p.Status = client.JobStatus(*status)
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		if *dlq {
-			return cl.DLQList(ctx, &client.DLQListParams{Stream: p.Stream, Limit: p.Limit, Cursor: p.Cursor})
-		}
-		return cl.JobList(ctx, &p)
-	}, jobListTable)
 }
 
-func jobsGet(env *cliEnv, c *command, args []string) int {
-	pos, code, ok := c.parse(args, 1, 1)
-	if !ok {
-		return code
+func jobsGet(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.JobGet(ctx, pos[0])
+		}, jobTable)
 	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.JobGet(ctx, pos[0])
-	}, jobTable)
 }
 
-func jobsRedrive(env *cliEnv, c *command, args []string) int {
-	pos, code, ok := c.parse(args, 1, 1)
-	if !ok {
-		return code
+func jobsRedrive(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.DLQRedrive(ctx, pos[0])
+		}, jobTable)
 	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.DLQRedrive(ctx, pos[0])
-	}, jobTable)
 }
 
 type jobEventsOut struct {
@@ -111,150 +109,142 @@ type jobAttemptsOut struct {
 	Attempts []*client.JobAttempt `json:"attempts"`
 }
 
-func jobsEvents(env *cliEnv, c *command, args []string) int {
-	pos, code, ok := c.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		ev, err := cl.JobEvents(ctx, pos[0])
-		return &jobEventsOut{JobID: pos[0], Events: ev}, err
-	}, func(w io.Writer, v any) {
-		fmt.Fprintln(w, "SEQ\tAT\tTYPE\tACTOR\tFROM\tTO\tATTEMPT\tWORKER\tTEXT")
-		for _, e := range v.(*jobEventsOut).Events {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, fmtTime(e.At), e.Type, dash(e.Actor),
-				dash(string(e.From)), dash(string(e.To)), dash(e.AttemptID), dash(e.WorkerID), dash(e.Text))
-		}
-	})
-}
-
-func jobsAttempts(env *cliEnv, c *command, args []string) int {
-	pos, code, ok := c.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		at, err := cl.JobAttempts(ctx, pos[0])
-		return &jobAttemptsOut{JobID: pos[0], Attempts: at}, err
-	}, func(w io.Writer, v any) {
-		fmt.Fprintln(w, "ID\tOWNER\tWORKER\tOUTCOME\tSTARTED\tENDED\tERROR")
-		for _, a := range v.(*jobAttemptsOut).Attempts {
-			errText := "-"
-			if a.Error != nil {
-				errText = a.Error.Error()
+func jobsEvents(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			ev, err := cl.JobEvents(ctx, pos[0])
+			return &jobEventsOut{JobID: pos[0], Events: ev}, err
+		}, func(w io.Writer, v any) {
+			fmt.Fprintln(w, "SEQ\tAT\tTYPE\tACTOR\tFROM\tTO\tATTEMPT\tWORKER\tTEXT")
+			for _, e := range v.(*jobEventsOut).Events {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, fmtTime(e.At), e.Type, dash(e.Actor),
+					dash(string(e.From)), dash(string(e.To)), dash(e.AttemptID), dash(e.WorkerID), dash(e.Text))
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, dash(a.Owner), dash(a.WorkerID), a.Outcome,
-				fmtTime(a.StartedAt), fmtTime(a.EndedAt), errText)
-		}
-	})
+		})
+	}
 }
 
-func jobsClaim(env *cliEnv, c *command, args []string) int {
-	var p client.JobClaimParams
-	c.fs.StringVar(&p.WorkerID, "worker-id", "", "worker identity recorded with the attempt")
-	pos, code, ok := c.parse(args, 1, 1)
-	if !ok {
-		return code
+func jobsAttempts(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			at, err := cl.JobAttempts(ctx, pos[0])
+			return &jobAttemptsOut{JobID: pos[0], Attempts: at}, err
+		}, func(w io.Writer, v any) {
+			fmt.Fprintln(w, "ID\tOWNER\tWORKER\tOUTCOME\tSTARTED\tENDED\tERROR")
+			for _, a := range v.(*jobAttemptsOut).Attempts {
+				errText := "-"
+				if a.Error != nil {
+					errText = a.Error.Error()
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, dash(a.Owner), dash(a.WorkerID), a.Outcome,
+					fmtTime(a.StartedAt), fmtTime(a.EndedAt), errText)
+			}
+		})
 	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.JobClaim(ctx, pos[0], &p)
-	}, jobTable)
+}
+
+func jobsClaim(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	var p client.JobClaimParams
+	fs.StringVar(&p.WorkerID, "worker-id", "", "worker identity recorded with the attempt")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.JobClaim(ctx, pos[0], &p)
+		}, jobTable)
+	}
 }
 
 // leaseFlags registers --lease-token and --attempt-id.
-func leaseFlags(c *command, token, attempt *string) {
-	c.fs.StringVar(token, "lease-token", "", "lease token from the claim (with --attempt-id, makes retries safe)")
-	c.fs.StringVar(attempt, "attempt-id", "", "attempt id from the claim")
+func leaseFlags(fs *pflag.FlagSet, token, attempt *string) {
+	fs.StringVar(token, "lease-token", "", "lease token from the claim (with --attempt-id, makes retries safe)")
+	fs.StringVar(attempt, "attempt-id", "", "attempt id from the claim")
 }
 
-func jobsHeartbeat(env *cliEnv, c *command, args []string) int {
+func jobsHeartbeat(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	var p client.JobLeaseParams
-	leaseFlags(c, &p.LeaseToken, &p.AttemptID)
-	pos, code, ok := c.parse(args, 1, 1)
-	if !ok {
-		return code
+	leaseFlags(fs, &p.LeaseToken, &p.AttemptID)
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.JobHeartbeat(ctx, pos[0], &p)
+		}, jobTable)
 	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.JobHeartbeat(ctx, pos[0], &p)
-	}, jobTable)
 }
 
-func jobsComplete(env *cliEnv, c *command, args []string) int {
+func jobsComplete(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	var p client.JobCompleteParams
-	result := c.fs.String("result", "", "result as JSON ('-': read stdin)")
-	resultFile := c.fs.String("result-file", "", "read the result from this file ('-': stdin)")
-	c.fs.StringVar(&p.Stdout, "stdout", "", "captured standard output to record")
-	c.fs.StringVar(&p.Stderr, "stderr", "", "captured standard error to record")
-	leaseFlags(c, &p.LeaseToken, &p.AttemptID)
-	pos, code, ok := c.parse(args, 1, 1)
-	if !ok {
-		return code
+	result := fs.String("result", "", "result as JSON ('-': read stdin)")
+	resultFile := fs.String("result-file", "", "read the result from this file ('-': stdin)")
+	fs.StringVar(&p.Stdout, "stdout", "", "captured standard output to record")
+	fs.StringVar(&p.Stderr, "stderr", "", "captured standard error to record")
+	leaseFlags(fs, &p.LeaseToken, &p.AttemptID)
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		raw, err := readJSONArg(env, "result", *result, *resultFile)
+		if err != nil {
+			return c.usageError(err.Error())
+		}
+		p.Result = raw
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.JobComplete(ctx, pos[0], &p)
+		}, jobTable)
 	}
-	raw, err := readJSONArg(env, "result", *result, *resultFile)
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	p.Result = raw
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.JobComplete(ctx, pos[0], &p)
-	}, jobTable)
 }
 
-func jobsFail(env *cliEnv, c *command, args []string) int {
+func jobsFail(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	var p client.JobFailParams
 	var je client.JobError
-	c.fs.StringVar(&je.Message, "message", "", "what went wrong")
-	c.fs.StringVar(&je.Code, "code", "", "machine-readable error code")
-	c.fs.StringVar(&je.Stack, "stack", "", "stack trace or log excerpt")
-	c.fs.BoolVar(&je.Retryable, "retryable", true, "whether the failure is worth retrying")
-	requeue := c.fs.Bool("requeue", true, "requeue while attempts remain (false: the job becomes failed)")
-	leaseFlags(c, &p.LeaseToken, &p.AttemptID)
-	pos, code, ok := c.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
-	if je.Message != "" || je.Code != "" || je.Stack != "" || flagSet(c.fs, "retryable") {
-		p.Error = &je
-	}
-	if flagSet(c.fs, "requeue") {
-		p.Requeue = requeue
-	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.JobFail(ctx, pos[0], &p)
-	}, jobTable)
-}
-
-func jobsRelease(env *cliEnv, c *command, args []string) int {
-	var p client.JobReleaseParams
-	c.fs.StringVar(&p.Reason, "reason", "", "why the job is given back")
-	leaseFlags(c, &p.LeaseToken, &p.AttemptID)
-	pos, code, ok := c.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.JobRelease(ctx, pos[0], &p)
-	}, jobTable)
-}
-
-func jobsComment(env *cliEnv, c *command, args []string) int {
-	text := c.fs.String("text", "", "the note (or give it as the second argument)")
-	pos, code, ok := c.parse(args, 1, 2)
-	if !ok {
-		return code
-	}
-	if len(pos) == 2 {
-		if *text != "" {
-			return c.usageError("give the text as an argument or with --text, not both")
+	fs.StringVar(&je.Message, "message", "", "what went wrong")
+	fs.StringVar(&je.Code, "code", "", "machine-readable error code")
+	fs.StringVar(&je.Stack, "stack", "", "stack trace or log excerpt")
+	fs.BoolVar(&je.Retryable, "retryable", true, "whether the failure is worth retrying")
+	requeue := fs.Bool("requeue", true, "requeue while attempts remain (false: the job becomes failed)")
+	leaseFlags(fs, &p.LeaseToken, &p.AttemptID)
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		if je.Message != "" || je.Code != "" || je.Stack != "" || fs.Changed("retryable") {
+			p.Error = &je
 		}
-		*text = pos[1]
+		if fs.Changed("requeue") {
+			p.Requeue = requeue
+		}
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.JobFail(ctx, pos[0], &p)
+		}, jobTable)
 	}
-	if *text == "" {
-		return c.usageError("comment text is required")
+}
+
+func jobsRelease(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	var p client.JobReleaseParams
+	fs.StringVar(&p.Reason, "reason", "", "why the job is given back")
+	leaseFlags(fs, &p.LeaseToken, &p.AttemptID)
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.JobRelease(ctx, pos[0], &p)
+		}, jobTable)
 	}
-	return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-		return cl.JobComment(ctx, pos[0], *text)
-	}, jobTable)
+}
+
+func jobsComment(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	text := fs.String("text", "", "the note (or give it as the second argument)")
+	c.nargs(1, 2)
+	return func(pos []string) int {
+		if len(pos) == 2 {
+			if *text != "" {
+				return c.usageError("give the text as an argument or with --text, not both")
+			}
+			*text = pos[1]
+		}
+		if *text == "" {
+			return c.usageError("comment text is required")
+		}
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.JobComment(ctx, pos[0], *text)
+		}, jobTable)
+	}
 }
 
 // jobTable prints one job as FIELD/VALUE rows.

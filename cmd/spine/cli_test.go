@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/spine-queue/spine/client"
 )
 
@@ -23,8 +24,7 @@ func cliRun(t *testing.T, env map[string]string, stdin string, group string, arg
 	var out, errb bytes.Buffer
 	e := &cliEnv{ctx: context.Background(), stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb,
 		getenv: func(k string) string { return env[k] }}
-	verbs := map[string][]verb{"jobs": jobVerbs, "blobs": blobVerbs, "cluster": clusterVerbs}[group]
-	code = dispatch(e, group, verbs, args)
+	code = runCLI(e, append([]string{group}, args...))
 	return code, out.String(), errb.String()
 }
 
@@ -130,10 +130,13 @@ func TestAddrResolution(t *testing.T) {
 				}
 				return ""
 			}}
-		c := newCommand(env, "jobs", verb{name: "get", args: "ID"})
-		if _, code, ok := c.parse(append(tc.args, "j1"), 1, 1); !ok {
-			t.Fatalf("parse %v: exit %d", tc.args, code)
+		g := &clientFlags{}
+		fs := pflag.NewFlagSet("spine", pflag.ContinueOnError)
+		g.register(fs)
+		if err := fs.Parse(append(tc.args, "j1")); err != nil {
+			t.Fatalf("parse %v: %v", tc.args, err)
 		}
+		c := &command{env: env, g: g}
 		cl, err := c.client()
 		if err != nil {
 			t.Fatal(err)
@@ -310,7 +313,7 @@ func TestBlobsPutGet(t *testing.T) {
 
 func TestHelpAndUsage(t *testing.T) {
 	code, out, _ := cliRun(t, nil, "", "jobs", "create", "--help")
-	for _, want := range []string{"Usage: spine jobs create", "-payload", "-payload-file", "-stream", "-target",
+	for _, want := range []string{"spine jobs create [-] [flags]", "-payload", "-payload-file", "-stream", "-target",
 		"-max-attempts", "-idempotency-key", "-addr", "-token", "-output"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q:\n%s", want, out)

@@ -1,0 +1,586 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/client"
+	"github.com/spine-queue/spine/internal/devconfig"
+)
+
+// The developer queue's verbs (seed 004 §14, docs/devqueue.md).
+
+var sessionVerbs = []verb{
+	{"create", "NAME", "Start a session (head).", sessionCreate},
+	{"list", "", "List the sessions.", sessionList},
+	{"end", "NAME", "End a session and its streams (head).", sessionEnd},
+}
+
+var streamVerbs = []verb{
+	{"create", "NAME", "Create a stream in a session, with the instructions every claim hands its worker (head).", streamCreate},
+	{"list", "", "List streams, with their queued and running counts.", streamList},
+	{"end", "NAME", "End a stream: no new tasks; its queued tasks stay unclaimed (head).", streamEnd},
+}
+
+// devqVerbs are top-level commands.
+var devqVerbs = []verb{
+	{"enqueue", "TOOL [PAYLOAD]", "Queue a task of a registered tool in a stream (head); PAYLOAD is JSON ('-': stdin).", devEnqueue},
+	{"tasks", "", "List tasks (--status queued|running|succeeded|failed, --stream, --stale).", devTasks},
+	{"task", "ID", "Show a task with its stream's instructions.", devTask},
+	{"requeue", "ID", "Clone a failed task under a new id, queued (head).", devRequeue},
+	{"peek", "", "Print the next queued task of --stream as one line of JSON (nothing when none); claims nothing.", devPeek},
+	{"claim", "", "Claim the next task of --stream: one line of JSON with its stream's instructions (nothing when none).", devClaim},
+	{"complete", "ID", "Complete a claimed task; --result must be a JSON object with a string \"summary\".", devComplete},
+	{"fail", "ID", "Fail a claimed task with --error.", devFail},
+	{"heartbeat", "ID", "Push a claimed task's stale and auto-fail marks back.", devHeartbeat},
+	{"purge", "", "Delete finished tasks older than --older-than (default: the registry's retention) (head).", devPurge},
+	{"status", "", "Show active sessions, streams and task counts.", devStatus},
+	{"reload", "", "Parse spine.yml, index the scripts of its script_dirs, and put the registry in force (head).", devReload},
+}
+
+func addDevqCommands(env *cliEnv, g *clientFlags, root *cobra.Command) {
+	root.AddGroup(&cobra.Group{ID: "devq", Title: "Developer queue (docs/devqueue.md):"})
+	root.AddCommand(group(env, g, "session", "Create, list and end sessions", "devq", sessionVerbs))
+	root.AddCommand(group(env, g, "stream", "Create, list and end streams", "devq", streamVerbs))
+	for _, v := range devqVerbs {
+		cmd := verbCommand(env, g, v)
+		cmd.GroupID = "devq"
+		root.AddCommand(cmd)
+	}
+}
+
+func sessionCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	desc := fs.String("description", "", "what the session is for")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.SessionCreate(ctx, &client.SessionCreateParams{Name: pos[0], Description: *desc})
+		}, sessionsTable)
+	}
+}
+
+func sessionList(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.SessionList(ctx)
+		}, sessionsTable)
+	}
+}
+
+func sessionEnd(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.SessionEnd(ctx, pos[0])
+		}, sessionsTable)
+	}
+}
+
+func sessionsTable(w io.Writer, v any) {
+	var list []*client.Session
+	switch x := v.(type) {
+	case *client.Session:
+		list = []*client.Session{x}
+	case []*client.Session:
+		list = x
+	}
+	fmt.Fprintln(w, "NAME\tSTATUS\tSTARTED\tENDED\tSTREAMS\tDESCRIPTION")
+	for _, s := range list {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Status, fmtTime(s.StartedAt), fmtTime(s.EndedAt),
+			dash(strings.Join(s.Streams, ",")), dash(s.Description))
+	}
+}
+
+func streamCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	var p client.StreamCreateParams
+	fs.StringVar(&p.Session, "session", "", "the session the stream belongs to (required)")
+	fs.StringVar(&p.Instructions, "instructions", "", "the stream's mini-spec: goals, context, done-when")
+	file := fs.String("instructions-file", "", "read the instructions from this file ('-': stdin)")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		p.Name = pos[0]
+		if p.Session == "" {
+			return c.usageError("--session is required")
+		}
+		if *file != "" {
+			if p.Instructions != "" {
+				return c.usageError("give --instructions or --instructions-file, not both")
+			}
+			b, err := readFileArg(env, *file)
+			if err != nil {
+				return c.usageError(err.Error())
+			}
+			p.Instructions = string(b)
+		}
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.StreamCreate(ctx, &p)
+		}, streamsTable)
+	}
+}
+
+func streamList(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	session := fs.String("session", "", "only the streams of this session")
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.StreamList(ctx, *session)
+		}, streamsTable)
+	}
+}
+
+func streamEnd(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.StreamEnd(ctx, pos[0])
+		}, streamsTable)
+	}
+}
+
+func streamsTable(w io.Writer, v any) {
+	var list []*client.Stream
+	switch x := v.(type) {
+	case *client.Stream:
+		list = []*client.Stream{x}
+	case []*client.Stream:
+		list = x
+	}
+	fmt.Fprintln(w, "NAME\tSESSION\tSTATUS\tQUEUED\tRUNNING\tINSTRUCTIONS")
+	for _, s := range list {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", s.Name, s.Session, s.Status, s.Queued, s.Running,
+			dash(oneLine(s.Instructions, 60)))
+	}
+}
+
+func devEnqueue(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	var p client.EnqueueParams
+	fs.StringVar(&p.Stream, "stream", "", "the stream to queue the task in (required)")
+	fs.Int64Var(&p.Timeout, "timeout", 0, "the task's timeout in seconds (default: the tool's, else its task class's)")
+	fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating an enqueue with the same key answers the first task (default: a fresh UUID)")
+	c.nargs(1, 2)
+	return func(pos []string) int {
+		if p.Stream == "" {
+			return c.usageError("--stream is required")
+		}
+		p.ToolName = pos[0]
+		if len(pos) == 2 {
+			raw, err := readJSONArg(env, "payload", pos[1], "")
+			if err != nil {
+				return c.usageError(err.Error())
+			}
+			p.Payload = raw
+		}
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.Enqueue(ctx, &p)
+		}, taskTable)
+	}
+}
+
+func devTasks(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	var p client.TaskListParams
+	fs.StringVar(&p.Status, "status", "", "only tasks in this status: queued, running, succeeded, failed")
+	fs.StringVar(&p.Stream, "stream", "", "only tasks of this stream")
+	fs.BoolVar(&p.Stale, "stale", false, "only running tasks past their timeout")
+	fs.IntVar(&p.Limit, "limit", 0, "page size, 1-1000 (server default 100)")
+	fs.StringVar(&p.Cursor, "cursor", "", "next_cursor of the previous page")
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.TaskListAll(ctx, &p)
+		}, tasksTable)
+	}
+}
+
+func devTask(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.TaskGet(ctx, pos[0])
+		}, taskTable)
+	}
+}
+
+func devRequeue(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	stream := fs.String("stream", "", "queue the clone in this stream instead of the failed task's")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.TaskRequeue(ctx, pos[0], *stream)
+		}, taskTable)
+	}
+}
+
+// printLine writes v as one line of JSON (what a watcher or a worker's
+// shell reads), or nothing for nil.
+func (c *command) printLine(t *client.Task) error {
+	if t == nil {
+		return nil
+	}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.env.stdout, "%s\n", b)
+	return err
+}
+
+func devPeek(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	stream := fs.String("stream", "", "the stream to look at (required)")
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		if *stream == "" {
+			return c.usageError("--stream is required")
+		}
+		cl, err := c.client()
+		if err != nil {
+			return c.usageError(err.Error())
+		}
+		t, err := cl.TaskPeek(env.ctx, *stream)
+		if err != nil {
+			return c.fail(err)
+		}
+		if err := c.printLine(t); err != nil {
+			return c.fail(err)
+		}
+		return exitOK
+	}
+}
+
+func devClaim(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	var p client.TaskClaimParams
+	fs.StringVar(&p.Stream, "stream", "", "the stream to claim from (required)")
+	fs.StringVar(&p.WorkerID, "worker-id", "", "worker identity recorded with the attempt")
+	wait := fs.Duration("wait", 0, "wait this long for a task when there is none (at most 30s)")
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		p.WaitMS = wait.Milliseconds()
+		cl, err := c.client()
+		if err != nil {
+			return c.usageError(err.Error())
+		}
+		t, err := cl.TaskClaim(env.ctx, &p)
+		var apiErr *client.APIError
+		if errors.As(err, &apiErr) && apiErr.Code == api.CodeStreamRequired {
+			fmt.Fprintln(env.stderr, "Error: --stream is required")
+			if len(apiErr.Streams) > 0 {
+				fmt.Fprintln(env.stderr, "\nStreams with queued tasks:")
+				for _, s := range apiErr.Streams {
+					fmt.Fprintf(env.stderr, "  %-20s %d queued\n", s.Name, s.Queued)
+				}
+			} else {
+				fmt.Fprintln(env.stderr, "\nNo stream has queued tasks.")
+			}
+			fmt.Fprintln(env.stderr, "\nUsage: spine claim --stream=<name>")
+			return exitUsage
+		}
+		if err != nil {
+			return c.fail(err)
+		}
+		if t != nil {
+			if err := saveLease(env, t.ID, lease{Token: t.LeaseToken, AttemptID: t.AttemptID}); err != nil {
+				fmt.Fprintf(env.stderr, "spine: note: the lease token was not saved (%v); pass --lease-token %s to complete or fail\n", err, t.LeaseToken)
+			}
+		}
+		if err := c.printLine(t); err != nil {
+			return c.fail(err)
+		}
+		return exitOK
+	}
+}
+
+func devComplete(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	var p client.TaskCompleteParams
+	result := fs.String("result", "", `the result: a JSON object with a string "summary" (required; '-': stdin)`)
+	fs.StringVar(&p.Stdout, "stdout", "", "captured stdout")
+	fs.StringVar(&p.Stderr, "stderr", "", "captured stderr")
+	fs.StringVar(&p.LeaseToken, "lease-token", "", "the claim's lease token (default: the one spine claim saved)")
+	fs.StringVar(&p.AttemptID, "attempt-id", "", "the claim's attempt id (default: the one spine claim saved)")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		raw, err := readJSONArg(env, "result", *result, "")
+		if err != nil {
+			return c.usageError(err.Error())
+		}
+		var r struct {
+			Summary *string `json:"summary"`
+		}
+		if raw == nil || json.Unmarshal(raw, &r) != nil || r.Summary == nil {
+			return c.usageError(`--result must be a JSON object with a string "summary", e.g. '{"summary":"migrated 12 users"}'; the task stays running`)
+		}
+		p.Result = raw
+		fillLease(env, pos[0], &p.LeaseToken, &p.AttemptID)
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			t, err := cl.TaskComplete(ctx, pos[0], &p)
+			if err == nil {
+				forgetLease(env, pos[0])
+			}
+			return t, err
+		}, taskTable)
+	}
+}
+
+func devFail(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	var p client.TaskFailParams
+	fs.StringVar(&p.Error, "error", "", "what went wrong (required)")
+	fs.StringVar(&p.Stdout, "stdout", "", "captured stdout")
+	fs.StringVar(&p.Stderr, "stderr", "", "captured stderr")
+	fs.StringVar(&p.LeaseToken, "lease-token", "", "the claim's lease token (default: the one spine claim saved)")
+	fs.StringVar(&p.AttemptID, "attempt-id", "", "the claim's attempt id (default: the one spine claim saved)")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		if strings.TrimSpace(p.Error) == "" {
+			return c.usageError("--error is required")
+		}
+		fillLease(env, pos[0], &p.LeaseToken, &p.AttemptID)
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			t, err := cl.TaskFail(ctx, pos[0], &p)
+			if err == nil {
+				forgetLease(env, pos[0])
+			}
+			return t, err
+		}, taskTable)
+	}
+}
+
+func devHeartbeat(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	var p client.TaskHeartbeatParams
+	fs.StringVar(&p.LeaseToken, "lease-token", "", "the claim's lease token (default: the one spine claim saved)")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		fillLease(env, pos[0], &p.LeaseToken, &p.AttemptID)
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.TaskHeartbeat(ctx, pos[0], &p)
+		}, taskTable)
+	}
+}
+
+func devPurge(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	older := fs.String("older-than", "", "age of the finished tasks to delete: 3d, 12h, 30m, 45s (default: the registry's purge.older_than_days)")
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.TaskPurge(ctx, *older)
+		}, nil)
+	}
+}
+
+func devStatus(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.DevStatus(ctx)
+		}, func(w io.Writer, v any) {
+			st := v.(*client.DevStatus)
+			fmt.Fprintf(w, "NODE\t%s\tLEADER\t%s\n", st.NodeID, dash(st.Leader))
+			fmt.Fprintf(w, "TASKS\tqueued %d\trunning %d\tsucceeded %d\tfailed %d\n", st.Tasks[api.TaskQueued],
+				st.Tasks[api.TaskRunning], st.Tasks[api.TaskSucceeded], st.Tasks[api.TaskFailed])
+			fmt.Fprintf(w, "TOOLS\t%d\n\n", st.Tools)
+			sessionsTable(w, st.Sessions)
+			fmt.Fprintln(w)
+			streamsTable(w, st.Streams)
+		})
+	}
+}
+
+func taskTable(w io.Writer, v any) {
+	t := v.(*client.Task)
+	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+	row("ID", t.ID)
+	status := t.Status
+	if t.Stale {
+		status += " (stale)"
+	}
+	if t.AutoFailed {
+		status += " (auto-failed)"
+	}
+	row("STATUS", status)
+	row("STREAM", t.Stream.Name)
+	row("TOOL", fmt.Sprintf("%s (%s, timeout %ds)", t.ToolName, t.TaskClass, t.Timeout))
+	row("ATTEMPTS", fmt.Sprint(t.Attempts))
+	row("PAYLOAD", compact(t.Payload, 100))
+	row("CREATED", fmtTime(t.CreatedAt))
+	row("STARTED", fmtTime(t.StartedAt))
+	row("FINISHED", fmtTime(t.FinishedAt))
+	if len(t.Result) > 0 {
+		row("RESULT", compact(t.Result, 100))
+	}
+	if t.Error != "" {
+		row("ERROR", t.Error)
+	}
+	if t.ClonedFrom != "" {
+		row("CLONED FROM", t.ClonedFrom)
+	}
+	if t.Stream.Instructions != "" {
+		row("INSTRUCTIONS", oneLine(t.Stream.Instructions, 100))
+	}
+}
+
+func tasksTable(w io.Writer, v any) {
+	res := v.(*client.TaskList)
+	fmt.Fprintln(w, "ID\tTOOL\tSTREAM\tSTATUS\tCREATED\tSTARTED\tFINISHED\tDURATION")
+	for _, t := range res.Tasks {
+		status := t.Status
+		switch {
+		case t.Stale:
+			status += " (stale)"
+		case t.AutoFailed:
+			status += " (auto-failed)"
+		}
+		dur := "-"
+		if !t.StartedAt.IsZero() {
+			end := t.FinishedAt
+			if end.IsZero() {
+				end = time.Now()
+			}
+			dur = end.Sub(t.StartedAt).Round(time.Second).String()
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.ToolName, t.Stream.Name, status,
+			fmtTime(t.CreatedAt), fmtTime(t.StartedAt), fmtTime(t.FinishedAt), dur)
+	}
+	if res.NextCursor != "" {
+		fmt.Fprintf(w, "\nnext page: --cursor %s\n", res.NextCursor)
+	}
+}
+
+// oneLine shortens s to one line of at most n characters.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n-1] + "…"
+	}
+	return s
+}
+
+// readFileArg reads path ("-": stdin).
+func readFileArg(env *cliEnv, path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(env.stdin)
+	}
+	return os.ReadFile(path)
+}
+
+// A claim's lease token and attempt id are kept on the claimer's machine,
+// one file per task, so "spine complete ID" needs neither from the user.
+
+type lease struct {
+	Token     string `json:"lease_token"`
+	AttemptID string `json:"attempt_id"`
+}
+
+// leaseDir is SPINE_LEASE_DIR, else $XDG_STATE_HOME/spine/leases, else
+// ~/.local/state/spine/leases.
+func leaseDir(env *cliEnv) (string, error) {
+	if d := env.getenv("SPINE_LEASE_DIR"); d != "" {
+		return d, nil
+	}
+	if d := env.getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "spine", "leases"), nil
+	}
+	home := env.getenv("HOME")
+	if home == "" {
+		return "", errors.New("no HOME, XDG_STATE_HOME or SPINE_LEASE_DIR to keep lease tokens in")
+	}
+	return filepath.Join(home, ".local", "state", "spine", "leases"), nil
+}
+
+func leaseFile(env *cliEnv, id string) (string, error) {
+	d, err := leaseDir(env)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, strings.ReplaceAll(id, string(os.PathSeparator), "_")+".json"), nil
+}
+
+func saveLease(env *cliEnv, id string, l lease) error {
+	p, err := leaseFile(env, id)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(l)
+	return os.WriteFile(p, b, 0o600)
+}
+
+// fillLease fills the token and attempt id the user did not give from the
+// saved lease, if there is one.
+func fillLease(env *cliEnv, id string, token, attempt *string) {
+	if *token != "" {
+		return
+	}
+	p, err := leaseFile(env, id)
+	if err != nil {
+		return
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return
+	}
+	var l lease
+	if json.Unmarshal(b, &l) == nil {
+		*token = l.Token
+		if *attempt == "" {
+			*attempt = l.AttemptID
+		}
+	}
+}
+
+func forgetLease(env *cliEnv, id string) {
+	if p, err := leaseFile(env, id); err == nil {
+		_ = os.Remove(p)
+	}
+}
+
+func devReload(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	path := fs.String("config", devconfig.FileName, "the project's spine.yml")
+	dryRun := fs.Bool("dry-run", false, "parse and index, print the registry, and send nothing")
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		cfg, err := devconfig.Load(*path)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "spine: %v\nThe registry in force is unchanged.\n", err)
+			return exitUsage
+		}
+		abs, err := filepath.Abs(*path)
+		if err != nil {
+			return c.fail(err)
+		}
+		scripts, err := devconfig.IndexScripts(filepath.Dir(abs), cfg.ScriptDirs)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "spine: script index: %v\nThe registry in force is unchanged.\n", err)
+			return exitUsage
+		}
+		reg := cfg.Registry(scripts)
+		if *dryRun {
+			if err := c.print(&reg, nil); err != nil {
+				return c.fail(err)
+			}
+			return exitOK
+		}
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.RegistrySet(ctx, &reg)
+		}, func(w io.Writer, v any) {
+			r := v.(*client.Registry)
+			fmt.Fprintf(w, "PROJECT\t%s\n", dash(r.Project.Name))
+			fmt.Fprintf(w, "SCRIPTS\t%d\tfrom %s\n", len(r.Scripts), dash(strings.Join(r.ScriptDirs, ",")))
+			fmt.Fprintf(w, "PURGE\tafter %d days\n\n", r.PurgeOlderThanDays)
+			fmt.Fprintln(w, "TOOL\tCLASS\tTIMEOUT\tDESCRIPTION")
+			for _, t := range r.Tools {
+				fmt.Fprintf(w, "%s\t%s\t%ds\t%s\n", t.Name, t.TaskClass, t.EffectiveTimeout, dash(t.Description))
+			}
+		})
+	}
+}

@@ -1,0 +1,128 @@
+package systemtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/internal/testcluster"
+)
+
+// devCLI runs the spine binary against c with token, in dir, and returns
+// its exit code, stdout and stderr.
+func devCLI(t *testing.T, c *testcluster.Cluster, dir, leases, token string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SPINE_ADDRS="+strings.Join(c.URLs(), ","), "SPINE_TOKEN="+token, "SPINE_LEASE_DIR="+leases)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("spine %v: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return code, out.String(), errb.String()
+}
+
+// Seed 004's developer workflow through the spine binary on three nodes:
+// reload spine.yml (a broken one changes nothing), sessions and streams,
+// enqueue, peek, claim with instructions, complete with a summary (the
+// lease kept by claim), fail, requeue, and the claim without a stream.
+func TestDevQueueCLI(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	dir, leases := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/bash\n# name: deploy-staging\n# description: Deploys current branch to staging\n# tags: deploy, staging\nset -e\n"
+	if err := os.WriteFile(filepath.Join(dir, "scripts", "deploy.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	yml := "project:\n  name: demo\nscript_dirs:\n  - scripts\ntools:\n  run-bash:\n    description: Execute a bash script\n    task_class: MEDIUM_SCRIPT\n  run-migrations:\n    task_class: MEDIUM_SCRIPT\n    timeout: 1800\n"
+	if err := os.WriteFile(filepath.Join(dir, "spine.yml"), []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(token string, want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := devCLI(t, c, dir, leases, token, args...)
+		if code != want {
+			t.Fatalf("spine %s: exit %d (want %d)\nstdout %s\nstderr %s", strings.Join(args, " "), code, want, out, errOut)
+		}
+		return out + errOut
+	}
+	run(apiHead, 0, "reload")
+	var reg api.Registry
+	apiDecode(t, apiDo(t, "GET", c.Nodes[2].URL+"/api/registry", apiLeft, nil), &reg)
+	if len(reg.Tools) != 2 || len(reg.Scripts) != 1 || reg.Scripts[0].Name != "deploy-staging" || reg.Project.Name != "demo" {
+		t.Fatalf("registry after reload: %+v", reg)
+	}
+	// A broken file names its line and changes nothing.
+	if err := os.WriteFile(filepath.Join(dir, "spine.yml"), []byte(yml+"  broken:\n    task_class: NOPE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(apiHead, 2, "reload"); !strings.Contains(out, "spine.yml:13") || !strings.Contains(out, "NOPE") {
+		t.Fatalf("broken reload: %s", out)
+	}
+	apiDecode(t, apiDo(t, "GET", c.Nodes[1].URL+"/api/registry", apiLeft, nil), &reg)
+	if len(reg.Tools) != 2 {
+		t.Fatalf("a broken reload changed the registry: %+v", reg.Tools)
+	}
+
+	run(apiHead, 0, "session", "create", "api-v2", "--description", "v2")
+	run(apiHead, 0, "stream", "create", "auth", "--session=api-v2", "--instructions", "JWT per PRD 4.2. Done when tests pass.")
+	var tk api.Task
+	if err := json.Unmarshal([]byte(run(apiHead, 0, "enqueue", "run-migrations", `{"script_path":"scripts/deploy.sh"}`, "--stream=auth")), &tk); err != nil || tk.Timeout != 1800 {
+		t.Fatalf("enqueue: %+v %v", tk, err)
+	}
+	if out := run(apiLeft, 0, "peek", "--stream", "auth"); strings.Count(out, "\n") != 1 || !strings.Contains(out, tk.ID) {
+		t.Fatalf("peek: %q", out)
+	}
+	if out := run(apiLeft, 2, "claim"); !strings.Contains(out, "--stream is required") || !strings.Contains(out, "auth") || !strings.Contains(out, "1 queued") {
+		t.Fatalf("claim without a stream: %q", out)
+	}
+	var cl api.Task
+	if err := json.Unmarshal([]byte(run(apiLeft, 0, "claim", "--stream=auth")), &cl); err != nil || cl.ID != tk.ID ||
+		cl.Status != api.TaskRunning || cl.Stream.Instructions != "JWT per PRD 4.2. Done when tests pass." {
+		t.Fatalf("claim: %+v %v", cl, err)
+	}
+	if out := run(apiLeft, 0, "claim", "--stream=auth"); out != "" {
+		t.Fatalf("claim of an empty stream printed %q", out)
+	}
+	run(apiLeft, 2, "complete", tk.ID, "--result", `{"rows":12}`)
+	run(apiLeft, 0, "complete", tk.ID, "--result", `{"summary":"migrated 12 users"}`, "--stdout", "ok")
+	var list api.TaskList
+	if err := json.Unmarshal([]byte(run(apiLeft, 0, "tasks", "--status", "succeeded")), &list); err != nil || len(list.Tasks) != 1 || list.Tasks[0].Stdout != "ok" {
+		t.Fatalf("succeeded tasks: %+v %v", list, err)
+	}
+
+	// Fail, then requeue as a clone.
+	var t2 api.Task
+	json.Unmarshal([]byte(run(apiHead, 0, "enqueue", "run-bash", "--stream", "auth")), &t2)
+	run(apiRight, 0, "claim", "--stream", "auth")
+	run(apiRight, 0, "fail", t2.ID, "--error", "permission denied", "--stderr", "EACCES")
+	var clone api.Task
+	if err := json.Unmarshal([]byte(run(apiHead, 0, "requeue", t2.ID)), &clone); err != nil || clone.ClonedFrom != t2.ID || clone.Status != api.TaskQueued {
+		t.Fatalf("requeue: %+v %v", clone, err)
+	}
+	// Ending the stream: enqueue is refused (exit 4), the clone stays queued.
+	run(apiHead, 0, "stream", "end", "auth")
+	run(apiHead, 4, "enqueue", "run-bash", "--stream", "auth")
+	if out := run(apiLeft, 0, "task", clone.ID, "--output", "table"); !strings.Contains(out, "queued") {
+		t.Fatalf("task table: %s", out)
+	}
+}
