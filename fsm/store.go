@@ -273,16 +273,16 @@ func update[T any](tr *btree.BTreeG[T], less func(a, b T) bool, old T, hadOld bo
 
 // jobEntries are the index entries one version of a job has (none for nil).
 type jobEntries struct {
-	present           bool
-	id                idItem
-	idem              idItem
-	hasIdem           bool
-	queue             queueItem
-	hasQueue          bool
+	present                     bool
+	id                          idItem
+	idem                        idItem
+	hasIdem                     bool
+	queue                       queueItem
+	hasQueue                    bool
 	lease, done, ended          timeItem
 	hasLease, hasDone, hasEnded bool
-	lane              stateLane
-	seq               seqItem
+	lane                        stateLane
+	seq                         seqItem
 }
 
 func entriesOf(j *Job) jobEntries {
