@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +45,7 @@ func devCLI(t *testing.T, c *testcluster.Cluster, dir, leases, token string, arg
 // lease kept by claim), fail, requeue, and the claim without a stream.
 func TestDevQueueCLI(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 3, nil)
+	c := startCluster(t, 3, map[string]string{"REAPER_INTERVAL_MS": "100", "SPINE_LEASE_GRACE_MS": "0"})
 	dir, leases := t.TempDir(), t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "scripts"), 0o755); err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestDevQueueCLI(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "scripts", "deploy.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	yml := "project:\n  name: demo\nscript_dirs:\n  - scripts\ntools:\n  run-bash:\n    description: Execute a bash script\n    task_class: MEDIUM_SCRIPT\n  run-migrations:\n    task_class: MEDIUM_SCRIPT\n    timeout: 1800\n"
+	yml := "project:\n  name: demo\nscript_dirs:\n  - scripts\ntools:\n  run-bash:\n    description: Execute a bash script\n    task_class: MEDIUM_SCRIPT\n  run-migrations:\n    task_class: MEDIUM_SCRIPT\n    timeout: 1800\n  tiny:\n    task_class: FAST_SCRIPT\n    timeout: 1\n"
 	if err := os.WriteFile(filepath.Join(dir, "spine.yml"), []byte(yml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -68,18 +69,24 @@ func TestDevQueueCLI(t *testing.T) {
 	run(apiHead, 0, "reload")
 	var reg api.Registry
 	apiDecode(t, apiDo(t, "GET", c.Nodes[2].URL+"/api/registry", apiLeft, nil), &reg)
-	if len(reg.Tools) != 2 || len(reg.Scripts) != 1 || reg.Scripts[0].Name != "deploy-staging" || reg.Project.Name != "demo" {
+	if len(reg.Tools) != 3 || len(reg.Scripts) != 1 || reg.Scripts[0].Name != "deploy-staging" || reg.Project.Name != "demo" {
 		t.Fatalf("registry after reload: %+v", reg)
 	}
-	// A broken file names its line and changes nothing.
-	if err := os.WriteFile(filepath.Join(dir, "spine.yml"), []byte(yml+"  broken:\n    task_class: NOPE\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out := run(apiHead, 2, "reload"); !strings.Contains(out, "spine.yml:13") || !strings.Contains(out, "NOPE") {
-		t.Fatalf("broken reload: %s", out)
+	// A broken file (an unknown class, invalid YAML) names its line and
+	// changes nothing.
+	for _, c := range []struct{ tail, want string }{
+		{"  broken:\n    task_class: NOPE\n", "spine.yml:16"},
+		{"  broken: [unclosed\n", "invalid YAML"},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "spine.yml"), []byte(yml+c.tail), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out := run(apiHead, 2, "reload"); !strings.Contains(out, c.want) || !strings.Contains(out, "unchanged") {
+			t.Fatalf("broken reload: %s", out)
+		}
 	}
 	apiDecode(t, apiDo(t, "GET", c.Nodes[1].URL+"/api/registry", apiLeft, nil), &reg)
-	if len(reg.Tools) != 2 {
+	if len(reg.Tools) != 3 {
 		t.Fatalf("a broken reload changed the registry: %+v", reg.Tools)
 	}
 
@@ -119,10 +126,41 @@ func TestDevQueueCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(run(apiHead, 0, "requeue", t2.ID)), &clone); err != nil || clone.ClonedFrom != t2.ID || clone.Status != api.TaskQueued {
 		t.Fatalf("requeue: %+v %v", clone, err)
 	}
-	// Ending the stream: enqueue is refused (exit 4), the clone stays queued.
+	// A tool with a 1 s timeout in spine.yml: claimed and abandoned, the
+	// task is stale, then auto-failed at 2 s.
+	var ab api.Task
+	json.Unmarshal([]byte(run(apiHead, 0, "enqueue", "tiny", "--stream", "auth")), &ab)
+	for {
+		var next api.Task
+		json.Unmarshal([]byte(run(apiLeft, 0, "claim", "--stream", "auth")), &next)
+		if next.ID == ab.ID {
+			break
+		}
+		run(apiLeft, 0, "complete", next.ID, "--result", `{"summary":"cleared the way"}`)
+	}
+	apiEventually(t, 20*time.Second, "the abandoned task to be auto-failed", func() error {
+		var v api.Task
+		json.Unmarshal([]byte(run(apiLeft, 0, "task", ab.ID)), &v)
+		if !v.AutoFailed || v.Status != api.TaskFailed {
+			return fmt.Errorf("task %s auto-failed=%v", v.Status, v.AutoFailed)
+		}
+		return nil
+	})
+	// Purge now: finished tasks go (the clone was cleared out of the way
+	// above); a queued task stays.
+	var waiting api.Task
+	json.Unmarshal([]byte(run(apiHead, 0, "enqueue", "run-bash", "--stream", "auth")), &waiting)
+	if out := run(apiHead, 0, "purge", "--older-than", "0s"); !strings.Contains(out, `"purged"`) {
+		t.Fatalf("purge: %s", out)
+	}
+	run(apiLeft, 3, "task", ab.ID)
+	run(apiLeft, 0, "task", waiting.ID)
+
+	// Ending the stream: enqueue is refused (exit 4), the waiting task stays
+	// queued.
 	run(apiHead, 0, "stream", "end", "auth")
 	run(apiHead, 4, "enqueue", "run-bash", "--stream", "auth")
-	if out := run(apiLeft, 0, "task", clone.ID, "--output", "table"); !strings.Contains(out, "queued") {
+	if out := run(apiLeft, 0, "task", waiting.ID, "--output", "table"); !strings.Contains(out, "queued") {
 		t.Fatalf("task table: %s", out)
 	}
 }
