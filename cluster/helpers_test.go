@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/spine-queue/spine/internal/testcluster"
 )
 
 // testFSM appends every command to a slice; snapshots are the slice as JSON.
@@ -92,12 +92,11 @@ func testLogger(t testing.TB, name string) hclog.Logger {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testcluster.FreePort(true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // fastTimings makes elections quick for tests.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -345,12 +344,11 @@ func apiCaughtUp(t testing.TB, c *testcluster.Cluster) {
 // apiFreeAddr is a free 127.0.0.1 port.
 func apiFreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testcluster.FreePort(true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // apiMultipart builds a multipart body with one part; field "" omits the

@@ -9,7 +9,7 @@ import (
 func TestFreePortNeverRepeats(t *testing.T) {
 	seen := map[string]bool{}
 	for i := 0; i < 300; i++ {
-		addr, err := freePort(i%3 == 2)
+		addr, err := FreePort(i%3 == 2)
 		if err != nil {
 			t.Fatal(err)
 		}

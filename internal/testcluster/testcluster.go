@@ -107,9 +107,10 @@ var (
 	ports   = map[int]bool{}
 )
 
-// freePort returns a loopback address free for TCP and, for udp, also for
-// UDP on the same port (memberlist binds both).
-func freePort(udp bool) (string, error) {
+// FreePort returns a loopback address free for TCP and, for udp, also for
+// UDP on the same port (memberlist binds both), never one it returned
+// before in this process.
+func FreePort(udp bool) (string, error) {
 	for tries := 0; tries < 100; tries++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -191,13 +192,13 @@ func startOnce(opts Options, deadline time.Time) (*Cluster, error) {
 		n := &Node{ID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(opts.Dir, fmt.Sprintf("n%d", i)),
 			LogPath: filepath.Join(opts.Dir, fmt.Sprintf("n%d.log", i)), env: env}
 		var err error
-		if n.HTTPAddr, err = freePort(false); err != nil {
+		if n.HTTPAddr, err = FreePort(false); err != nil {
 			return nil, err
 		}
-		if n.RaftAddr, err = freePort(false); err != nil {
+		if n.RaftAddr, err = FreePort(false); err != nil {
 			return nil, err
 		}
-		if n.GossipAddr, err = freePort(true); err != nil {
+		if n.GossipAddr, err = FreePort(true); err != nil {
 			return nil, err
 		}
 		n.URL = "http://" + n.HTTPAddr
