@@ -235,16 +235,31 @@ func (s *signalState) signal(r *fsm.Reader) *fsm.Reader {
 	return r
 }
 
-// testLogger routes logs to t.Log.
+// testLogger routes logs to t.Log until the test ends; lines from
+// goroutines still winding down after that (a parked claim's handler) are
+// dropped.
 func testLogger(t *testing.T) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: t.Name(), Output: tWriter{t}, Level: hclog.Debug})
+	w := &tWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return hclog.New(&hclog.LoggerOptions{Name: t.Name(), Output: w, Level: hclog.Debug})
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct {
+	t    *testing.T
+	mu   sync.Mutex
+	done bool
+}
 
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
+func (w *tWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
 	return len(p), nil
 }
 

@@ -263,8 +263,12 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	for c, cancel := range conns {
-		cancel()
+		// The connection first, then its requests: a handler that returns
+		// because it was cancelled must find no connection to answer on,
+		// or its answer (whatever it wrote, or an empty 200) would read as
+		// the request's outcome.
 		c.Fail(errors.New("wire: server closed"))
+		cancel()
 	}
 }
 
