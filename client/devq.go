@@ -196,10 +196,16 @@ func (c *Client) TaskRequeue(ctx context.Context, id, stream string) (*Task, err
 	return &t, nil
 }
 
-// TaskPeek returns the task a claim of stream would take next, or nil.
-func (c *Client) TaskPeek(ctx context.Context, stream string) (*Task, error) {
+// TaskPeek returns the task a claim of stream would take next, or nil,
+// claiming nothing. With wait > 0 the server holds the request up to that
+// long (at most 30 s) until a task is queued.
+func (c *Client) TaskPeek(ctx context.Context, stream string, wait time.Duration) (*Task, error) {
+	q := url.Values{"stream": {stream}}
+	if wait > 0 {
+		q.Set("wait_ms", strconv.FormatInt(wait.Milliseconds(), 10))
+	}
 	var t Task
-	status, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/api/peek", query: url.Values{"stream": {stream}}}, &t)
+	status, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/api/peek", query: q, minTimeout: wait}, &t)
 	if err != nil || status == http.StatusNoContent {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func (s *Server) devqRoutes() {
 	s.route("POST", "/api/tasks/{id}/complete", kindWrite, allowAll, s.handleTaskComplete)
 	s.route("POST", "/api/tasks/{id}/fail", kindWrite, allowAll, s.handleTaskFail)
 	s.route("POST", "/api/tasks/{id}/heartbeat", kindWrite, allowAll, s.handleTaskHeartbeat)
-	s.route("GET", "/api/peek", kindRead, allowAll, s.handlePeek)
+	s.route("GET", "/api/peek", kindLongPoll, allowAll, s.handlePeek)
 	s.route("POST", "/api/claim", kindLongPoll, allowAll, s.handleTaskClaim)
 	s.route("GET", "/api/tools", kindRead, allowAll, s.handleTools)
 	s.route("GET", "/api/scripts", kindRead, allowAll, s.handleScripts)
@@ -360,13 +360,24 @@ func (s *Server) handleTaskHeartbeat(w http.ResponseWriter, r *http.Request, c *
 	return nil
 }
 
-// handlePeek answers the task a claim would take (204 when none).
+// handlePeek answers the task a claim would take (204 when none), waiting
+// up to wait_ms for one. Like a claim it is answered by the leader, from
+// the state it has applied.
 func (s *Server) handlePeek(w http.ResponseWriter, r *http.Request, c *call) error {
-	stream := r.URL.Query().Get("stream")
+	q := r.URL.Query()
+	stream := q.Get("stream")
 	if stream == "" {
 		return badRequest("stream is required")
 	}
-	j, st, err := s.queue.Peek(stream)
+	var wait time.Duration
+	if v := q.Get("wait_ms"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("wait_ms must be a number of milliseconds")
+		}
+		wait = time.Duration(min(n, s.queue.Config().MaxClaimWait.Milliseconds())) * time.Millisecond
+	}
+	j, st, err := s.queue.Peek(r.Context(), stream, wait)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -262,5 +263,48 @@ func TestDevQueueStaleFilterIsNotAStaleRead(t *testing.T) {
 	e.fc.mu.Unlock()
 	if r := e.do("POST", "/api/claim", leftTok, api.TaskClaimRequest{}); !strings.Contains(string(r.Body), `"streams":[]`) {
 		t.Fatalf("claim without a stream, nothing queued: %s", r.Body)
+	}
+}
+
+// A peek with a wait answers as soon as a task is queued; one parked on a
+// follower that stops gracefully, and the developer claim too, answer 204
+// at once (not the worker contract's claimed:false).
+func TestDevQueuePeekWaitsAndDrains(t *testing.T) {
+	e, _ := devqEnv(t)
+	done := make(chan resp, 1)
+	go func() { done <- e.do("GET", "/api/peek?stream=auth&wait_ms=20000", leftTok, nil) }()
+	// Whether the peek looks before or after the enqueue, it sees the task.
+	tk := e.enqueue("run-bash", "auth", 0)
+	select {
+	case r := <-done:
+		if r.Code != 200 || task(t, r).ID != tk.ID {
+			t.Fatalf("waiting peek: %d %s", r.Code, r.Body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting peek did not see the task")
+	}
+
+	leader, follower, _ := relayPair(t)
+	for _, env := range []*env{leader} {
+		env.do("PUT", "/api/registry", headTok, api.Registry{Tools: []api.Tool{{Name: "run-bash", TaskClass: "FAST_SCRIPT"}}})
+		env.do("POST", "/api/sessions", headTok, api.SessionCreateRequest{Name: "s"})
+		env.do("POST", "/api/streams", headTok, api.StreamCreateRequest{Name: "idle", Session: "s"})
+	}
+	answers := make(chan resp, 2)
+	go func() { answers <- follower.do("GET", "/api/peek?stream=idle&wait_ms=30000", leftTok, nil) }()
+	go func() { answers <- follower.do("POST", "/api/claim", leftTok, `{"stream":"idle","wait_ms":30000}`) }()
+	waitUntil(t, "the claim to park on the leader", func() bool { return leader.srv.queue.Stats().ClaimWaiters == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	follower.srv.Shutdown(ctx)
+	for i := 0; i < 2; i++ {
+		select {
+		case r := <-answers:
+			if r.Code != http.StatusNoContent {
+				t.Fatalf("parked developer long poll answered %d %s, want 204", r.Code, r.Body)
+			}
+		case <-ctx.Done():
+			t.Fatal("a parked long poll was not answered")
+		}
 	}
 }

@@ -60,7 +60,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 		if drained() {
 			// No job was claimed for the caller (a claim that committed on
 			// the leader as it was cancelled is given back there).
-			writeJSON(w, http.StatusOK, api.WorkerClaim{Claimed: false})
+			emptyLongPoll(w, r)
 			return nil
 		}
 		id, addr := s.cluster.Leader()
@@ -166,4 +166,15 @@ func copyAnswer(w http.ResponseWriter, resp *http.Response, self string) {
 	h.Set(api.HeaderNode, self)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
+}
+
+// emptyLongPoll answers a long poll that found nothing: the worker
+// contract's {"claimed":false}, or 204 for the developer queue's claim and
+// peek.
+func emptyLongPoll(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/internal/worker/claim" {
+		writeJSON(w, http.StatusOK, api.WorkerClaim{Claimed: false})
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -201,14 +201,27 @@ func activeStream(r *fsm.Reader, name string) (*fsm.Stream, error) {
 }
 
 // Peek returns the task a claim of stream would take next (nil: none),
-// changing nothing.
-func (s *Service) Peek(stream string) (*fsm.Job, *fsm.Stream, error) {
-	r := s.state.Read()
-	st, err := activeStream(r, stream)
-	if err != nil {
-		return nil, st, err
+// changing nothing. With a wait it waits up to that long (capped by
+// Config.MaxClaimWait) for a task to be queued, on a watch of the stream's
+// lane: a watcher learns of a task as soon as its entry applies, and an
+// idle one costs the cluster one open request.
+func (s *Service) Peek(ctx context.Context, stream string, wait time.Duration) (*fsm.Job, *fsm.Stream, error) {
+	wctx, cancel := context.WithTimeout(ctx, min(max(wait, 0), s.cfg.MaxClaimWait))
+	defer cancel()
+	defer context.AfterFunc(s.draining, cancel)()
+	for {
+		st, err := activeStream(s.state.Read(), stream)
+		if err != nil {
+			return nil, st, err
+		}
+		j, ws := s.state.Peek().NextClaimable([]string{stream}, nil)
+		if j != nil {
+			return j, st, nil
+		}
+		if err := ws.WatchCtx(wctx); err != nil {
+			return nil, st, ctx.Err()
+		}
 	}
-	return r.PeekTask(stream), st, nil
 }
 
 // ClaimTask claims the next task of stream (nil: none within wait), and

@@ -238,6 +238,7 @@ func (c *command) printLine(t *client.Task) error {
 
 func devPeek(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	stream := fs.String("stream", "", "the stream to look at (required)")
+	wait := fs.Duration("wait", 0, "wait this long (at most 30s) for a task to be queued; answers the moment one is")
 	c.nargs(0, 0)
 	return func(_ []string) int {
 		if *stream == "" {
@@ -247,7 +248,7 @@ func devPeek(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int 
 		if err != nil {
 			return c.usageError(err.Error())
 		}
-		t, err := cl.TaskPeek(env.ctx, *stream)
+		t, err := cl.TaskPeek(env.ctx, *stream, *wait)
 		if err != nil {
 			return c.fail(err)
 		}
