@@ -120,6 +120,15 @@ func (c *Client) StreamList(ctx context.Context, session string) ([]*Stream, err
 	return out.Streams, nil
 }
 
+// StreamGet returns one stream.
+func (c *Client) StreamGet(ctx context.Context, name string) (*Stream, error) {
+	var s Stream
+	if _, _, err := c.call(ctx, &request{method: http.MethodGet, path: devPath("streams", name)}, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
 // StreamEnd ends a stream (head).
 func (c *Client) StreamEnd(ctx context.Context, name string) (*Stream, error) {
 	var s Stream

@@ -30,6 +30,7 @@ var sessionVerbs = []verb{
 var streamVerbs = []verb{
 	{"create", "NAME", "Create a stream in a session, with the instructions every claim hands its worker (head).", streamCreate},
 	{"list", "", "List streams, with their queued and running counts.", streamList},
+	{"show", "NAME", "Show a stream with its full instructions.", streamShow},
 	{"end", "NAME", "End a stream: no new tasks; its queued tasks stay unclaimed (head).", streamEnd},
 }
 
@@ -137,6 +138,19 @@ func streamList(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
 			return cl.StreamList(ctx, *session)
 		}, streamsTable)
+	}
+}
+
+func streamShow(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.StreamGet(ctx, pos[0])
+		}, func(w io.Writer, v any) {
+			s := v.(*client.Stream)
+			fmt.Fprintf(w, "STREAM\t%s\nSESSION\t%s\nSTATUS\t%s\nQUEUED\t%d\nRUNNING\t%d\n\n%s\n", s.Name, s.Session, s.Status,
+				s.Queued, s.Running, s.Instructions)
+		})
 	}
 }
 
