@@ -52,6 +52,7 @@ var devqVerbs = []verb{
 
 func addDevqCommands(env *cliEnv, g *clientFlags, root *cobra.Command) {
 	root.AddGroup(&cobra.Group{ID: "devq", Title: "Developer queue (docs/devqueue.md):"})
+	root.AddCommand(setupCommand(env))
 	root.AddCommand(group(env, g, "session", "Create, list and end sessions", "devq", sessionVerbs))
 	root.AddCommand(group(env, g, "stream", "Create, list and end streams", "devq", streamVerbs))
 	for _, v := range devqVerbs {
