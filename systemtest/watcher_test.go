@@ -36,7 +36,7 @@ done
 
 // startProc starts a bash process in its own process group and kills the
 // group when the test ends.
-func startProc(t *testing.T, env []string, logPath string, args ...string) {
+func startProc(t testing.TB, env []string, logPath string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("bash", args...)
 	cmd.Env = env
