@@ -152,4 +152,36 @@ func TestWatcherWakesScriptedWorkers(t *testing.T) {
 	if err := c.Restart(leader); err != nil {
 		t.Fatal(err)
 	}
+
+	// spine status names the running watchers; spine stop stops one.
+	watchers := func() map[string]bool {
+		code, out, errOut := devCLI(t, c, dir, filepath.Join(dir, "leases"), apiLeft, "status")
+		if code != 0 {
+			t.Fatalf("status: exit %d %s", code, errOut)
+		}
+		var st struct {
+			Watchers []struct{ Stream string } `json:"watchers"`
+			Nodes    []struct{ Role string }   `json:"nodes"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Nodes) != 3 {
+			t.Fatalf("status: %v %s", err, out)
+		}
+		m := map[string]bool{}
+		for _, w := range st.Watchers {
+			m[w.Stream] = true
+		}
+		return m
+	}
+	if w := watchers(); !w[streams[0]] || !w[streams[1]] {
+		t.Fatalf("status names watchers %v, want both", w)
+	}
+	if code, out, errOut := devCLI(t, c, dir, filepath.Join(dir, "leases"), apiLeft, "stop", "--stream", streams[0]); code != 0 || !strings.Contains(out, streams[0]) {
+		t.Fatalf("stop --stream: exit %d %s %s", code, out, errOut)
+	}
+	apiEventually(t, 10*time.Second, "the first watcher to stop", func() error {
+		if w := watchers(); w[streams[0]] || !w[streams[1]] {
+			return fmt.Errorf("watchers %v", w)
+		}
+		return nil
+	})
 }

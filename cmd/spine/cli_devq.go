@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,7 +53,7 @@ var devqVerbs = []verb{
 
 func addDevqCommands(env *cliEnv, g *clientFlags, root *cobra.Command) {
 	root.AddGroup(&cobra.Group{ID: "devq", Title: "Developer queue (docs/devqueue.md):"})
-	root.AddCommand(setupCommand(env))
+	root.AddCommand(setupCommand(env), stopCommand(env))
 	root.AddCommand(group(env, g, "session", "Create, list and end sessions", "devq", sessionVerbs))
 	root.AddCommand(group(env, g, "stream", "Create, list and end streams", "devq", streamVerbs))
 	for _, v := range devqVerbs {
@@ -392,17 +393,85 @@ func devPurge(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int
 	}
 }
 
+// statusOut is spine status: the developer queue's state, each node's
+// health as it answers, and the watchers running on this machine.
+type statusOut struct {
+	*client.DevStatus
+	Nodes    []nodeHealth `json:"nodes"`
+	Watchers []watcher    `json:"watchers"`
+}
+
+type nodeHealth struct {
+	Addr   string `json:"addr"`
+	NodeID string `json:"node_id,omitempty"`
+	Role   string `json:"role,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+type watcher struct {
+	Stream string `json:"stream"`
+	PID    int    `json:"pid"`
+}
+
+// runningWatchers lists the watchers whose lock names a live process.
+func runningWatchers() []watcher {
+	out := []watcher{}
+	locks, _ := filepath.Glob("/tmp/spine-*.lock")
+	for _, l := range locks {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &pid); err != nil || pid <= 0 || !processAlive(pid) {
+			continue
+		}
+		stream := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(l), "spine-"), ".lock")
+		out = append(out, watcher{Stream: stream, PID: pid})
+	}
+	return out
+}
+
 func devStatus(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	c.nargs(0, 0)
 	return func(_ []string) int {
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-			return cl.DevStatus(ctx)
+			st, err := cl.DevStatus(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := &statusOut{DevStatus: st, Nodes: []nodeHealth{}, Watchers: runningWatchers()}
+			for _, a := range cl.Addrs() {
+				hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				h, err := cl.Health(hctx, a)
+				cancel()
+				n := nodeHealth{Addr: a}
+				if err != nil {
+					n.Error = err.Error()
+				} else {
+					n.NodeID, n.Role = h.NodeID, h.Role
+				}
+				out.Nodes = append(out.Nodes, n)
+			}
+			return out, nil
 		}, func(w io.Writer, v any) {
-			st := v.(*client.DevStatus)
-			fmt.Fprintf(w, "NODE\t%s\tLEADER\t%s\n", st.NodeID, dash(st.Leader))
+			out := v.(*statusOut)
+			st := out.DevStatus
+			fmt.Fprintf(w, "LEADER\t%s\n", dash(st.Leader))
+			for _, n := range out.Nodes {
+				if n.Error != "" {
+					fmt.Fprintf(w, "NODE\t%s\tdown\t%s\n", n.Addr, n.Error)
+				} else {
+					fmt.Fprintf(w, "NODE\t%s\t%s\t%s\n", n.Addr, n.NodeID, n.Role)
+				}
+			}
 			fmt.Fprintf(w, "TASKS\tqueued %d\trunning %d\tsucceeded %d\tfailed %d\n", st.Tasks[api.TaskQueued],
 				st.Tasks[api.TaskRunning], st.Tasks[api.TaskSucceeded], st.Tasks[api.TaskFailed])
-			fmt.Fprintf(w, "TOOLS\t%d\n\n", st.Tools)
+			fmt.Fprintf(w, "TOOLS\t%d\n", st.Tools)
+			for _, wt := range out.Watchers {
+				fmt.Fprintf(w, "WATCHER\t%s\tpid %d\n", wt.Stream, wt.PID)
+			}
+			fmt.Fprintln(w)
 			sessionsTable(w, st.Sessions)
 			fmt.Fprintln(w)
 			streamsTable(w, st.Streams)
@@ -599,4 +668,41 @@ func devReload(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) in
 			}
 		})
 	}
+}
+
+// stopCommand is spine stop: it stops the watchers running on this
+// machine (all, or --stream's). Running tasks stay running, queued stay
+// queued.
+func stopCommand(env *cliEnv) *cobra.Command {
+	var stream string
+	cmd := &cobra.Command{
+		Use:     "stop",
+		Short:   "Stop this machine's watchers (all, or --stream's); tasks stay as they are",
+		GroupID: "devq",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stopped := 0
+			for _, w := range runningWatchers() {
+				if stream != "" && w.Stream != stream {
+					continue
+				}
+				if err := syscall.Kill(w.PID, syscall.SIGTERM); err != nil {
+					fmt.Fprintf(env.stderr, "spine: watcher of %s (pid %d): %v\n", w.Stream, w.PID, err)
+					continue
+				}
+				fmt.Fprintf(env.stdout, "stopped the watcher of %s (pid %d)\n", w.Stream, w.PID)
+				stopped++
+			}
+			if stopped == 0 {
+				if stream != "" {
+					fmt.Fprintf(env.stderr, "spine: no watcher of %s runs here\n", stream)
+					return exitCodeError(exitNotFound)
+				}
+				fmt.Fprintln(env.stdout, "no watcher runs here")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&stream, "stream", "", "stop only this stream's watcher")
+	return cmd
 }
