@@ -1,5 +1,5 @@
 // Package spine holds the files the binary ships: the SKILL.md that teaches
-// an AI agent to be a Spine worker.
+// an AI agent to be a Spine worker, and the developer queue's watcher.
 package spine
 
 import _ "embed"
@@ -8,3 +8,9 @@ import _ "embed"
 //
 //go:embed SKILL.md
 var SkillMD []byte
+
+// WatcherScript is scripts/spine-watcher.sh, which spine run starts for
+// each stream it watches.
+//
+//go:embed scripts/spine-watcher.sh
+var WatcherScript []byte

@@ -164,3 +164,46 @@ func TestDevQueueCLI(t *testing.T) {
 		t.Fatalf("task table: %s", out)
 	}
 }
+
+// spine run on a cluster that answers: it starts a watcher for every active
+// stream of --session and prints their instructions and queues; spine stop
+// stops them, and a task queued meanwhile stays queued.
+func TestDevQueueRunAndStop(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	dir, leases := t.TempDir(), t.TempDir()
+	base := c.Nodes[0].URL
+	ses := wName("run")
+	apiWant(t, apiDo(t, "PUT", base+"/api/registry", apiHead, api.Registry{Tools: []api.Tool{{Name: "run-bash", TaskClass: "MEDIUM_SCRIPT"}}}), 200)
+	apiWant(t, apiDo(t, "POST", base+"/api/sessions", apiHead, api.SessionCreateRequest{Name: ses}), 201)
+	streams := []string{wName("ra"), wName("rb")}
+	for _, s := range streams {
+		apiWant(t, apiDo(t, "POST", base+"/api/streams", apiHead, api.StreamCreateRequest{Name: s, Session: ses, Instructions: "Instructions of " + s}), 201)
+		t.Cleanup(func() {
+			devCLI(t, c, dir, leases, apiHead, "stop", "--stream", s, "--data", filepath.Join(dir, "data"))
+			for _, p := range []string{"-pipe", "-done", ".lock", "-watcher.log"} {
+				os.Remove("/tmp/spine-" + s + p)
+			}
+		})
+	}
+	devqTask(t, apiDo(t, "POST", base+"/api/tasks", apiHead, api.EnqueueRequest{ToolName: "run-bash", Stream: streams[0]}), 201)
+	code, out, errOut := devCLI(t, c, dir, leases, apiHead, "run", "--session", ses, "--data", filepath.Join(dir, "data"))
+	if code != 0 || !strings.Contains(out, "Using the cluster") || !strings.Contains(out, "Instructions of "+streams[1]) ||
+		!strings.Contains(out, "["+streams[0]+"] 1 queued tasks") {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, s := range streams {
+		apiEventually(t, 10*time.Second, "the watcher of "+s, func() error {
+			_, err := os.Stat("/tmp/spine-" + s + ".lock")
+			return err
+		})
+		if code, out, errOut := devCLI(t, c, dir, leases, apiHead, "stop", "--stream", s); code != 0 || !strings.Contains(out, s) {
+			t.Fatalf("stop --stream %s: exit %d %s %s", s, code, out, errOut)
+		}
+	}
+	var tk api.TaskList
+	apiDecode(t, apiDo(t, "GET", base+"/api/tasks?stream="+streams[0], apiLeft, nil), &tk)
+	if len(tk.Tasks) != 1 || tk.Tasks[0].Status != api.TaskQueued {
+		t.Fatalf("after stop: %+v", tk.Tasks)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,7 +54,7 @@ var devqVerbs = []verb{
 
 func addDevqCommands(env *cliEnv, g *clientFlags, root *cobra.Command) {
 	root.AddGroup(&cobra.Group{ID: "devq", Title: "Developer queue (docs/devqueue.md):"})
-	root.AddCommand(setupCommand(env), stopCommand(env))
+	root.AddCommand(setupCommand(env), runCommand(env, g), stopCommand(env))
 	root.AddCommand(group(env, g, "session", "Create, list and end sessions", "devq", sessionVerbs))
 	root.AddCommand(group(env, g, "stream", "Create, list and end streams", "devq", streamVerbs))
 	for _, v := range devqVerbs {
@@ -671,13 +672,14 @@ func devReload(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) in
 }
 
 // stopCommand is spine stop: it stops the watchers running on this
-// machine (all, or --stream's). Running tasks stay running, queued stay
-// queued.
+// machine (all, or --stream's) and, without --stream, the local cluster
+// spine run started (--data's lock). Running tasks stay running, queued
+// stay queued.
 func stopCommand(env *cliEnv) *cobra.Command {
-	var stream string
+	var stream, data string
 	cmd := &cobra.Command{
 		Use:     "stop",
-		Short:   "Stop this machine's watchers (all, or --stream's); tasks stay as they are",
+		Short:   "Stop this machine's watchers (all, or --stream's) and the local cluster spine run started",
 		GroupID: "devq",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -693,16 +695,32 @@ func stopCommand(env *cliEnv) *cobra.Command {
 				fmt.Fprintf(env.stdout, "stopped the watcher of %s (pid %d)\n", w.Stream, w.PID)
 				stopped++
 			}
-			if stopped == 0 {
-				if stream != "" {
+			if stream != "" {
+				if stopped == 0 {
 					fmt.Fprintf(env.stderr, "spine: no watcher of %s runs here\n", stream)
 					return exitCodeError(exitNotFound)
 				}
-				fmt.Fprintln(env.stdout, "no watcher runs here")
+				return nil
+			}
+			lock := filepath.Join(data, "spine.lock")
+			if b, err := os.ReadFile(lock); err == nil {
+				for _, f := range strings.Fields(string(b)) {
+					if pid, _ := strconv.Atoi(f); pid > 0 && processAlive(pid) {
+						if syscall.Kill(pid, syscall.SIGTERM) == nil {
+							fmt.Fprintf(env.stdout, "stopped node pid %d\n", pid)
+							stopped++
+						}
+					}
+				}
+				_ = os.Remove(lock)
+			}
+			if stopped == 0 {
+				fmt.Fprintln(env.stdout, "nothing started by spine run is running here")
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&stream, "stream", "", "stop only this stream's watcher")
+	cmd.Flags().StringVar(&data, "data", "data", "the data dir of the local cluster spine run started")
 	return cmd
 }
