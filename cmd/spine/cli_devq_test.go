@@ -85,3 +85,15 @@ func TestDevqUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// Seed 004 §20: a malformed result is refused before it is sent (the task
+// stays running), and a cluster that is down is a clear exit 5.
+func TestDevqFailureModes(t *testing.T) {
+	env := map[string]string{"SPINE_ADDRS": "http://127.0.0.1:1", "SPINE_LEASE_DIR": t.TempDir()}
+	if code, _, errOut := cliRun(t, env, "", "complete", "tsk_1", "--result", `{"summary": "unclosed`); code != exitUsage || !strings.Contains(errOut, "not valid JSON") {
+		t.Fatalf("malformed result: exit %d %q", code, errOut)
+	}
+	if code, _, errOut := cliRun(t, env, "", "status", "--retry-for", "0"); code != exitUnavailable {
+		t.Fatalf("status with the cluster down: exit %d %q", code, errOut)
+	}
+}
