@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/google/btree"
 )
 
 // maxDeadSkips bounds how many out-of-attempts jobs one claim-next entry
@@ -413,10 +415,17 @@ func (a *applier) purge(c *PurgeCommand) *Result {
 	if c.Max <= 0 {
 		return fail(fmt.Errorf("purge: %w: max must be positive", ErrInvalid))
 	}
+	return &Result{Jobs: a.deleteFinished(a.t.finished, c.Before, c.Max)}
+}
+
+// deleteFinished deletes the jobs of a finish-time index (done jobs, or
+// finished tasks) that finished before before, oldest first, at most max
+// of them, and returns them.
+func (a *applier) deleteFinished(idx *btree.BTreeG[timeItem], before int64, max int) []*Job {
 	// Collect first: the index changes under us as we delete.
 	var old []*Job
-	a.t.finished.Ascend(func(it timeItem) bool {
-		if len(old) == c.Max || it.at >= c.Before {
+	idx.Ascend(func(it timeItem) bool {
+		if len(old) == max || it.at >= before {
 			return false
 		}
 		old = append(old, it.j)
@@ -425,7 +434,7 @@ func (a *applier) purge(c *PurgeCommand) *Result {
 	for _, j := range old {
 		a.putJob(j, nil)
 	}
-	return &Result{Jobs: old}
+	return old
 }
 
 func (a *applier) comment(c *CommentCommand) *Result {

@@ -143,17 +143,5 @@ func (c *TaskPurgeCommand) apply(a *applier) *Result {
 	if c.Max <= 0 {
 		return fail(fmt.Errorf("task purge: %w: max must be positive", ErrInvalid))
 	}
-	// Collect first: the index changes under us as we delete.
-	var old []*Job
-	a.t.taskEnded.Ascend(func(it timeItem) bool {
-		if len(old) == c.Max || it.at >= c.Before {
-			return false
-		}
-		old = append(old, it.j)
-		return true
-	})
-	for _, j := range old {
-		a.putJob(j, nil)
-	}
-	return &Result{Jobs: old}
+	return &Result{Jobs: a.deleteFinished(a.t.taskEnded, c.Before, c.Max)}
 }
