@@ -127,7 +127,7 @@ func TestDevQueueCLI(t *testing.T) {
 		t.Fatalf("requeue: %+v %v", clone, err)
 	}
 	// A tool with a 1 s timeout in spine.yml: claimed and abandoned, the
-	// task is stale, then auto-failed at 2 s.
+	// task is auto-failed at 2 s.
 	var ab api.Task
 	json.Unmarshal([]byte(run(apiHead, 0, "enqueue", "tiny", "--stream", "auth")), &ab)
 	for {
