@@ -92,14 +92,19 @@ func sessionEnd(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 	}
 }
 
-func sessionsTable(w io.Writer, v any) {
-	var list []*client.Session
+// oneOrMany is v as a list: a verb's answer is one item or a list of them.
+func oneOrMany[T any](v any) []*T {
 	switch x := v.(type) {
-	case *client.Session:
-		list = []*client.Session{x}
-	case []*client.Session:
-		list = x
+	case *T:
+		return []*T{x}
+	case []*T:
+		return x
 	}
+	return nil
+}
+
+func sessionsTable(w io.Writer, v any) {
+	list := oneOrMany[client.Session](v)
 	fmt.Fprintln(w, "NAME\tSTATUS\tSTARTED\tENDED\tSTREAMS\tDESCRIPTION")
 	for _, s := range list {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Status, fmtTime(s.StartedAt), fmtTime(s.EndedAt),
@@ -167,13 +172,7 @@ func streamEnd(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) in
 }
 
 func streamsTable(w io.Writer, v any) {
-	var list []*client.Stream
-	switch x := v.(type) {
-	case *client.Stream:
-		list = []*client.Stream{x}
-	case []*client.Stream:
-		list = x
-	}
+	list := oneOrMany[client.Stream](v)
 	fmt.Fprintln(w, "NAME\tSESSION\tSTATUS\tQUEUED\tRUNNING\tINSTRUCTIONS")
 	for _, s := range list {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", s.Name, s.Session, s.Status, s.Queued, s.Running,

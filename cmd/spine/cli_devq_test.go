@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/spine-queue/spine/client"
 )
 
 const sampleTask = `{"id":"tsk_1","stream":{"id":"str_1","name":"auth","instructions":"JWT per PRD 4.2"},"tool_name":"run-bash","task_class":"FAST_SCRIPT","payload":{"n":1},"status":"running","timeout":30,"attempts":1,"attempt_id":"att-1","lease_token":"tok-1","created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z","started_at":"2026-01-02T03:04:06Z"}`
@@ -95,5 +97,18 @@ func TestDevqFailureModes(t *testing.T) {
 	}
 	if code, _, errOut := cliRun(t, env, "", "status", "--retry-for", "0"); code != exitUnavailable {
 		t.Fatalf("status with the cluster down: exit %d %q", code, errOut)
+	}
+}
+
+// The session and stream tables take one item or a list.
+func TestDevqTablesTakeOneOrMany(t *testing.T) {
+	var b strings.Builder
+	sessionsTable(&b, &client.Session{Name: "one"})
+	sessionsTable(&b, []*client.Session{{Name: "two"}, {Name: "three"}})
+	streamsTable(&b, &client.Stream{Name: "s1", Session: "one"})
+	for _, want := range []string{"one", "two", "three", "s1"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("tables lack %q:\n%s", want, b.String())
+		}
 	}
 }
