@@ -145,6 +145,11 @@ type TaskClaimRequest struct {
 	WorkerID string `json:"worker_id,omitempty"`
 	// WaitMS is how long the claim may wait for a task (0: answer at once).
 	WaitMS int64 `json:"wait_ms,omitempty"`
+	// ClaimID (8 to 64 letters, digits, '-' or '_'), chosen by the claimant
+	// once per claim, makes the claim safe to repeat: repeated by the same
+	// worker while the task it took runs, it answers that task and lease
+	// again instead of taking another.
+	ClaimID string `json:"claim_id,omitempty"`
 }
 
 // TaskCompleteRequest is the body of POST /api/tasks/{id}/complete. Result

@@ -222,14 +222,19 @@ func (c *Client) TaskPeek(ctx context.Context, stream string, wait time.Duration
 }
 
 // TaskClaim claims the next task of a stream, or answers nil when there is
-// none within p.WaitMS. The answer carries the lease token. A claim is
-// repeated only when it certainly was not applied.
+// none within p.WaitMS. The answer carries the lease token. A claim with a
+// ClaimID is repeated like any idempotent write (a repeat answers the task
+// the first one took); without one, only when it certainly was not
+// applied.
 func (c *Client) TaskClaim(ctx context.Context, p *TaskClaimParams) (*Task, error) {
 	req, err := jsonRequest(http.MethodPost, "/api/claim", p)
 	if err != nil {
 		return nil, err
 	}
-	req.write, req.mode = true, retryUnsent
+	req.write = true
+	if p.ClaimID == "" {
+		req.mode = retryUnsent
+	}
 	req.minTimeout = time.Duration(p.WaitMS) * time.Millisecond
 	var t Task
 	status, _, err := c.call(ctx, req, &t)

@@ -27,6 +27,8 @@ func commandSamples() map[CommandType][]interface{} {
 			Actor: a, AttemptID: "a", LeaseToken: "t", LeaseNanos: 300e9}},
 		CmdClaimNext: {&ClaimNextCommand{}, &ClaimNextCommand{Now: 5, Streams: []string{"a", "", big}, Targets: []string{"x", ""},
 			Actor: a, AttemptID: "a", LeaseToken: "t", LeaseNanos: 300e9}},
+		CmdClaimNextKeyed: {&ClaimNextKeyedCommand{}, &ClaimNextKeyedCommand{ClaimNextCommand{Now: 5, Streams: []string{"a"},
+			Targets: []string{"x", ""}, Actor: a, AttemptID: "k_key", LeaseToken: "t", LeaseNanos: 300e9}}},
 		CmdHeartbeat:     {&HeartbeatCommand{}, &HeartbeatCommand{Now: 9, Ref: ref, Actor: a, LeaseNanos: 1}},
 		CmdSessionCreate: {&SessionCreateCommand{}, &SessionCreateCommand{Now: 9, ID: "ses_1", Name: "api-v2", Description: big, Actor: head}},
 		CmdSessionEnd:    {&SessionEndCommand{}, &SessionEndCommand{Now: 9, Name: "api-v2", Actor: head}},

@@ -34,6 +34,9 @@ const (
 	CmdRegistrySet   CommandType = 18
 	CmdTaskCreate    CommandType = 19
 	CmdTaskPurge     CommandType = 20
+
+	// A claim-next that may be repeated (cmd_claim_keyed.go).
+	CmdClaimNextKeyed CommandType = 21
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

@@ -851,7 +851,13 @@ func randomLog(seed uint64, n int) [][]byte {
 			att, tok := fmt.Sprintf("a%d", i), fmt.Sprintf("t%d", i)
 			c := &ClaimCommand{Now: now, Streams: []string{"a", "b"}, Targets: []string{a.Role, a.WorkerID}, Actor: a,
 				AttemptID: att, LeaseToken: tok, LeaseNanos: 60e9}
-			switch rng.IntN(3) {
+			switch rng.IntN(4) {
+			case 3: // a keyed claim, its key reused so repeats and clashes happen
+				c.AttemptID = fmt.Sprintf("key%d", rng.IntN(3))
+				c.Actor = []Actor{a, {Role: "left_claw", WorkerID: "w2"}}[rng.IntN(2)]
+				tokens = append(tokens, LeaseRef{JobID: pick(), AttemptID: c.AttemptID, Token: tok})
+				out = append(out, MustEncode(CmdClaimNextKeyed, &ClaimNextKeyedCommand{ClaimNextCommand{Now: c.Now, Streams: c.Streams,
+					Targets: c.Targets, Actor: c.Actor, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos}}))
 			case 0:
 				c.JobID = pick()
 				tokens = append(tokens, LeaseRef{JobID: c.JobID, AttemptID: att, Token: tok})

@@ -53,6 +53,14 @@ func (r *Reader) JobByIdempotencyKey(key string) *Job {
 	return j
 }
 
+// RunningByAttempt returns the running job whose lease has attempt id id
+// (a keyed claim's key), or nil.
+func (r *Reader) RunningByAttempt(id string) *Job {
+	var j *Job
+	r.point(func(t *tables) { j = t.runningByAttempt(id) })
+	return j
+}
+
 // ListFilter selects jobs for List. Zero fields match everything.
 type ListFilter struct {
 	State  State

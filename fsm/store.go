@@ -124,6 +124,15 @@ func queueEntry(j *Job) (queueItem, bool) {
 	return queueItem{j.Stream, j.Target, j.QueueIndex, j.CreateIndex, j}, j.State == StateQueued
 }
 
+// attemptEntry keys a running job by its lease's attempt id: a keyed claim
+// (claim-next-keyed) repeated after a lost answer finds the job it took.
+func attemptEntry(j *Job) (idItem, bool) {
+	if j.State != StateRunning || j.Lease == nil || j.Lease.AttemptID == "" {
+		return idItem{}, false
+	}
+	return idItem{j.Lease.AttemptID, j}, true
+}
+
 func leaseEntry(j *Job) (timeItem, bool) {
 	if j.State != StateRunning || j.Lease == nil {
 		return timeItem{}, false
@@ -147,6 +156,7 @@ const (
 	tSessions
 	tStreams
 	tTaskEnded
+	tAttempts
 	tLanes   // tLanes+lane for each lane
 	numTrees = tLanes + numLanes
 )
@@ -171,6 +181,11 @@ type tables struct {
 	streams   *btree.BTreeG[streamItem]
 	taskEnded *btree.BTreeG[timeItem]
 	registry  *Registry
+	// attempts holds running jobs by their lease's attempt id. Attempt ids
+	// a server draws are unique; a keyed claim's is the client's key, and
+	// the claim refuses a key another running job holds, so one key names
+	// at most one running job.
+	attempts *btree.BTreeG[idItem]
 }
 
 func newTables() *tables {
@@ -186,6 +201,7 @@ func newTables() *tables {
 		sessions:  newSessionTree(),
 		streams:   newStreamTree(),
 		taskEnded: btree.NewG(btreeDegree, lessTime),
+		attempts:  btree.NewG(btreeDegree, lessID),
 	}
 	for i := range t.lanes {
 		t.lanes[i] = btree.NewG(btreeDegree, lessSeq)
@@ -195,6 +211,16 @@ func newTables() *tables {
 
 func (t *tables) job(id string) *Job {
 	it, _ := t.byID.Get(idItem{key: id})
+	return it.j
+}
+
+// runningByAttempt returns the running job whose lease has attempt id id,
+// or nil.
+func (t *tables) runningByAttempt(id string) *Job {
+	if id == "" {
+		return nil
+	}
+	it, _ := t.attempts.Get(idItem{key: id})
 	return it.j
 }
 
@@ -277,6 +303,8 @@ type jobEntries struct {
 	id                          idItem
 	idem                        idItem
 	hasIdem                     bool
+	attempt                     idItem
+	hasAttempt                  bool
 	queue                       queueItem
 	hasQueue                    bool
 	lease, done, ended          timeItem
@@ -291,6 +319,7 @@ func entriesOf(j *Job) jobEntries {
 	}
 	e := jobEntries{present: true, id: idItem{j.ID, j}, lane: laneOf(j.State), seq: seqItem{j.CreateIndex, j}}
 	e.idem, e.hasIdem = idemEntry(j)
+	e.attempt, e.hasAttempt = attemptEntry(j)
 	e.queue, e.hasQueue = queueEntry(j)
 	e.lease, e.hasLease = leaseEntry(j)
 	e.done, e.hasDone = finishedEntry(j)
@@ -315,6 +344,7 @@ func (w *writer) putJob(old, j *Job) {
 	}
 	w.dirty[tByID] = true
 	w.mark(tIdem, update(w.t.idem, lessID, o.idem, o.hasIdem, n.idem, n.hasIdem))
+	w.mark(tAttempts, update(w.t.attempts, lessID, o.attempt, o.hasAttempt, n.attempt, n.hasAttempt))
 	if w.mark(tQueue, update(w.t.queue, lessQueue, o.queue, o.hasQueue, n.queue, n.hasQueue)) &&
 		n.hasQueue && (!o.hasQueue || lessQueue(o.queue, n.queue) || lessQueue(n.queue, o.queue)) {
 		// The job entered its lane: wake the claimants watching it.
@@ -361,6 +391,7 @@ func (w *writer) publish(prev *tables) *tables {
 	cloneIf(&w.dirty[tSessions], &v.sessions, w.t.sessions)
 	cloneIf(&w.dirty[tStreams], &v.streams, w.t.streams)
 	cloneIf(&w.dirty[tTaskEnded], &v.taskEnded, w.t.taskEnded)
+	cloneIf(&w.dirty[tAttempts], &v.attempts, w.t.attempts)
 	v.registry = w.t.registry // immutable: shared as it is
 	for i := range v.lanes {
 		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])

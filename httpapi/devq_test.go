@@ -74,11 +74,17 @@ func TestDevQueueWorkerProtocol(t *testing.T) {
 	if streams, _ := body["streams"].([]interface{}); len(streams) != 1 || !strings.Contains(string(r.Body), `"name":"auth","queued":1`) {
 		t.Fatalf("claim without a stream: %s", r.Body)
 	}
-	c := e.do("POST", "/api/claim", leftTok, api.TaskClaimRequest{Stream: "auth"})
+	e.do("POST", "/api/claim", leftTok, api.TaskClaimRequest{Stream: "auth", ClaimID: "no"}).apiErr(t, 400, api.CodeInvalidRequest)
+	c := e.do("POST", "/api/claim", leftTok, api.TaskClaimRequest{Stream: "auth", ClaimID: "claim-key-1"})
 	claimed := task(t, c)
 	if c.Code != 200 || claimed.ID != tk.ID || claimed.Status != api.TaskRunning || claimed.Stream.Instructions != "Implement JWT per PRD 4.2" ||
-		claimed.LeaseToken == "" || claimed.StartedAt.IsZero() || claimed.Attempts != 1 {
+		claimed.LeaseToken == "" || claimed.StartedAt.IsZero() || claimed.Attempts != 1 || claimed.AttemptID != "k_claim-key-1" {
 		t.Fatalf("claim: %d %s", c.Code, c.Body)
+	}
+	// The same claim repeated (its answer lost) answers the same lease.
+	if again := task(t, e.do("POST", "/api/claim", leftTok, api.TaskClaimRequest{Stream: "auth", ClaimID: "claim-key-1"})); again.ID != tk.ID ||
+		again.LeaseToken != claimed.LeaseToken || again.Attempts != 1 {
+		t.Fatalf("repeated keyed claim: %+v", again)
 	}
 	if p := e.do("GET", "/api/peek?stream=auth", leftTok, nil); p.Code != 204 {
 		t.Fatalf("peek of an empty stream: %d %s", p.Code, p.Body)

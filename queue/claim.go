@@ -16,7 +16,31 @@ type ClaimNextInput struct {
 	Streams []string
 	Actor   fsm.Actor
 	Wait    time.Duration
+	// ClaimID, if set, makes the claim repeatable: the attempt it starts is
+	// keyed by it, and the same claimant repeating the claim with the same
+	// ClaimID (its first answer lost to a dead leader or a dropped
+	// connection) gets the job that attempt took, with the same lease,
+	// instead of a second job.
+	ClaimID string
 }
+
+// ValidClaimID reports whether id may key a claim: 8 to 64 letters,
+// digits, '-' or '_'.
+func ValidClaimID(id string) bool {
+	if len(id) < 8 || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// claimKeyPrefix sets a claim's key apart from the attempt ids servers
+// draw, so a client's key can never name a server's attempt.
+const claimKeyPrefix = "k_"
 
 // claimApplyTimeout bounds the apply of one claim (see ClaimNext).
 const claimApplyTimeout = 10 * time.Second
@@ -50,6 +74,13 @@ func (s *Service) ClaimNext(ctx context.Context, in ClaimNextInput) (*fsm.Job, u
 	if in.Wait < 0 {
 		return nil, 0, invalid("the wait must not be negative")
 	}
+	key := ""
+	if in.ClaimID != "" {
+		if !ValidClaimID(in.ClaimID) {
+			return nil, 0, invalid("claim_id must be 8 to 64 letters, digits, '-' or '_'")
+		}
+		key = claimKeyPrefix + in.ClaimID
+	}
 	wctx, cancel := context.WithTimeout(ctx, min(in.Wait, s.cfg.MaxClaimWait))
 	defer cancel()
 	// A node shutting down ends the wait early (Drain).
@@ -59,12 +90,15 @@ func (s *Service) ClaimNext(ctx context.Context, in ClaimNextInput) (*fsm.Job, u
 	s.claimWaiters.Add(1)
 	defer s.claimWaiters.Add(-1)
 	for {
-		j, ws := s.state.Peek().NextClaimable(streams, targets)
-		if j != nil {
+		r := s.state.Peek()
+		j, ws := r.NextClaimable(streams, targets)
+		// A repeated keyed claim whose attempt runs: the command answers it
+		// (or refuses a clash) without waiting for a queued job.
+		if j != nil || (key != "" && r.RunningByAttempt(key) != nil) {
 			cmd := fsm.ClaimNextCommand{Now: s.now(), Streams: streams, Targets: targets, Actor: in.Actor,
 				AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
 			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), claimApplyTimeout)
-			res, index, err := s.proposeClaimNext(actx, &cmd)
+			res, index, err := s.proposeClaimNext(actx, &cmd, key)
 			acancel()
 			if err != nil {
 				return nil, index, err
@@ -96,7 +130,16 @@ func (s *Service) ClaimNext(ctx context.Context, in ClaimNextInput) (*fsm.Job, u
 // proposeClaimNext proposes a claim-next, in the form every server of the
 // cluster applies: ClaimNextCommand, or the claim without a job id older
 // nodes know, while one of them runs a version before ClaimNextCommand.
-func (s *Service) proposeClaimNext(ctx context.Context, c *fsm.ClaimNextCommand) (*fsm.Result, uint64, error) {
+//
+// With a key, while every server applies claim-next-keyed, the attempt is
+// keyed by it; before that the claim is an ordinary one (a repeat after a
+// lost answer then takes a second job, and the first waits for its lease
+// to expire, as every claim did before keys).
+func (s *Service) proposeClaimNext(ctx context.Context, c *fsm.ClaimNextCommand, key string) (*fsm.Result, uint64, error) {
+	if key != "" && s.allApply(fsm.CmdClaimNextKeyed) {
+		c.AttemptID = key
+		return s.Propose(ctx, fsm.CmdClaimNextKeyed, &fsm.ClaimNextKeyedCommand{ClaimNextCommand: *c})
+	}
 	if s.allApply(fsm.CmdClaimNext) {
 		return s.Propose(ctx, fsm.CmdClaimNext, c)
 	}

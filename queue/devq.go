@@ -227,7 +227,9 @@ func (s *Service) Peek(ctx context.Context, stream string, wait time.Duration) (
 // ClaimTask claims the next task of stream (nil: none within wait), and
 // returns the stream for its instructions. Without a stream it claims
 // nothing and answers a *StreamRequiredError.
-func (s *Service) ClaimTask(ctx context.Context, stream string, actor fsm.Actor, wait time.Duration) (*fsm.Job, *fsm.Stream, uint64, error) {
+//
+// A claimID makes the claim repeatable (ClaimNextInput.ClaimID).
+func (s *Service) ClaimTask(ctx context.Context, stream string, actor fsm.Actor, wait time.Duration, claimID string) (*fsm.Job, *fsm.Stream, uint64, error) {
 	r := s.state.Read()
 	if stream == "" {
 		return nil, nil, 0, s.streamRequired(r)
@@ -239,7 +241,7 @@ func (s *Service) ClaimTask(ctx context.Context, stream string, actor fsm.Actor,
 	if actor.WorkerID == "" {
 		actor.WorkerID = actor.Role
 	}
-	j, idx, err := s.ClaimNext(ctx, ClaimNextInput{Streams: []string{stream}, Actor: actor, Wait: wait})
+	j, idx, err := s.ClaimNext(ctx, ClaimNextInput{Streams: []string{stream}, Actor: actor, Wait: wait, ClaimID: claimID})
 	return j, st, idx, err
 }
 

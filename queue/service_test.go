@@ -299,7 +299,7 @@ func TestTaskAutoFailAndPurgeOnTheLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, st, _, err := svc.ClaimTask(ctx, "auth", claw, 0)
+	j, st, _, err := svc.ClaimTask(ctx, "auth", claw, 0, "")
 	if err != nil || j == nil || j.ID != tk.ID || st.Instructions != "do it" {
 		t.Fatalf("claim: %v %v %v", j, st, err)
 	}
@@ -324,6 +324,59 @@ func TestTaskAutoFailAndPurgeOnTheLeader(t *testing.T) {
 		return errors.Is(err, fsm.ErrNotFound)
 	})
 	if err := c.CheckConverged(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A keyed claim whose answer was lost (its leader stopped right after the
+// claim committed) repeated on the next leader answers the same task and
+// lease, not a second task; the other task stays queued.
+func TestKeyedClaimRepeatedOnTheNextLeader(t *testing.T) {
+	c := memcluster.Start(t, memcluster.Options{})
+	leader := c.Leader(5 * time.Second)
+	cl := &clock{}
+	ctx := context.Background()
+	svc := service(leader, cl, queue.Config{})
+	if _, err := svc.SetRegistry(ctx, fsm.Registry{Tools: []fsm.Tool{{Name: "run-bash", TaskClass: "FAST_SCRIPT"}}}, head); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.CreateSession(ctx, "s", "", head); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.CreateStream(ctx, "auth", "s", "", head); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 2 {
+		tk, _, _, err := svc.Enqueue(ctx, queue.EnqueueInput{Stream: "auth", ToolName: "run-bash", Payload: json.RawMessage(`{}`), Actor: head})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tk.ID)
+	}
+	first, _, _, err := svc.ClaimTask(ctx, "auth", claw, 0, "claim-0001")
+	if err != nil || first == nil || first.ID != ids[0] {
+		t.Fatalf("keyed claim: %v %v", first, err)
+	}
+	c.Stop(leader)
+	next := c.Leader(10 * time.Second)
+	svc2 := service(next, cl, queue.Config{})
+	again, _, _, err := svc2.ClaimTask(ctx, "auth", claw, time.Second, "claim-0001")
+	if err != nil || again == nil || again.ID != first.ID || again.Lease.Token != first.Lease.Token || again.Attempts != 1 {
+		t.Fatalf("repeated keyed claim on the next leader: %+v %v, first %+v", again, err, first)
+	}
+	if j, _ := next.FSM.Read().Job(ids[1]); j.State != fsm.StateQueued {
+		t.Fatalf("the repeat took the other task: %s", j.State)
+	}
+	other := fsm.Actor{Role: claw.Role, WorkerID: "w2"}
+	if _, _, _, err := svc2.ClaimTask(ctx, "auth", other, 0, "claim-0001"); err == nil {
+		t.Fatal("another worker's claim with a key in use was not refused")
+	}
+	if _, _, _, err := svc2.ClaimTask(ctx, "auth", claw, 0, "short"); err == nil {
+		t.Fatal("a malformed claim id was accepted")
+	}
+	c.Restart(leader)
+	if err := c.CheckConverged(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 }

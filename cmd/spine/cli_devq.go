@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -280,9 +282,15 @@ func devClaim(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int
 	fs.StringVar(&p.Stream, "stream", "", "the stream to claim from (required)")
 	fs.StringVar(&p.WorkerID, "worker-id", "", "worker identity recorded with the attempt")
 	wait := fs.Duration("wait", 0, "wait this long for a task when there is none (at most 30s)")
+	fs.StringVar(&p.ClaimID, "claim-id", "", "key of this claim, to repeat it safely after a lost answer (default: a fresh one)")
 	c.nargs(0, 0)
 	return func(_ []string) int {
 		p.WaitMS = wait.Milliseconds()
+		if p.ClaimID == "" {
+			// A fresh key per claim: the client repeats it through a leader's
+			// death and gets the task it took, not a second one.
+			p.ClaimID = newClaimID()
+		}
 		cl, err := c.client()
 		if err != nil {
 			return c.usageError(err.Error())
@@ -722,4 +730,11 @@ func stopCommand(env *cliEnv) *cobra.Command {
 	cmd.Flags().StringVar(&stream, "stream", "", "stop only this stream's watcher")
 	cmd.Flags().StringVar(&data, "data", "data", "the data dir of the local cluster spine run started")
 	return cmd
+}
+
+// newClaimID returns a fresh claim key: 22 random URL-safe characters.
+func newClaimID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
 }
