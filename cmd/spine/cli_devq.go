@@ -10,9 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -416,30 +414,6 @@ type nodeHealth struct {
 	Error  string `json:"error,omitempty"`
 }
 
-type watcher struct {
-	Stream string `json:"stream"`
-	PID    int    `json:"pid"`
-}
-
-// runningWatchers lists the watchers whose lock names a live process.
-func runningWatchers() []watcher {
-	out := []watcher{}
-	locks, _ := filepath.Glob("/tmp/spine-*.lock")
-	for _, l := range locks {
-		b, err := os.ReadFile(l)
-		if err != nil {
-			continue
-		}
-		var pid int
-		if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &pid); err != nil || pid <= 0 || !processAlive(pid) {
-			continue
-		}
-		stream := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(l), "spine-"), ".lock")
-		out = append(out, watcher{Stream: stream, PID: pid})
-	}
-	return out
-}
-
 func devStatus(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	c.nargs(0, 0)
 	return func(_ []string) int {
@@ -676,60 +650,6 @@ func devReload(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) in
 			}
 		})
 	}
-}
-
-// stopCommand is spine stop: it stops the watchers running on this
-// machine (all, or --stream's) and, without --stream, the local cluster
-// spine run started (--data's lock). Running tasks stay running, queued
-// stay queued.
-func stopCommand(env *cliEnv) *cobra.Command {
-	var stream, data string
-	cmd := &cobra.Command{
-		Use:     "stop",
-		Short:   "Stop this machine's watchers (all, or --stream's) and the local cluster spine run started",
-		GroupID: "devq",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			stopped := 0
-			for _, w := range runningWatchers() {
-				if stream != "" && w.Stream != stream {
-					continue
-				}
-				if err := syscall.Kill(w.PID, syscall.SIGTERM); err != nil {
-					fmt.Fprintf(env.stderr, "spine: watcher of %s (pid %d): %v\n", w.Stream, w.PID, err)
-					continue
-				}
-				fmt.Fprintf(env.stdout, "stopped the watcher of %s (pid %d)\n", w.Stream, w.PID)
-				stopped++
-			}
-			if stream != "" {
-				if stopped == 0 {
-					fmt.Fprintf(env.stderr, "spine: no watcher of %s runs here\n", stream)
-					return exitCodeError(exitNotFound)
-				}
-				return nil
-			}
-			lock := filepath.Join(data, "spine.lock")
-			if b, err := os.ReadFile(lock); err == nil {
-				for _, f := range strings.Fields(string(b)) {
-					if pid, _ := strconv.Atoi(f); pid > 0 && processAlive(pid) {
-						if syscall.Kill(pid, syscall.SIGTERM) == nil {
-							fmt.Fprintf(env.stdout, "stopped node pid %d\n", pid)
-							stopped++
-						}
-					}
-				}
-				_ = os.Remove(lock)
-			}
-			if stopped == 0 {
-				fmt.Fprintln(env.stdout, "nothing started by spine run is running here")
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&stream, "stream", "", "stop only this stream's watcher")
-	cmd.Flags().StringVar(&data, "data", "data", "the data dir of the local cluster spine run started")
-	return cmd
 }
 
 // newClaimID returns a fresh claim key: 22 random URL-safe characters.

@@ -60,6 +60,10 @@ func runCommand(env *cliEnv, g *clientFlags) *cobra.Command {
 		if token == "" {
 			token = env.getenv("SPINE_TOKEN")
 		}
+		if token == "" {
+			// The local cluster's head token, when an earlier spine run made one.
+			token = headToken(filepath.Join(data, "tokens.env"))
+		}
 		if !answers(env.ctx, addrs) {
 			started, head, err := startLocal(env, data, nodes, port)
 			if err != nil {
@@ -118,16 +122,25 @@ func runCommand(env *cliEnv, g *clientFlags) *cobra.Command {
 		}
 		for _, s := range watch {
 			fmt.Fprintf(env.stdout, "\n[%s] Starting watcher...\n", s.Name)
+			if strings.TrimSpace(s.Instructions) == "" {
+				fmt.Fprintf(env.stdout, "[%s] (no instructions)\n", s.Name)
+			}
 			for _, l := range strings.Split(strings.TrimSpace(s.Instructions), "\n") {
-				fmt.Fprintf(env.stdout, "[%s] %s\n", s.Name, l)
+				if l != "" {
+					fmt.Fprintf(env.stdout, "[%s] %s\n", s.Name, l)
+				}
 			}
 			fmt.Fprintf(env.stdout, "[%s] %d queued tasks\n", s.Name, s.Queued)
-			if err := startWatcher(script, s.Name, self, addrs, token); err != nil {
+			pid, err := startWatcher(script, s.Name, self, addrs, token)
+			if err != nil {
 				fmt.Fprintf(env.stderr, "spine: watcher of %s: %v\n", s.Name, err)
 				return exitCodeError(exitError)
 			}
+			if err := recordWatcher(data, watcher{Stream: s.Name, PID: pid}); err != nil {
+				fmt.Fprintf(env.stderr, "spine: note: the watcher of %s (pid %d) was not recorded (%v); 'spine stop --stream %s' stops it\n", s.Name, pid, err, s.Name)
+			}
 		}
-		fmt.Fprintf(env.stdout, "\nReady. Open an agent terminal for each stream (docs/WORKER_PLAYBOOK.md); 'spine stop' stops the watchers.\n")
+		fmt.Fprintf(env.stdout, "\nReady. Open an agent terminal for each stream (docs/WORKER_PLAYBOOK.md); 'spine stop' stops them.\n")
 		return nil
 	}
 	return cmd
@@ -217,24 +230,6 @@ func choose(env *cliEnv, in *bufio.Reader, prompt string, n int) (int, error) {
 	return 0, errors.New("no valid choice")
 }
 
-// startWatcher starts the watcher of stream in its own session, detached
-// from this process, logging to /tmp/spine-STREAM-watcher.log.
-func startWatcher(script, stream, self string, addrs []string, token string) error {
-	logf, err := os.OpenFile("/tmp/spine-"+stream+"-watcher.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	cmd := exec.Command("bash", script, stream)
-	cmd.Env = append(os.Environ(), "SPINE="+self, "SPINE_ADDRS="+strings.Join(addrs, ","), "SPINE_TOKEN="+token)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	return cmd.Process.Release()
-}
-
 // startLocal starts a local cluster of n nodes under data (ports from
 // port), as make run does, detached from this process, and waits for a
 // leader. Its tokens are data/tokens.env; data/spine.lock holds the nodes'
@@ -293,11 +288,7 @@ func startLocal(env *cliEnv, data string, n, port int) (addrs []string, head str
 	if err := os.WriteFile(lock, []byte(strings.Join(pids, " ")+"\n"), 0o644); err != nil {
 		return nil, "", err
 	}
-	for _, t := range tokens {
-		if v, ok := strings.CutPrefix(t, "HEAD_TOKEN="); ok {
-			head = v
-		}
-	}
+	head = headToken(filepath.Join(data, "tokens.env"))
 	fmt.Fprintf(env.stdout, "Starting a local %d-node cluster on %s (data in %s, tokens in %s)\n", n, addrs[0], data, filepath.Join(data, "tokens.env"))
 	deadline := time.Now().Add(30 * time.Second)
 	for !answers(env.ctx, addrs[:1]) || !hasLeader(env.ctx, addrs[0]) {
@@ -343,4 +334,18 @@ func localTokens(path string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// headToken returns the HEAD_TOKEN of a tokens file, or "".
+func headToken(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "HEAD_TOKEN="); ok {
+			return v
+		}
+	}
+	return ""
 }

@@ -48,7 +48,10 @@ type serveConfig struct {
 	Pprof                                                          bool
 	TimerSlack                                                     time.Duration
 	LeaseRenewFraction                                             float64
-	Tokens                                                         *httpapi.Tokens
+	// ClockOffset (SPINE_CLOCK_OFFSET) runs the queue's clock this far
+	// ahead of the system's, for drills.
+	ClockOffset time.Duration
+	Tokens      *httpapi.Tokens
 }
 
 func envOr(key, def string) string {
@@ -107,7 +110,9 @@ HEAD_TOKEN(S), LEFT_CLAW_TOKEN(S), RIGHT_CLAW_TOKEN(S) (CSV for rotation); at le
 Other env: LEASE_SECONDS (300), REAPER_INTERVAL_MS (30000), DEFAULT_MAX_ATTEMPTS (5),
 SPINE_LEASE_GRACE_MS (5000; after a leader change, no lease is reaped before this),
 SPINE_RETENTION (72h; done jobs older than this are deleted, 0 keeps them; failed and dead jobs stay),
-SPINE_MAX_BLOB_BYTES (8388608). SPINE_TIMER_SLACK (5ms, Linux) re-executes the binary once at start
+SPINE_MAX_BLOB_BYTES (8388608). SPINE_CLOCK_OFFSET (0; a drill: the queue's clock, which stamps
+creates, leases, finish times and retention, runs this far ahead, e.g. 96h shows what the queue
+does four days on; give every node the same value). SPINE_TIMER_SLACK (5ms, Linux) re-executes the binary once at start
 (same pid) so that every thread of the node has it; 0 keeps the inherited value.
 SPINE_LEASE_RENEW_FRACTION (0.1): a heartbeat sooner than this fraction of the lease after the last
 extension is answered from the committed lease instead of a log entry (docs/api.md: which node
@@ -182,6 +187,11 @@ Flags:
 		c.Retention = 0
 	} else if c.Retention, err = time.ParseDuration(v); err != nil || c.Retention < 0 {
 		return nil, fmt.Errorf("SPINE_RETENTION=%q must be a duration such as 72h, or 0 to keep done jobs forever", v)
+	}
+	if v := os.Getenv("SPINE_CLOCK_OFFSET"); v != "" {
+		if c.ClockOffset, err = time.ParseDuration(v); err != nil {
+			return nil, fmt.Errorf("SPINE_CLOCK_OFFSET=%q must be a duration such as 96h", v)
+		}
 	}
 	blob, err := envInt("SPINE_MAX_BLOB_BYTES", 8<<20)
 	if err != nil {
@@ -271,8 +281,10 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		ln.Close()
 		return err
 	}
+	offset := cfg.ClockOffset
 	svc := queue.New(queue.Config{Lease: cfg.Lease, MaxBlobBytes: cfg.MaxBlobBytes,
-		LeaseRenewFraction: cfg.LeaseRenewFraction, Logger: logger}, node, machine)
+		LeaseRenewFraction: cfg.LeaseRenewFraction, Logger: logger,
+		Now: func() time.Time { return time.Now().Add(offset) }}, node, machine)
 	api, err := httpapi.New(httpapi.Config{
 		Tokens: cfg.Tokens, SkillMD: skill, CPUSeconds: cpuSeconds, TimerSlack: timerslack.Now,
 		Logger: logger, DisableRelay: cfg.NoRelay,

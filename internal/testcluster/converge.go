@@ -33,22 +33,26 @@ type Status struct {
 
 // Status asks one node for GET /cluster/status (head token).
 func (c *Cluster) Status(n *Node) (*Status, error) {
-	req, err := http.NewRequest(http.MethodGet, n.URL+"/cluster/status", nil)
+	return fetchStatus(c.client, n.ID, n.URL, HeadToken)
+}
+
+func fetchStatus(cl *http.Client, id, url, token string) (*Status, error) {
+	req, err := http.NewRequest(http.MethodGet, url+"/cluster/status", nil)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+HeadToken)
-	resp, err := c.client.Do(req)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := cl.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s /cluster/status: %w", n.ID, err)
+		return nil, fmt.Errorf("%s /cluster/status: %w", id, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s /cluster/status: %s", n.ID, resp.Status)
+		return nil, fmt.Errorf("%s /cluster/status: %s", id, resp.Status)
 	}
 	var st Status
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, fmt.Errorf("%s /cluster/status: %w", n.ID, err)
+		return nil, fmt.Errorf("%s /cluster/status: %w", id, err)
 	}
 	return &st, nil
 }
@@ -75,12 +79,26 @@ func (c *Cluster) CheckConverged(timeout time.Duration) error {
 	if len(nodes) == 0 {
 		return nil
 	}
+	return converged(ids(nodes), func(i int) (*Status, error) { return c.Status(nodes[i]) }, timeout)
+}
+
+// CheckURLsConverged is CheckConverged for nodes the harness did not start
+// (e.g. a local cluster spine run started): the nodes at urls, asked with
+// token.
+func CheckURLsConverged(urls []string, token string, timeout time.Duration) error {
+	cl := &http.Client{Timeout: 5 * time.Second}
+	return converged(urls, func(i int) (*Status, error) { return fetchStatus(cl, urls[i], urls[i], token) }, timeout)
+}
+
+// converged waits for the nodes named by ids (status(i) asks the i-th) to
+// reach the same applied index, then compares their hashes.
+func converged(ids []string, status func(i int) (*Status, error), timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for polls := 0; ; polls++ {
-		sts := make([]*Status, len(nodes))
+		sts := make([]*Status, len(ids))
 		var errs []string
-		for i, n := range nodes {
-			st, err := c.Status(n)
+		for i := range ids {
+			st, err := status(i)
 			if err != nil {
 				errs = append(errs, err.Error())
 				continue
@@ -88,10 +106,10 @@ func (c *Cluster) CheckConverged(timeout time.Duration) error {
 			sts[i] = st
 		}
 		if len(errs) == 0 && sameApplied(sts) {
-			return compareHashes(ids(nodes), sts)
+			return compareHashes(ids, sts)
 		}
 		if time.Now().After(deadline) || polls > 100000 {
-			msg := fmt.Sprintf("testcluster: the nodes did not reach the same applied_index within %v:\n%s", timeout, describeStatuses(ids(nodes), sts))
+			msg := fmt.Sprintf("testcluster: the nodes did not reach the same applied_index within %v:\n%s", timeout, describeStatuses(ids, sts))
 			if len(errs) > 0 {
 				msg += "\n  " + strings.Join(errs, "\n  ")
 			}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// A watcher (scripts/spine-watcher.sh, embedded as spine.WatcherScript)
+// keeps the seed's files: /tmp/spine-STREAM.lock holds its pid. spine run
+// also records the watchers it starts in DATA/watchers, one "pid stream"
+// line each, so spine stop stops this project's watchers and leaves other
+// projects' alone.
+type watcher struct {
+	Stream string `json:"stream"`
+	PID    int    `json:"pid"`
+}
+
+// watchersFile is the record of the watchers spine run started for the
+// project whose data dir is data.
+func watchersFile(data string) string { return filepath.Join(data, "watchers") }
+
+// runningWatchers lists the watchers whose lock names a live process.
+func runningWatchers() []watcher {
+	out := []watcher{}
+	locks, _ := filepath.Glob("/tmp/spine-*.lock")
+	for _, l := range locks {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &pid); err != nil || pid <= 0 || !processAlive(pid) {
+			continue
+		}
+		stream := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(l), "spine-"), ".lock")
+		out = append(out, watcher{Stream: stream, PID: pid})
+	}
+	return out
+}
+
+// startWatcher starts the watcher of stream in its own session, detached
+// from this process, logging to /tmp/spine-STREAM-watcher.log, and waits
+// (up to 10 s) until it holds its stream's lock. It returns its pid (the
+// one the lock holds). A watcher that exits first (another one holds the
+// lock) is an error with the last line it logged.
+func startWatcher(script, stream, self string, addrs []string, token string) (int, error) {
+	logPath := "/tmp/spine-" + stream + "-watcher.log"
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command("bash", script, stream)
+	cmd.Env = append(os.Environ(), "SPINE="+self, "SPINE_ADDRS="+strings.Join(addrs, ","), "SPINE_TOKEN="+token)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	pid := cmd.Process.Pid
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	lock := "/tmp/spine-" + stream + ".lock"
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(lock); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(pid) {
+			return pid, nil
+		}
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logPath)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			return 0, fmt.Errorf("it exited at start: %s", lines[len(lines)-1])
+		case <-deadline:
+			return pid, fmt.Errorf("pid %d did not take %s within 10 s", pid, lock)
+		case <-tick.C:
+		}
+	}
+}
+
+// recordWatcher adds w to data's record of started watchers.
+func recordWatcher(data string, w watcher) error {
+	f, err := os.OpenFile(watchersFile(data), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(f, "%d %s\n", w.PID, w.Stream); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// projectWatchers returns the running watchers spine run started for
+// data: recorded there, and still holding their stream's lock (a pid the
+// system reused for something else is no watcher).
+func projectWatchers(data string) []watcher {
+	f, err := os.Open(watchersFile(data))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	recorded := map[watcher]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		pid, stream, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		if n, err := strconv.Atoi(pid); ok && err == nil {
+			recorded[watcher{Stream: stream, PID: n}] = true
+		}
+	}
+	var out []watcher
+	for _, w := range runningWatchers() {
+		if recorded[w] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// stopCommand is spine stop: it stops the watchers spine run started for
+// this project (--data's record; --all: every watcher on this machine, as
+// the seed's stop did; --stream: that stream's watcher, wherever it came
+// from) and, without --stream, the local cluster spine run started (--data's
+// lock). Running tasks stay running, queued stay queued.
+func stopCommand(env *cliEnv) *cobra.Command {
+	var (
+		stream, data string
+		all          bool
+	)
+	cmd := &cobra.Command{
+		Use:     "stop",
+		Short:   "Stop this project's watchers (or --stream's, or --all on this machine) and the local cluster spine run started",
+		GroupID: "devq",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if stream != "" && all {
+				return &usageError{cmd, "--stream and --all exclude each other"}
+			}
+			var targets []watcher
+			switch {
+			case stream != "":
+				for _, w := range runningWatchers() {
+					if w.Stream == stream {
+						targets = append(targets, w)
+					}
+				}
+			case all:
+				targets = runningWatchers()
+			default:
+				targets = projectWatchers(data)
+			}
+			stopped := 0
+			for _, w := range targets {
+				if err := syscall.Kill(w.PID, syscall.SIGTERM); err != nil {
+					fmt.Fprintf(env.stderr, "spine: watcher of %s (pid %d): %v\n", w.Stream, w.PID, err)
+					continue
+				}
+				fmt.Fprintf(env.stdout, "stopped the watcher of %s (pid %d)\n", w.Stream, w.PID)
+				stopped++
+			}
+			if stream != "" {
+				if stopped == 0 {
+					fmt.Fprintf(env.stderr, "spine: no watcher of %s runs here\n", stream)
+					return exitCodeError(exitNotFound)
+				}
+				return nil
+			}
+			_ = os.Remove(watchersFile(data))
+			lock := filepath.Join(data, "spine.lock")
+			if b, err := os.ReadFile(lock); err == nil {
+				for _, f := range strings.Fields(string(b)) {
+					if pid, _ := strconv.Atoi(f); pid > 0 && processAlive(pid) {
+						if syscall.Kill(pid, syscall.SIGTERM) == nil {
+							fmt.Fprintf(env.stdout, "stopped node pid %d\n", pid)
+							stopped++
+						}
+					}
+				}
+				_ = os.Remove(lock)
+			}
+			if stopped == 0 {
+				fmt.Fprintln(env.stdout, "nothing started by spine run is running here")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&stream, "stream", "", "stop only this stream's watcher")
+	cmd.Flags().BoolVar(&all, "all", false, "stop every watcher on this machine, not only this project's")
+	cmd.Flags().StringVar(&data, "data", "data", "the project's data dir (its watcher record and local cluster lock)")
+	return cmd
+}
