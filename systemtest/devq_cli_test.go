@@ -54,7 +54,7 @@ func TestDevQueueCLI(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "scripts", "deploy.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	yml := "project:\n  name: demo\nscript_dirs:\n  - scripts\ntools:\n  run-bash:\n    description: Execute a bash script\n    task_class: MEDIUM_SCRIPT\n  run-migrations:\n    task_class: MEDIUM_SCRIPT\n    timeout: 1800\n  tiny:\n    task_class: FAST_SCRIPT\n    timeout: 1\n"
+	yml := "project:\n  name: demo\nscript_dirs:\n  - scripts\ntools:\n  run-bash:\n    description: Execute a bash script\n    task_class: MEDIUM_SCRIPT\n  run-migrations:\n    task_class: MEDIUM_SCRIPT\n    timeout: 1800\n  tiny:\n    task_class: FAST_SCRIPT\n    timeout: 1\n  brief:\n    task_class: FAST_SCRIPT\n    timeout: 3\n"
 	if err := os.WriteFile(filepath.Join(dir, "spine.yml"), []byte(yml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -69,13 +69,13 @@ func TestDevQueueCLI(t *testing.T) {
 	run(apiHead, 0, "reload")
 	var reg api.Registry
 	apiDecode(t, apiDo(t, "GET", c.Nodes[2].URL+"/api/registry", apiLeft, nil), &reg)
-	if len(reg.Tools) != 3 || len(reg.Scripts) != 1 || reg.Scripts[0].Name != "deploy-staging" || reg.Project.Name != "demo" {
+	if len(reg.Tools) != 4 || len(reg.Scripts) != 1 || reg.Scripts[0].Name != "deploy-staging" || reg.Project.Name != "demo" {
 		t.Fatalf("registry after reload: %+v", reg)
 	}
 	// A broken file (an unknown class, invalid YAML) names its line and
 	// changes nothing.
 	for _, c := range []struct{ tail, want string }{
-		{"  broken:\n    task_class: NOPE\n", "spine.yml:16"},
+		{"  broken:\n    task_class: NOPE\n", "spine.yml:19"},
 		{"  broken: [unclosed\n", "invalid YAML"},
 	} {
 		if err := os.WriteFile(filepath.Join(dir, "spine.yml"), []byte(yml+c.tail), 0o644); err != nil {
@@ -86,7 +86,7 @@ func TestDevQueueCLI(t *testing.T) {
 		}
 	}
 	apiDecode(t, apiDo(t, "GET", c.Nodes[1].URL+"/api/registry", apiLeft, nil), &reg)
-	if len(reg.Tools) != 3 {
+	if len(reg.Tools) != 4 {
 		t.Fatalf("a broken reload changed the registry: %+v", reg.Tools)
 	}
 
@@ -155,6 +155,36 @@ func TestDevQueueCLI(t *testing.T) {
 	}
 	run(apiLeft, 3, "task", ab.ID)
 	run(apiLeft, 0, "task", waiting.ID)
+
+	// Criterion 12: spine tasks --stale lists a running task past its
+	// timeout (3 s), and not one within it.
+	run(apiHead, 0, "stream", "create", "ops", "--session=api-v2")
+	var late, fresh api.Task
+	json.Unmarshal([]byte(run(apiHead, 0, "enqueue", "brief", "--stream", "ops")), &late)
+	run(apiLeft, 0, "claim", "--stream", "ops")
+	apiEventually(t, 20*time.Second, "the task past its timeout to be listed as stale", func() error {
+		var l api.TaskList
+		if err := json.Unmarshal([]byte(run(apiLeft, 0, "tasks", "--stale")), &l); err != nil {
+			return err
+		}
+		if len(l.Tasks) != 1 || l.Tasks[0].ID != late.ID || !l.Tasks[0].Stale {
+			return fmt.Errorf("stale tasks: %+v", l.Tasks)
+		}
+		return nil
+	})
+	json.Unmarshal([]byte(run(apiHead, 0, "enqueue", "run-bash", "--stream", "ops")), &fresh)
+	run(apiLeft, 0, "claim", "--stream", "ops")
+	var stale api.TaskList
+	json.Unmarshal([]byte(run(apiLeft, 0, "tasks", "--stale", "--stream", "ops")), &stale)
+	for _, tk := range stale.Tasks {
+		if tk.ID == fresh.ID {
+			t.Fatalf("a task within its timeout is listed as stale: %+v", tk)
+		}
+	}
+	if out := run(apiLeft, 0, "tasks", "--status", "running", "--stream", "ops", "--output", "table"); !strings.Contains(out, fresh.ID) ||
+		strings.Count(out, "(stale)") > 1 {
+		t.Fatalf("running tasks table: %s", out)
+	}
 
 	// Ending the stream: enqueue is refused (exit 4), the waiting task stays
 	// queued.

@@ -83,12 +83,19 @@ func TestDevQueueOnThreeNodes(t *testing.T) {
 
 	// Claimed through a follower; the leader dies before the complete,
 	// which still lands, once.
-	cl := devqTask(t, apiDo(t, "POST", f+"/api/claim", apiLeft, api.TaskClaimRequest{Stream: "auth"}), 200)
+	claim := api.TaskClaimRequest{Stream: "auth", ClaimID: "failover-claim-1"}
+	cl := devqTask(t, apiDo(t, "POST", f+"/api/claim", apiLeft, claim), 200)
 	if cl.ID != tk.ID || cl.LeaseToken == "" || cl.Stream.Instructions != "JWT per PRD 4.2" {
 		t.Fatalf("claim: %+v", cl)
 	}
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
+	}
+	// The claim repeated by its key on the new leader (its answer lost,
+	// say) answers the same task and lease.
+	if re := devqTask(t, devqRetry(t, "POST", fs[1].URL+"/api/claim", apiLeft, claim), 200); re.ID != cl.ID ||
+		re.LeaseToken != cl.LeaseToken || re.Attempts != 1 {
+		t.Fatalf("keyed claim repeated after the leader's death: %+v, first %+v", re, cl)
 	}
 	done := devqTask(t, devqRetry(t, "POST", fs[1].URL+"/api/tasks/"+tk.ID+"/complete", apiLeft,
 		api.TaskCompleteRequest{LeaseToken: cl.LeaseToken, Result: json.RawMessage(`{"summary":"done across a failover"}`)}), 200)

@@ -29,6 +29,7 @@ while true; do
   while T=$("$SPINE" claim --stream="$S") && [ -n "$T" ]; do
     ID=${T#\{\"id\":\"}
     ID=${ID%%\"*}
+    sleep "${WORK_SECONDS:-0}"
     "$SPINE" complete "$ID" --result '{"summary":"done by the scripted worker"}' --stdout "ran $ID" || echo "complete $ID failed" >&2
   done
 done
@@ -62,8 +63,10 @@ func startProc(t testing.TB, env []string, logPath string, args ...string) {
 
 // The watcher and a scripted worker per stream (seed 004 §21 criterion 17):
 // ten tasks in two streams are each completed once, woken by the watcher's
-// long-poll peek, with the leader killed between the two batches while the
-// watchers wait on it.
+// long-poll peek, with the leader killed once in the middle of the work
+// (the workers' claims and completes, and the watchers' peeks, move to
+// the new leader; a claim whose answer the kill lost is repeated by its
+// key and answers the task it took), and none is left stuck.
 func TestWatcherWakesScriptedWorkers(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3, nil)
@@ -88,7 +91,7 @@ func TestWatcherWakesScriptedWorkers(t *testing.T) {
 	}
 	dir := t.TempDir()
 	env := append(os.Environ(), "SPINE="+binary, "SPINE_ADDRS="+strings.Join(c.URLs(), ","), "SPINE_TOKEN="+apiLeft,
-		"SPINE_LEASE_DIR="+filepath.Join(dir, "leases"), "SPINE_WATCH_WAIT=5s")
+		"SPINE_LEASE_DIR="+filepath.Join(dir, "leases"), "SPINE_WATCH_WAIT=5s", "WORK_SECONDS=0.2")
 	for _, s := range streams {
 		startProc(t, env, filepath.Join(dir, s+"-watcher.log"), watcher, s)
 		startProc(t, env, filepath.Join(dir, s+"-worker.log"), "-c", workerLoop, "worker", s)
@@ -115,29 +118,42 @@ func TestWatcherWakesScriptedWorkers(t *testing.T) {
 			ids = append(ids, devqTask(t, r, 201).ID)
 		}
 	}
-	allDone := func(base string) {
-		apiEventually(t, 60*time.Second, "every task completed", func() error {
-			for _, id := range ids {
-				r, err := apiRequest("GET", base+"/api/tasks/"+id, apiLeft, nil)
-				if err != nil {
-					return err
-				}
-				var v api.Task
-				if json.Unmarshal(r.Body, &v) != nil || v.Status != api.TaskSucceeded {
-					return fmt.Errorf("task %s: %s", id, r)
-				}
+	succeeded := func(base string) (int, error) {
+		n := 0
+		for _, id := range ids {
+			r, err := apiRequest("GET", base+"/api/tasks/"+id, apiLeft, nil)
+			if err != nil {
+				return 0, err
 			}
-			return nil
-		})
+			var v api.Task
+			if json.Unmarshal(r.Body, &v) == nil && v.Status == api.TaskSucceeded {
+				n++
+			}
+		}
+		return n, nil
 	}
-	enqueue(f, 5)
-	allDone(f)
-	// The watchers now wait in long-poll peeks, some on the leader: kill it.
+	enqueue(f, 10)
+	// Kill the leader once the workers are in the middle of the ten.
+	apiEventually(t, 60*time.Second, "three tasks completed", func() error {
+		if n, err := succeeded(fs[1].URL); err != nil || n < 3 {
+			return fmt.Errorf("%d completed (%v)", n, err)
+		}
+		return nil
+	})
+	if n, _ := succeeded(fs[1].URL); n == len(ids) {
+		t.Fatal("the workers finished before the leader could be killed in the middle")
+	}
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
-	enqueue(fs[1].URL, 5)
-	allDone(fs[1].URL)
+	// Every task's timeout is MEDIUM_SCRIPT's (minutes): a task left running
+	// by a lost claim would still be running at the deadline.
+	apiEventually(t, 60*time.Second, "every task completed", func() error {
+		if n, err := succeeded(fs[1].URL); err != nil || n != len(ids) {
+			return fmt.Errorf("%d of %d completed (%v)", n, len(ids), err)
+		}
+		return nil
+	})
 	for _, id := range ids {
 		n := 0
 		for _, e := range apiEvents(t, fs[1].URL, apiHead, id) {
