@@ -121,7 +121,12 @@ func TestDevQueueCLI(t *testing.T) {
 	var t2 api.Task
 	json.Unmarshal([]byte(run(apiHead, 0, "enqueue", "run-bash", "--stream", "auth")), &t2)
 	run(apiRight, 0, "claim", "--stream", "auth")
-	run(apiRight, 0, "fail", t2.ID, "--error", "permission denied", "--stderr", "EACCES")
+	run(apiRight, 0, "fail", t2.ID, "--error", "permission denied", "--stdout", "started", "--stderr", "EACCES")
+	var failed api.Task
+	if err := json.Unmarshal([]byte(run(apiLeft, 0, "task", t2.ID)), &failed); err != nil || failed.Status != api.TaskFailed ||
+		failed.Error != "permission denied" || failed.Stdout != "started" || failed.Stderr != "EACCES" {
+		t.Fatalf("failed task: %+v %v", failed, err)
+	}
 	var clone api.Task
 	if err := json.Unmarshal([]byte(run(apiHead, 0, "requeue", t2.ID)), &clone); err != nil || clone.ClonedFrom != t2.ID || clone.Status != api.TaskQueued {
 		t.Fatalf("requeue: %+v %v", clone, err)

@@ -205,6 +205,14 @@ func TestDevQueueRunStartsALocalCluster(t *testing.T) {
 		t.Fatalf("interactive spine run: exit %d\n%s", code, out)
 	}
 	watcherPID := lockPID(t, picked)
+	// Criterion 18: the watcher shows its stream's instructions at start.
+	apiEventually(t, 15*time.Second, "the watcher to print its stream's instructions", func() error {
+		b, _ := os.ReadFile("/tmp/spine-" + picked + "-watcher.log")
+		if !strings.Contains(string(b), "Work the picked stream.") {
+			return fmt.Errorf("watcher log: %q", b)
+		}
+		return nil
+	})
 	// Another project's watcher on this machine: spine stop leaves it.
 	script, _ := filepath.Abs("../scripts/spine-watcher.sh")
 	ow := exec.Command("bash", script, other)
