@@ -37,6 +37,12 @@ const (
 
 	// A claim-next that may be repeated (cmd_claim_keyed.go).
 	CmdClaimNextKeyed CommandType = 21
+
+	// The control plane's registry (controlplane.go).
+	CmdGatewayRegister   CommandType = 22
+	CmdGatewayDeregister CommandType = 23
+	CmdWorkerRegister    CommandType = 24
+	CmdWorkerDeregister  CommandType = 25
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

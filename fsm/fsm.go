@@ -31,6 +31,12 @@ type Result struct {
 	Session *Session
 	Stream  *Stream
 	Streams []*Stream
+	// Gateway and Worker: the registry entry a control-plane command made,
+	// changed or removed; Workers: the workers a gateway's deregistration
+	// removed.
+	Gateway *Gateway
+	Worker  *Worker
+	Workers []*Worker
 	// Claimed is false when a claim-next found nothing to claim.
 	Claimed bool
 	// Duplicate is true when the command repeated one already applied

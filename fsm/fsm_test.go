@@ -799,7 +799,23 @@ func randomLog(seed uint64, n int) [][]byte {
 			}
 			return LeaseRef{JobID: pick()}
 		}
-		switch rng.IntN(11) {
+		switch rng.IntN(12) {
+		case 11:
+			// The control plane's registry: gateways and workers come and go,
+			// a worker may name a gateway that is not there.
+			gw := []string{"g1", "g2"}[rng.IntN(2)]
+			switch rng.IntN(4) {
+			case 0:
+				out = append(out, MustEncode(CmdGatewayRegister, &GatewayRegisterCommand{Now: now, ID: gw, Address: "http://" + gw,
+					Metadata: map[string]string{"zone": []string{"a", "b"}[rng.IntN(2)], "rack": "r1"}, Capacity: rng.IntN(4), Actor: head}))
+			case 1:
+				out = append(out, MustEncode(CmdGatewayDeregister, &GatewayDeregisterCommand{Now: now, ID: gw, Actor: head}))
+			case 2:
+				out = append(out, MustEncode(CmdWorkerRegister, &WorkerRegisterCommand{Now: now, ID: fmt.Sprintf("w%d", rng.IntN(4)), Gateway: gw,
+					Capabilities: []string{"gpu", "bash", "gpu"}[:rng.IntN(4)], Capacity: 1 + rng.IntN(2), Actor: a}))
+			default:
+				out = append(out, MustEncode(CmdWorkerDeregister, &WorkerDeregisterCommand{Now: now, ID: fmt.Sprintf("w%d", rng.IntN(4)), Actor: a}))
+			}
 		case 10:
 			// The developer queue: catalogs, a registry, tasks in the same
 			// lanes as the jobs (so claims, reaps and completes meet them).

@@ -26,6 +26,9 @@ const (
 	snapSession  byte = 5
 	snapStream   byte = 6
 	snapRegistry byte = 7
+	// Version 4: the control plane's registry (controlplane.go).
+	snapGateway byte = 8
+	snapWorker  byte = 9
 	snapEnd      byte = 255
 )
 
@@ -34,8 +37,10 @@ const (
 // queue: the task fields of a job record, and session, stream and registry
 // records. A state without any of it is written as version 2, which a node
 // of the version before the developer queue can read (a rolling upgrade:
-// such state exists only once every node applies its commands).
-const snapshotVersion = 3
+// such state exists only once every node applies its commands). Version 4
+// adds gateway and worker records; a state without them is written as
+// version 3 (or 2), for the same reason.
+const snapshotVersion = 4
 
 // maxSnapRecord bounds one object record, so a corrupt length cannot make
 // restore allocate without limit.
@@ -57,6 +62,9 @@ type snapEndRecord struct {
 	Sessions int `codec:",omitempty"`
 	Streams  int `codec:",omitempty"`
 	Registry int `codec:",omitempty"`
+	// Version 4.
+	Gateways int `codec:",omitempty"`
+	Workers  int `codec:",omitempty"`
 }
 
 type snapshot struct {
@@ -87,6 +95,9 @@ func (s *snapshot) write(w io.Writer) error {
 	version := 2
 	if s.t.devq() {
 		version = 3
+	}
+	if s.t.controlPlane() {
+		version = 4
 	}
 	head := snapHeaderRecord{Version: version, Index: s.index}
 	if s.hashKnown {
@@ -163,6 +174,24 @@ func (s *snapshot) write(w io.Writer) error {
 		err = put(snapRegistry)
 		end.Registry++
 	}
+	if err == nil && version >= 4 {
+		s.t.gateways.Ascend(func(it gatewayItem) bool {
+			e.b = e.b[:0]
+			e.gateway(it.g)
+			err = put(snapGateway)
+			end.Gateways++
+			return err == nil
+		})
+	}
+	if err == nil && version >= 4 {
+		s.t.workers.Ascend(func(it workerItem) bool {
+			e.b = e.b[:0]
+			e.worker(it.w)
+			err = put(snapWorker)
+			end.Workers++
+			return err == nil
+		})
+	}
 	if err != nil {
 		return err
 	}
@@ -195,7 +224,7 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	switch h.Version {
 	case 1:
 		err = readRecordsV1(br, mp, w, &got)
-	case 2, 3:
+	case 2, 3, 4:
 		err = readRecordsV2(br, w, &got, h.Version)
 	default:
 		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 to %d", h.Version, snapshotVersion)
@@ -294,6 +323,10 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int)
 				r = record{t, d.stream()}
 			case snapRegistry:
 				r = record{t, d.registry()}
+			case snapGateway:
+				r = record{t, d.gateway()}
+			case snapWorker:
+				r = record{t, d.worker()}
 			case snapBlob:
 				r = record{t, d.blob()}
 			case snapChunk:
@@ -392,8 +425,55 @@ func restoreObject(w *writer, obj interface{}, got *snapEndRecord) error {
 			return fmt.Errorf("restore: two registry records")
 		}
 		w.putRegistry(v)
+	case *Gateway:
+		got.Gateways++
+		if v.ID == "" || w.t.gateway(v.ID) != nil {
+			return fmt.Errorf("restore: gateway record %q without an id or twice", v.ID)
+		}
+		w.putGateway(v)
+	case *Worker:
+		got.Workers++
+		if v.ID == "" || w.t.worker(v.ID) != nil {
+			return fmt.Errorf("restore: worker record %q without an id or twice", v.ID)
+		}
+		w.putWorker(v)
 	}
 	return nil
+}
+
+func (e *enc) gateway(g *Gateway) {
+	e.str(g.ID)
+	e.str(g.Address)
+	e.labels(g.Metadata)
+	e.int(g.Capacity)
+	e.str(g.Health)
+	e.varint(g.HealthAt)
+	e.varint(g.RegisteredAt)
+	e.varint(g.UpdatedAt)
+	e.uvarint(g.CreateIndex)
+}
+
+func (d *dec) gateway() *Gateway {
+	return &Gateway{ID: d.str(), Address: d.str(), Metadata: d.labels(), Capacity: d.int(), Health: d.istr(),
+		HealthAt: d.varint(), RegisteredAt: d.varint(), UpdatedAt: d.varint(), CreateIndex: d.uvarint()}
+}
+
+func (e *enc) worker(w *Worker) {
+	e.str(w.ID)
+	e.str(w.Gateway)
+	e.strs(w.Capabilities)
+	e.labels(w.Metadata)
+	e.int(w.Capacity)
+	e.str(w.Health)
+	e.varint(w.HealthAt)
+	e.varint(w.RegisteredAt)
+	e.varint(w.UpdatedAt)
+	e.uvarint(w.CreateIndex)
+}
+
+func (d *dec) worker() *Worker {
+	return &Worker{ID: d.str(), Gateway: d.istr(), Capabilities: d.strs(), Metadata: d.labels(), Capacity: d.int(),
+		Health: d.istr(), HealthAt: d.varint(), RegisteredAt: d.varint(), UpdatedAt: d.varint(), CreateIndex: d.uvarint()}
 }
 
 // Object encodings of snapshot version 2.

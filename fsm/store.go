@@ -157,6 +157,8 @@ const (
 	tStreams
 	tTaskEnded
 	tAttempts
+	tGateways
+	tWorkers
 	tLanes   // tLanes+lane for each lane
 	numTrees = tLanes + numLanes
 )
@@ -186,6 +188,9 @@ type tables struct {
 	// the claim refuses a key another running job holds, so one key names
 	// at most one running job.
 	attempts *btree.BTreeG[idItem]
+	// The control plane's registry (controlplane.go), by id.
+	gateways *btree.BTreeG[gatewayItem]
+	workers  *btree.BTreeG[workerItem]
 }
 
 func newTables() *tables {
@@ -202,6 +207,8 @@ func newTables() *tables {
 		streams:   newStreamTree(),
 		taskEnded: btree.NewG(btreeDegree, lessTime),
 		attempts:  btree.NewG(btreeDegree, lessID),
+		gateways:  newGatewayTree(),
+		workers:   newWorkerTree(),
 	}
 	for i := range t.lanes {
 		t.lanes[i] = btree.NewG(btreeDegree, lessSeq)
@@ -392,6 +399,8 @@ func (w *writer) publish(prev *tables) *tables {
 	cloneIf(&w.dirty[tStreams], &v.streams, w.t.streams)
 	cloneIf(&w.dirty[tTaskEnded], &v.taskEnded, w.t.taskEnded)
 	cloneIf(&w.dirty[tAttempts], &v.attempts, w.t.attempts)
+	cloneIf(&w.dirty[tGateways], &v.gateways, w.t.gateways)
+	cloneIf(&w.dirty[tWorkers], &v.workers, w.t.workers)
 	v.registry = w.t.registry // immutable: shared as it is
 	for i := range v.lanes {
 		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])

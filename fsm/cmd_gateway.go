@@ -1,0 +1,121 @@
+package fsm
+
+import (
+	"fmt"
+	"sort"
+)
+
+// GatewayRegisterCommand registers a gateway, or updates it when its id is
+// registered already (its address, metadata and capacity are replaced; its
+// registration time and health stay).
+type GatewayRegisterCommand struct {
+	Now      int64
+	ID       string
+	Address  string
+	Metadata map[string]string
+	Capacity int
+	Actor    Actor
+}
+
+// GatewayDeregisterCommand removes a gateway and the workers registered
+// under it.
+type GatewayDeregisterCommand struct {
+	Now   int64
+	ID    string
+	Actor Actor
+}
+
+func init() {
+	register(CmdGatewayRegister, "gateway-register", func() command { return new(GatewayRegisterCommand) })
+	register(CmdGatewayDeregister, "gateway-deregister", func() command { return new(GatewayDeregisterCommand) })
+}
+
+func (c *GatewayRegisterCommand) encode(e *enc) {
+	e.varint(c.Now)
+	e.str(c.ID)
+	e.str(c.Address)
+	e.labels(c.Metadata)
+	e.int(c.Capacity)
+	e.actor(c.Actor)
+}
+
+func (c *GatewayRegisterCommand) decode(d *dec) {
+	c.Now = d.varint()
+	c.ID = d.str()
+	c.Address = d.str()
+	c.Metadata = d.labels()
+	c.Capacity = d.int()
+	c.Actor = d.actor()
+}
+
+func (c *GatewayRegisterCommand) apply(a *applier) *Result {
+	if c.ID == "" || c.Address == "" || c.Capacity < 1 {
+		return fail(fmt.Errorf("gateway register: %w: id, address and a capacity of at least 1 are required", ErrInvalid))
+	}
+	g := &Gateway{ID: c.ID, Address: c.Address, Metadata: c.Metadata, Capacity: c.Capacity,
+		Health: HealthHealthy, HealthAt: c.Now, RegisteredAt: c.Now, UpdatedAt: c.Now, CreateIndex: a.index}
+	if old := a.t.gateway(c.ID); old != nil {
+		g.Health, g.HealthAt, g.RegisteredAt, g.CreateIndex = old.Health, old.HealthAt, old.RegisteredAt, old.CreateIndex
+	}
+	a.putGateway(g)
+	return &Result{Gateway: g}
+}
+
+func (c *GatewayDeregisterCommand) encode(e *enc) {
+	e.varint(c.Now)
+	e.str(c.ID)
+	e.actor(c.Actor)
+}
+
+func (c *GatewayDeregisterCommand) decode(d *dec) {
+	c.Now = d.varint()
+	c.ID = d.str()
+	c.Actor = d.actor()
+}
+
+// apply removes the gateway and its workers (answered in Workers).
+func (c *GatewayDeregisterCommand) apply(a *applier) *Result {
+	g := a.t.gateway(c.ID)
+	if g == nil {
+		return fail(fmt.Errorf("gateway %s: %w", c.ID, ErrNotFound))
+	}
+	var gone []*Worker
+	a.t.workers.Ascend(func(it workerItem) bool {
+		if it.w.Gateway == c.ID {
+			gone = append(gone, it.w)
+		}
+		return true
+	})
+	for _, w := range gone {
+		a.deleteWorker(w.ID)
+	}
+	a.deleteGateway(c.ID)
+	return &Result{Gateway: g, Workers: gone}
+}
+
+// labels encodes a string map in key order, so equal maps encode equally.
+func (e *enc) labels(m map[string]string) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	e.uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		e.str(k)
+		e.str(m[k])
+	}
+}
+
+func (d *dec) labels() map[string]string {
+	n := d.count(2)
+	if n == 0 {
+		return nil
+	}
+	m := make(map[string]string, n)
+	for i := 0; i < n; i++ {
+		k := d.str()
+		m[k] = d.str()
+	}
+	return m
+}

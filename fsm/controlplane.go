@@ -1,0 +1,152 @@
+package fsm
+
+import (
+	"slices"
+
+	"github.com/google/btree"
+)
+
+// The control plane's registry (seed 003): the gateways (agent runtimes)
+// that execute tasks and the workers behind them. Spine never executes
+// anything; it records who exists, what they can take and how healthy
+// they are, so it can route work to them. Both catalogs are small and
+// keyed by id.
+
+// Health states of a gateway or worker. A registration starts healthy
+// (the registrant has just spoken to the cluster).
+const (
+	HealthHealthy = "healthy"
+	HealthSuspect = "suspect"
+	HealthDead    = "dead"
+)
+
+// Gateway is a registered gateway: an agent runtime that executes tasks.
+type Gateway struct {
+	ID       string
+	Address  string
+	Metadata map[string]string
+	// Capacity is how many tasks it runs at once.
+	Capacity     int
+	Health       string
+	HealthAt     int64 // when Health last changed
+	RegisteredAt int64
+	UpdatedAt    int64
+	CreateIndex  uint64
+}
+
+// Worker is a registered worker of a gateway.
+type Worker struct {
+	ID           string
+	Gateway      string // the gateway's id
+	Capabilities []string
+	Metadata     map[string]string
+	Capacity     int
+	Health       string
+	HealthAt     int64
+	RegisteredAt int64
+	UpdatedAt    int64
+	CreateIndex  uint64
+}
+
+// HasCapabilities reports whether w has every capability in need.
+func (w *Worker) HasCapabilities(need []string) bool {
+	for _, c := range need {
+		if !slices.Contains(w.Capabilities, c) {
+			return false
+		}
+	}
+	return true
+}
+
+type (
+	gatewayItem struct {
+		id string
+		g  *Gateway
+	}
+	workerItem struct {
+		id string
+		w  *Worker
+	}
+)
+
+func lessGateway(a, b gatewayItem) bool { return a.id < b.id }
+func lessWorker(a, b workerItem) bool   { return a.id < b.id }
+
+func newGatewayTree() *btree.BTreeG[gatewayItem] { return btree.NewG(btreeDegree, lessGateway) }
+func newWorkerTree() *btree.BTreeG[workerItem]   { return btree.NewG(btreeDegree, lessWorker) }
+
+func (t *tables) gateway(id string) *Gateway {
+	it, _ := t.gateways.Get(gatewayItem{id: id})
+	return it.g
+}
+
+func (t *tables) worker(id string) *Worker {
+	it, _ := t.workers.Get(workerItem{id: id})
+	return it.w
+}
+
+// controlPlane reports whether the state holds a registry entry (a
+// snapshot of it needs version 4).
+func (t *tables) controlPlane() bool {
+	return t.gateways.Len() > 0 || t.workers.Len() > 0
+}
+
+func (w *writer) putGateway(g *Gateway) {
+	w.t.gateways.ReplaceOrInsert(gatewayItem{g.ID, g})
+	w.dirty[tGateways] = true
+}
+
+func (w *writer) deleteGateway(id string) {
+	w.t.gateways.Delete(gatewayItem{id: id})
+	w.dirty[tGateways] = true
+}
+
+func (w *writer) putWorker(wk *Worker) {
+	w.t.workers.ReplaceOrInsert(workerItem{wk.ID, wk})
+	w.dirty[tWorkers] = true
+}
+
+func (w *writer) deleteWorker(id string) {
+	w.t.workers.Delete(workerItem{id: id})
+	w.dirty[tWorkers] = true
+}
+
+// Gateways returns the registered gateways, by id.
+func (r *Reader) Gateways() []*Gateway {
+	var out []*Gateway
+	r.point(func(t *tables) {
+		t.gateways.Ascend(func(it gatewayItem) bool {
+			out = append(out, it.g)
+			return true
+		})
+	})
+	return out
+}
+
+// Gateway returns the registered gateway id, or nil.
+func (r *Reader) Gateway(id string) *Gateway {
+	var g *Gateway
+	r.point(func(t *tables) { g = t.gateway(id) })
+	return g
+}
+
+// Workers returns the registered workers, by id; with a gateway, only its.
+func (r *Reader) Workers(gateway string) []*Worker {
+	var out []*Worker
+	r.point(func(t *tables) {
+		t.workers.Ascend(func(it workerItem) bool {
+			if gateway == "" || it.w.Gateway == gateway {
+				out = append(out, it.w)
+			}
+			return true
+		})
+	})
+	return out
+}
+
+// Worker returns the registered worker id, or nil.
+func (r *Reader) Worker(id string) *Worker {
+	var w *Worker
+	r.point(func(t *tables) { w = t.worker(id) })
+	return w
+}
