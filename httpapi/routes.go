@@ -46,6 +46,7 @@ func (s *Server) routes() {
 	s.route("POST", "/dlq/{id}/redrive", kindWrite, allowHead, s.handleRedrive)
 
 	s.devqRoutes()
+	s.controlPlaneRoutes()
 	s.staleFilters = map[string]bool{"GET /api/tasks": true}
 
 	s.route("GET", "/cluster/status", kindPublic, allowPublic, s.authorized(allowHead, s.handleClusterStatus))

@@ -16,8 +16,8 @@ import (
 // registry, tasks and their worker verbs.
 
 // ErrUpgradeInProgress: a node of the cluster runs a version that does not
-// apply the developer queue's commands yet.
-var ErrUpgradeInProgress = errors.New("a node of the cluster runs a version without the developer queue; retry when every node is upgraded")
+// apply the command yet (the developer queue's, the control plane's).
+var ErrUpgradeInProgress = errors.New("a node of the cluster runs an older version that cannot apply this command; retry when every node is upgraded")
 
 // StreamRequiredError is a claim that named no stream: nothing is claimed,
 // and Queued lists the streams with queued tasks.

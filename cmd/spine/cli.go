@@ -188,6 +188,7 @@ cluster (--addr or SPINE_ADDRS, --token or SPINE_TOKEN).`,
 		DisableFlagParsing: true,
 	})
 	addDevqCommands(env, g, root)
+	addControlPlaneCommands(env, g, root)
 	return root
 }
 

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/spine-queue/spine/client"
+)
+
+// The control plane's registry verbs (docs/controlplane.md).
+
+var gatewayVerbs = []verb{
+	{"register", "ID", "Register a gateway at --address with --capacity, or update it.", gatewayRegister},
+	{"list", "", "List the registered gateways.", gatewayList},
+	{"show", "ID", "Show a gateway.", gatewayShow},
+	{"deregister", "ID", "Remove a gateway and its workers.", gatewayDeregister},
+}
+
+var workerVerbs = []verb{
+	{"register", "ID", "Register a worker of --gateway with --capacity and capabilities, or update it.", workerRegister},
+	{"list", "", "List the registered workers (--gateway: of one).", workerList},
+	{"show", "ID", "Show a worker.", workerShow},
+	{"deregister", "ID", "Remove a worker.", workerDeregister},
+}
+
+func addControlPlaneCommands(env *cliEnv, g *clientFlags, root *cobra.Command) {
+	root.AddGroup(&cobra.Group{ID: "control", Title: "Control plane (docs/controlplane.md):"})
+	root.AddCommand(group(env, g, "gateway", "Register, list and remove gateways", "control", gatewayVerbs))
+	root.AddCommand(group(env, g, "worker", "Register, list and remove workers of gateways", "control", workerVerbs))
+}
+
+// metaFlag collects repeated --meta KEY=VALUE flags.
+func metaFlag(fs *pflag.FlagSet) func() (map[string]string, error) {
+	pairs := fs.StringArray("meta", nil, "metadata KEY=VALUE (repeatable)")
+	return func() (map[string]string, error) {
+		if len(*pairs) == 0 {
+			return nil, nil
+		}
+		m := map[string]string{}
+		for _, p := range *pairs {
+			k, v, ok := strings.Cut(p, "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("--meta %q: want KEY=VALUE", p)
+			}
+			m[k] = v
+		}
+		return m, nil
+	}
+}
+
+func gatewayRegister(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	var p client.GatewayRegisterParams
+	fs.StringVar(&p.Address, "address", "", "the gateway's URL, e.g. http://10.0.0.7:7000 (required)")
+	fs.IntVar(&p.Capacity, "capacity", 1, "how many tasks it runs at once")
+	meta := metaFlag(fs)
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		p.ID = pos[0]
+		if p.Address == "" {
+			return c.usageError("--address is required")
+		}
+		m, err := meta()
+		if err != nil {
+			return c.usageError(err.Error())
+		}
+		p.Metadata = m
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.GatewayRegister(ctx, &p)
+		}, gatewaysTable)
+	}
+}
+
+func gatewayList(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.GatewayList(ctx)
+		}, gatewaysTable)
+	}
+}
+
+func gatewayShow(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.GatewayGet(ctx, pos[0])
+		}, gatewaysTable)
+	}
+}
+
+func gatewayDeregister(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.GatewayDeregister(ctx, pos[0])
+		}, func(w io.Writer, v any) {
+			d := v.(*client.GatewayDeregistered)
+			gatewaysTable(w, d.Gateway)
+			if len(d.Workers) > 0 {
+				fmt.Fprintln(w)
+				workersTable(w, d.Workers)
+			}
+		})
+	}
+}
+
+func gatewaysTable(w io.Writer, v any) {
+	fmt.Fprintln(w, "ID\tADDRESS\tCAPACITY\tHEALTH\tWORKERS\tMETADATA")
+	for _, g := range oneOrMany[client.Gateway](v) {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", g.ID, g.Address, g.Capacity, g.Health, dash(strings.Join(g.Workers, ",")), dash(fmtLabels(g.Metadata)))
+	}
+}
+
+func workerRegister(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	var p client.WorkerRegisterParams
+	fs.StringVar(&p.Gateway, "gateway", "", "the gateway it runs behind (required)")
+	fs.IntVar(&p.Capacity, "capacity", 1, "how many tasks it runs at once")
+	fs.StringSliceVar(&p.Capabilities, "capability", nil, "a capability (repeatable, or comma-separated), e.g. gpu")
+	meta := metaFlag(fs)
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		p.ID = pos[0]
+		if p.Gateway == "" {
+			return c.usageError("--gateway is required")
+		}
+		m, err := meta()
+		if err != nil {
+			return c.usageError(err.Error())
+		}
+		p.Metadata = m
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.WorkerRegister(ctx, &p)
+		}, workersTable)
+	}
+}
+
+func workerList(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	gw := fs.String("gateway", "", "only the workers of this gateway")
+	c.nargs(0, 0)
+	return func(_ []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.WorkerList(ctx, *gw)
+		}, workersTable)
+	}
+}
+
+func workerShow(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.WorkerGet(ctx, pos[0])
+		}, workersTable)
+	}
+}
+
+func workerDeregister(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.WorkerDeregister(ctx, pos[0])
+		}, workersTable)
+	}
+}
+
+func workersTable(w io.Writer, v any) {
+	fmt.Fprintln(w, "ID\tGATEWAY\tCAPACITY\tHEALTH\tCAPABILITIES\tMETADATA")
+	for _, wk := range oneOrMany[client.RegisteredWorker](v) {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", wk.ID, wk.Gateway, wk.Capacity, wk.Health, dash(strings.Join(wk.Capabilities, ",")), dash(fmtLabels(wk.Metadata)))
+	}
+}
+
+// fmtLabels prints a string map as k=v pairs in key order.
+func fmtLabels(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + m[k]
+	}
+	return strings.Join(keys, ",")
+}

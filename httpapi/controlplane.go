@@ -1,0 +1,151 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/queue"
+)
+
+// The control plane's registry routes (/v1/gateways, /v1/workers,
+// docs/controlplane.md). Gateways and workers register themselves with any
+// token; a re-registration updates.
+
+func (s *Server) controlPlaneRoutes() {
+	s.route("GET", "/v1/gateways", kindRead, allowAll, s.handleGateways)
+	s.route("POST", "/v1/gateways", kindWrite, allowAll, s.handleGatewayRegister)
+	s.route("GET", "/v1/gateways/{id}", kindRead, allowAll, s.handleGateway)
+	s.route("DELETE", "/v1/gateways/{id}", kindWrite, allowAll, s.handleGatewayDeregister)
+	s.route("GET", "/v1/workers", kindRead, allowAll, s.handleWorkers)
+	s.route("POST", "/v1/workers", kindWrite, allowAll, s.handleWorkerRegister)
+	s.route("GET", "/v1/workers/{id}", kindRead, allowAll, s.handleWorker)
+	s.route("DELETE", "/v1/workers/{id}", kindWrite, allowAll, s.handleWorkerDeregister)
+}
+
+func viewGateway(g *fsm.Gateway, workers []*fsm.Worker) *api.Gateway {
+	v := &api.Gateway{ID: g.ID, Address: g.Address, Metadata: labels(g.Metadata), Capacity: g.Capacity, Health: g.Health,
+		HealthSince: api.Time(g.HealthAt), RegisteredAt: api.Time(g.RegisteredAt), UpdatedAt: api.Time(g.UpdatedAt), Workers: []string{}}
+	for _, w := range workers {
+		if w.Gateway == g.ID {
+			v.Workers = append(v.Workers, w.ID)
+			v.WorkerCapacity += w.Capacity
+		}
+	}
+	return v
+}
+
+func viewWorker(w *fsm.Worker) *api.Worker {
+	caps := w.Capabilities
+	if caps == nil {
+		caps = []string{}
+	}
+	return &api.Worker{ID: w.ID, Gateway: w.Gateway, Capabilities: caps, Metadata: labels(w.Metadata), Capacity: w.Capacity,
+		Health: w.Health, HealthSince: api.Time(w.HealthAt), RegisteredAt: api.Time(w.RegisteredAt), UpdatedAt: api.Time(w.UpdatedAt)}
+}
+
+func labels(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// created is 201 for an entry the write at idx made, 200 for an update.
+func created(createIndex, idx uint64) int {
+	if createIndex == idx {
+		return http.StatusCreated
+	}
+	return http.StatusOK
+}
+
+func (s *Server) handleGateways(w http.ResponseWriter, r *http.Request, c *call) error {
+	workers := s.queue.Workers("")
+	out := api.GatewayList{Gateways: []*api.Gateway{}}
+	for _, g := range s.queue.Gateways() {
+		out.Gateways = append(out.Gateways, viewGateway(g, workers))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleGateway(w http.ResponseWriter, r *http.Request, c *call) error {
+	g, err := s.queue.Gateway(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewGateway(g, s.queue.Workers(g.ID)))
+	return nil
+}
+
+func (s *Server) handleGatewayRegister(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.GatewayRegisterRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	g, idx, err := s.queue.RegisterGateway(r.Context(), queue.GatewayInput{ID: req.ID, Address: req.Address, Metadata: req.Metadata,
+		Capacity: req.Capacity, Actor: fsm.Actor{Role: c.role}})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, created(g.CreateIndex, idx), viewGateway(g, s.queue.Workers(g.ID)))
+	return nil
+}
+
+func (s *Server) handleGatewayDeregister(w http.ResponseWriter, r *http.Request, c *call) error {
+	g, gone, idx, err := s.queue.DeregisterGateway(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	out := api.GatewayDeregistered{Gateway: viewGateway(g, gone), Workers: []*api.Worker{}}
+	for _, wk := range gone {
+		out.Workers = append(out.Workers, viewWorker(wk))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleWorkers(w http.ResponseWriter, r *http.Request, c *call) error {
+	out := api.WorkerList{Workers: []*api.Worker{}}
+	for _, wk := range s.queue.Workers(r.URL.Query().Get("gateway")) {
+		out.Workers = append(out.Workers, viewWorker(wk))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleWorker(w http.ResponseWriter, r *http.Request, c *call) error {
+	wk, err := s.queue.Worker(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewWorker(wk))
+	return nil
+}
+
+func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.WorkerRegisterRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	wk, idx, err := s.queue.RegisterWorker(r.Context(), queue.WorkerInput{ID: req.ID, Gateway: req.Gateway, Capabilities: req.Capabilities,
+		Metadata: req.Metadata, Capacity: req.Capacity, Actor: fsm.Actor{Role: c.role}})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, created(wk.CreateIndex, idx), viewWorker(wk))
+	return nil
+}
+
+func (s *Server) handleWorkerDeregister(w http.ResponseWriter, r *http.Request, c *call) error {
+	wk, idx, err := s.queue.DeregisterWorker(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewWorker(wk))
+	return nil
+}
