@@ -29,7 +29,7 @@ const (
 	// Version 4: the control plane's registry (controlplane.go).
 	snapGateway byte = 8
 	snapWorker  byte = 9
-	snapEnd      byte = 255
+	snapEnd     byte = 255
 )
 
 // snapshotVersion changes when the record layout changes incompatibly.
