@@ -147,12 +147,15 @@ func TestPausedLeaderCannotWriteUnderNewTerm(t *testing.T) {
 	}
 	old := nodes[2]
 	oldAddr := trans[2].LocalAddr()
-	for try := 0; ; try++ {
+	// A transfer can time out on a loaded machine (the target must win an
+	// election within the leader's election timeout): try until a deadline.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
 		l := waitLeader(t, nodes)
 		if l == old {
 			break
 		}
-		if try == 10 {
+		if time.Now().After(deadline) {
 			t.Fatal("leadership did not move to the slow node")
 		}
 		if err := l.TransferLeadership(ctx, old.ID()); err != nil {

@@ -263,6 +263,13 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"Project", api.Project{}},
 		{"Registry", api.Registry{}},
 		{"DevStatus", api.DevStatus{}},
+		{"Gateway", api.Gateway{}},
+		{"Worker", api.Worker{}},
+		{"GatewayRegisterRequest", api.GatewayRegisterRequest{}},
+		{"WorkerRegisterRequest", api.WorkerRegisterRequest{}},
+		{"GatewayList", api.GatewayList{}},
+		{"WorkerList", api.WorkerList{}},
+		{"GatewayDeregistered", api.GatewayDeregistered{}},
 	} {
 		if got, want := schemaProps(t, doc, c.schema), jsonFields(c.view); !slices.Equal(got, want) {
 			t.Errorf("schema %s properties %v, server encodes %v", c.schema, got, want)
