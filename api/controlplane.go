@@ -27,6 +27,9 @@ type Gateway struct {
 	UpdatedAt      time.Time `json:"updated_at"`
 	Workers        []string  `json:"workers"` // the ids of its workers
 	WorkerCapacity int       `json:"worker_capacity"`
+	// LastSeen is the last heartbeat any node heard, as gossip has told the
+	// node that answers (absent: none since the nodes started).
+	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 
 // Worker is a registered worker of a gateway.
@@ -40,6 +43,17 @@ type Worker struct {
 	HealthSince  time.Time         `json:"health_since"`
 	RegisteredAt time.Time         `json:"registered_at"`
 	UpdatedAt    time.Time         `json:"updated_at"`
+	LastSeen     time.Time         `json:"last_seen,omitzero"`
+}
+
+// HeartbeatAnswer is the answer of POST /v1/gateways/{id}/heartbeat and
+// /v1/workers/{id}/heartbeat: the committed health (a heartbeat brings a
+// suspect or dead one back to healthy within a second) and when this
+// heartbeat was recorded.
+type HeartbeatAnswer struct {
+	ID       string    `json:"id"`
+	Health   string    `json:"health"`
+	LastSeen time.Time `json:"last_seen"`
 }
 
 // GatewayRegisterRequest is the body of POST /v1/gateways: a new id

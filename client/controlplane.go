@@ -115,3 +115,27 @@ func (c *Client) WorkerDeregister(ctx context.Context, id string) (*RegisteredWo
 	}
 	return &w, nil
 }
+
+// HeartbeatAnswer is what a gateway's or worker's heartbeat answers.
+type HeartbeatAnswer = api.HeartbeatAnswer
+
+// GatewayHeartbeat tells the cluster gateway id is alive. The node it
+// reaches records and gossips it; no log entry is written, so it may be
+// sent often (every few seconds). An unknown id is a 404 (register again).
+func (c *Client) GatewayHeartbeat(ctx context.Context, id string) (*HeartbeatAnswer, error) {
+	return c.registryHeartbeat(ctx, registryPath("gateways", id)+"/heartbeat")
+}
+
+// RegisteredWorkerHeartbeat tells the cluster worker id is alive (see
+// GatewayHeartbeat).
+func (c *Client) RegisteredWorkerHeartbeat(ctx context.Context, id string) (*HeartbeatAnswer, error) {
+	return c.registryHeartbeat(ctx, registryPath("workers", id)+"/heartbeat")
+}
+
+func (c *Client) registryHeartbeat(ctx context.Context, path string) (*HeartbeatAnswer, error) {
+	var a HeartbeatAnswer
+	if _, _, err := c.call(ctx, &request{method: http.MethodPost, path: path, write: true}, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}

@@ -59,10 +59,18 @@ func (d *gossipDelegate) NodeMeta(limit int) []byte {
 	}
 	return b
 }
-func (d *gossipDelegate) NotifyMsg([]byte)                           {}
-func (d *gossipDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *gossipDelegate) LocalState(join bool) []byte                { return nil }
-func (d *gossipDelegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// The user messages and push/pull state carry the liveness map
+// (liveness.go).
+func (d *gossipDelegate) NotifyMsg(b []byte) { d.n.live.notifyMsg(b) }
+func (d *gossipDelegate) GetBroadcasts(overhead, limit int) [][]byte {
+	if q := d.n.live.queue; q != nil {
+		return q.GetBroadcasts(overhead, limit)
+	}
+	return nil
+}
+func (d *gossipDelegate) LocalState(join bool) []byte            { return d.n.live.localState() }
+func (d *gossipDelegate) MergeRemoteState(buf []byte, join bool) { d.n.live.mergeState(buf) }
 
 func (d *gossipDelegate) NotifyJoin(node *memberlist.Node)   { d.n.gossipEvent(node, true) }
 func (d *gossipDelegate) NotifyUpdate(node *memberlist.Node) { d.n.gossipEvent(node, true) }
@@ -139,11 +147,20 @@ func (n *Node) startMemberlist() error {
 	// A restarted node may come back on a new address under the same name;
 	// let it reclaim its name soon after the old incarnation is declared dead.
 	mc.DeadNodeReclaimTime = 10 * time.Second
+	// Liveness broadcasts are sent before memberlist exists to count the
+	// members; until then there is nobody to send them to.
+	n.live.queue = &memberlist.TransmitLimitedQueue{RetransmitMult: 3, NumNodes: func() int {
+		if ml := n.mlPtr.Load(); ml != nil {
+			return ml.NumMembers()
+		}
+		return 1
+	}}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return fmt.Errorf("start memberlist on %s: %w", n.cfg.GossipAddr, err)
 	}
 	n.ml = ml
+	n.mlPtr.Store(ml)
 	return nil
 }
 

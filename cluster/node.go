@@ -37,6 +37,7 @@ type Node struct {
 	stores  *stores
 	trans   raft.Transport
 	ml      *memberlist.Memberlist // nil if DisableGossip
+	mlPtr   atomic.Pointer[memberlist.Memberlist]
 	tracker *applyTracker
 	// proposer groups concurrent Applies into larger fsync'ed batches.
 	proposer *proposer
@@ -60,6 +61,10 @@ type Node struct {
 	hashMeta       atomic.Pointer[hashReport] // the latest hash gossiped
 	hashChecks     atomic.Uint64
 	hashMismatches atomic.Uint64
+
+	// live is the gossiped last-seen time of gateways and workers
+	// (liveness.go).
+	live *liveness
 
 	// lease is the leader's read lease (guardTransport records its
 	// followers' answers).
@@ -93,6 +98,7 @@ func New(cfg Config) (*Node, error) {
 		gossipKick:   make(chan struct{}, 1),
 		leaderNotify: make(chan struct{}),
 		shutdownCh:   make(chan struct{}),
+		live:         newLiveness(),
 	}
 	if h, ok := cfg.FSM.(StateHasher); ok {
 		n.hasher = h

@@ -378,35 +378,49 @@ func (a *applier) reap(c *ReapCommand) *Result {
 	})
 	res := &Result{}
 	for _, old := range expired {
-		j := copyJob(old)
-		var jerr *JobError
-		if j.IsTask() {
-			// A task's lease is twice its timeout: its worker crashed or lost
-			// its way, and the task fails rather than runs again (seed 004).
-			jerr = &JobError{Code: AutoFailCode, Message: autoFailMessage(j.Timeout)}
-		}
-		at := endAttempt(j, c.Now, OutcomeExpired, jerr)
-		text := "lease expired"
-		switch {
-		case jerr != nil:
-			at.DLQ = true
-			j.Error = jerr
-			j.State = StateFailed
-			j.FinishedAt = c.Now
-			text = jerr.Message
-		case j.Attempts >= j.MaxAttempts:
-			j.State = StateDead
-			j.FinishedAt = c.Now
-		default:
-			j.State = StateQueued
-			j.QueueIndex = a.index
-		}
-		j.addEvent(Event{At: c.Now, Type: EventReaped, Actor: "reaper", From: StateRunning, To: j.State,
-			AttemptID: at.ID, WorkerID: at.WorkerID, Text: text})
-		a.put(old, j, c.Now)
-		res.Jobs = append(res.Jobs, j)
+		res.Jobs = append(res.Jobs, a.expire(old, c.Now, ""))
 	}
 	return res
+}
+
+// expire ends a running job's attempt as its lease running out does: the
+// job is queued again, or dead when out of attempts; a task fails
+// (auto-fail, seed 004). deadWorker, if set, is the registered worker
+// whose death ended the lease early (cmd_health.go).
+func (a *applier) expire(old *Job, now int64, deadWorker string) *Job {
+	j := copyJob(old)
+	var jerr *JobError
+	if j.IsTask() {
+		// A task's lease is twice its timeout: its worker crashed or lost
+		// its way, and the task fails rather than runs again (seed 004).
+		jerr = &JobError{Code: AutoFailCode, Message: autoFailMessage(j.Timeout)}
+		if deadWorker != "" {
+			jerr.Message = "Auto-failed: its worker " + deadWorker + " was declared dead with no complete/fail reported."
+		}
+	}
+	at := endAttempt(j, now, OutcomeExpired, jerr)
+	text := "lease expired"
+	if deadWorker != "" {
+		text = "worker " + deadWorker + " declared dead"
+	}
+	switch {
+	case jerr != nil:
+		at.DLQ = true
+		j.Error = jerr
+		j.State = StateFailed
+		j.FinishedAt = now
+		text = jerr.Message
+	case j.Attempts >= j.MaxAttempts:
+		j.State = StateDead
+		j.FinishedAt = now
+	default:
+		j.State = StateQueued
+		j.QueueIndex = a.index
+	}
+	j.addEvent(Event{At: now, Type: EventReaped, Actor: "reaper", From: StateRunning, To: j.State,
+		AttemptID: at.ID, WorkerID: at.WorkerID, Text: text})
+	a.put(old, j, now)
+	return j
 }
 
 // purge deletes done jobs that finished before c.Before, oldest first, at

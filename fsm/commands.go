@@ -43,6 +43,7 @@ const (
 	CmdGatewayDeregister CommandType = 23
 	CmdWorkerRegister    CommandType = 24
 	CmdWorkerDeregister  CommandType = 25
+	CmdHealthSet         CommandType = 26
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

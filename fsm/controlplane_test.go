@@ -78,3 +78,70 @@ func TestGatewayAndWorkerRegistry(t *testing.T) {
 		t.Fatalf("deregister of a removed worker: %v", r.Err)
 	}
 }
+
+// A health change is committed only where it changes something; an unknown
+// health refuses the whole command; a re-registration keeps the health.
+func TestHealthSet(t *testing.T) {
+	h := newHarness(t)
+	h.apply(CmdGatewayRegister, &GatewayRegisterCommand{Now: h.now, ID: "g1", Address: "http://g1", Capacity: 1, Actor: head})
+	h.apply(CmdWorkerRegister, &WorkerRegisterCommand{Now: h.now, ID: "w1", Gateway: "g1", Capacity: 1, Actor: head})
+	h.now += 5e9
+	r := h.apply(CmdHealthSet, &HealthSetCommand{Now: h.now, Changes: []HealthChange{
+		{Gateway: true, ID: "g1", Health: HealthDead}, {ID: "w1", Health: HealthHealthy}, {ID: "gone", Health: HealthDead}}})
+	if r.Err != nil || len(r.Gateways) != 1 || len(r.Workers) != 0 || r.Gateways[0].HealthAt != h.now {
+		t.Fatalf("health set: %+v", r)
+	}
+	if r := h.apply(CmdHealthSet, &HealthSetCommand{Now: h.now, Changes: []HealthChange{
+		{ID: "w1", Health: HealthDead}, {Gateway: true, ID: "g1", Health: "poorly"}}}); !errors.Is(r.Err, ErrInvalid) {
+		t.Fatalf("unknown health: %v", r.Err)
+	}
+	if w := h.f.Read().Worker("w1"); w.Health != HealthHealthy {
+		t.Fatalf("a refused health set changed w1 to %s", w.Health)
+	}
+	h.apply(CmdGatewayRegister, &GatewayRegisterCommand{Now: h.now, ID: "g1", Address: "http://g1b", Capacity: 2, Actor: head})
+	if g := h.f.Read().Gateway("g1"); g.Health != HealthDead || g.Address != "http://g1b" {
+		t.Fatalf("re-registration: %+v", g)
+	}
+}
+
+// A worker declared dead loses its leases at once: its running job goes
+// back to the queue (the attempt counted, as an expiry does) long before
+// the lease would run out; a dead gateway's workers lose theirs; another
+// worker's job keeps running.
+func TestDeadWorkerReleasesItsLeases(t *testing.T) {
+	h := newHarness(t)
+	h.apply(CmdGatewayRegister, &GatewayRegisterCommand{Now: h.now, ID: "g1", Address: "http://g1", Capacity: 4, Actor: head})
+	h.apply(CmdGatewayRegister, &GatewayRegisterCommand{Now: h.now, ID: "g2", Address: "http://g2", Capacity: 4, Actor: head})
+	for _, w := range []struct{ id, gw string }{{"w1", "g1"}, {"w2", "g1"}, {"w3", "g2"}} {
+		h.apply(CmdWorkerRegister, &WorkerRegisterCommand{Now: h.now, ID: w.id, Gateway: w.gw, Capacity: 1, Actor: head})
+	}
+	jobs := map[string]*Job{}
+	for _, w := range []string{"w1", "w2", "w3"} {
+		j := h.create(CreateCommand{})
+		r := h.claim(j.ID, Actor{Role: left.Role, WorkerID: w})
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		jobs[w] = r.Job
+	}
+	state := func(w string) *Job {
+		j, _ := h.f.Read().Job(jobs[w].ID)
+		return j
+	}
+	h.now += 1e9
+	r := h.apply(CmdHealthSet, &HealthSetCommand{Now: h.now, Changes: []HealthChange{{ID: "w1", Health: HealthDead}}})
+	if r.Err != nil || len(r.Jobs) != 1 || r.Jobs[0].ID != jobs["w1"].ID {
+		t.Fatalf("w1 dead: %+v", r)
+	}
+	if j := state("w1"); j.State != StateQueued || j.Attempts != 1 || j.Lease != nil ||
+		j.History[len(j.History)-1].Text != "worker w1 declared dead" {
+		t.Fatalf("w1's job: %s attempts %d lease %+v events %+v", j.State, j.Attempts, j.Lease, j.History)
+	}
+	if state("w2").State != StateRunning || state("w3").State != StateRunning {
+		t.Fatal("another worker's job lost its lease")
+	}
+	r = h.apply(CmdHealthSet, &HealthSetCommand{Now: h.now, Changes: []HealthChange{{Gateway: true, ID: "g1", Health: HealthDead}}})
+	if r.Err != nil || len(r.Jobs) != 1 || state("w2").State != StateQueued || state("w3").State != StateRunning {
+		t.Fatalf("g1 dead: %+v; w2's job %s, w3's %s", r, state("w2").State, state("w3").State)
+	}
+}

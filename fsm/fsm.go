@@ -33,10 +33,11 @@ type Result struct {
 	Streams []*Stream
 	// Gateway and Worker: the registry entry a control-plane command made,
 	// changed or removed; Workers: the workers a gateway's deregistration
-	// removed.
-	Gateway *Gateway
-	Worker  *Worker
-	Workers []*Worker
+	// removed, or a health-set changed.
+	Gateway  *Gateway
+	Worker   *Worker
+	Workers  []*Worker
+	Gateways []*Gateway // health-set: the gateways it changed
 	// Claimed is false when a claim-next found nothing to claim.
 	Claimed bool
 	// Duplicate is true when the command repeated one already applied

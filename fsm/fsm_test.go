@@ -804,7 +804,11 @@ func randomLog(seed uint64, n int) [][]byte {
 			// The control plane's registry: gateways and workers come and go,
 			// a worker may name a gateway that is not there.
 			gw := []string{"g1", "g2"}[rng.IntN(2)]
-			switch rng.IntN(4) {
+			switch rng.IntN(5) {
+			case 4:
+				h := []string{HealthHealthy, HealthSuspect, HealthDead, "unwell"}[rng.IntN(4)]
+				out = append(out, MustEncode(CmdHealthSet, &HealthSetCommand{Now: now, Changes: []HealthChange{
+					{Gateway: true, ID: gw, Health: h}, {ID: fmt.Sprintf("w%d", rng.IntN(4)), Health: HealthSuspect}}}))
 			case 0:
 				out = append(out, MustEncode(CmdGatewayRegister, &GatewayRegisterCommand{Now: now, ID: gw, Address: "http://" + gw,
 					Metadata: map[string]string{"zone": []string{"a", "b"}[rng.IntN(2)], "rack": "r1"}, Capacity: rng.IntN(4), Actor: head}))

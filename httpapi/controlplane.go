@@ -17,14 +17,16 @@ func (s *Server) controlPlaneRoutes() {
 	s.route("POST", "/v1/gateways", kindWrite, allowAll, s.handleGatewayRegister)
 	s.route("GET", "/v1/gateways/{id}", kindRead, allowAll, s.handleGateway)
 	s.route("DELETE", "/v1/gateways/{id}", kindWrite, allowAll, s.handleGatewayDeregister)
+	s.route("POST", "/v1/gateways/{id}/heartbeat", kindLocalFirst, allowAll, s.handleGatewayHeartbeat)
 	s.route("GET", "/v1/workers", kindRead, allowAll, s.handleWorkers)
 	s.route("POST", "/v1/workers", kindWrite, allowAll, s.handleWorkerRegister)
 	s.route("GET", "/v1/workers/{id}", kindRead, allowAll, s.handleWorker)
 	s.route("DELETE", "/v1/workers/{id}", kindWrite, allowAll, s.handleWorkerDeregister)
+	s.route("POST", "/v1/workers/{id}/heartbeat", kindLocalFirst, allowAll, s.handleRegisteredWorkerHeartbeat)
 }
 
-func viewGateway(g *fsm.Gateway, workers []*fsm.Worker) *api.Gateway {
-	v := &api.Gateway{ID: g.ID, Address: g.Address, Metadata: labels(g.Metadata), Capacity: g.Capacity, Health: g.Health,
+func (s *Server) viewGateway(g *fsm.Gateway, workers []*fsm.Worker) *api.Gateway {
+	v := &api.Gateway{LastSeen: api.Time(s.queue.GatewayLastSeen(g.ID)), ID: g.ID, Address: g.Address, Metadata: labels(g.Metadata), Capacity: g.Capacity, Health: g.Health,
 		HealthSince: api.Time(g.HealthAt), RegisteredAt: api.Time(g.RegisteredAt), UpdatedAt: api.Time(g.UpdatedAt), Workers: []string{}}
 	for _, w := range workers {
 		if w.Gateway == g.ID {
@@ -35,12 +37,12 @@ func viewGateway(g *fsm.Gateway, workers []*fsm.Worker) *api.Gateway {
 	return v
 }
 
-func viewWorker(w *fsm.Worker) *api.Worker {
+func (s *Server) viewWorker(w *fsm.Worker) *api.Worker {
 	caps := w.Capabilities
 	if caps == nil {
 		caps = []string{}
 	}
-	return &api.Worker{ID: w.ID, Gateway: w.Gateway, Capabilities: caps, Metadata: labels(w.Metadata), Capacity: w.Capacity,
+	return &api.Worker{LastSeen: api.Time(s.queue.WorkerLastSeen(w.ID)), ID: w.ID, Gateway: w.Gateway, Capabilities: caps, Metadata: labels(w.Metadata), Capacity: w.Capacity,
 		Health: w.Health, HealthSince: api.Time(w.HealthAt), RegisteredAt: api.Time(w.RegisteredAt), UpdatedAt: api.Time(w.UpdatedAt)}
 }
 
@@ -63,7 +65,7 @@ func (s *Server) handleGateways(w http.ResponseWriter, r *http.Request, c *call)
 	workers := s.queue.Workers("")
 	out := api.GatewayList{Gateways: []*api.Gateway{}}
 	for _, g := range s.queue.Gateways() {
-		out.Gateways = append(out.Gateways, viewGateway(g, workers))
+		out.Gateways = append(out.Gateways, s.viewGateway(g, workers))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -74,7 +76,7 @@ func (s *Server) handleGateway(w http.ResponseWriter, r *http.Request, c *call) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewGateway(g, s.queue.Workers(g.ID)))
+	writeJSON(w, http.StatusOK, s.viewGateway(g, s.queue.Workers(g.ID)))
 	return nil
 }
 
@@ -89,7 +91,7 @@ func (s *Server) handleGatewayRegister(w http.ResponseWriter, r *http.Request, c
 	if err != nil {
 		return err
 	}
-	writeJSON(w, created(g.CreateIndex, idx), viewGateway(g, s.queue.Workers(g.ID)))
+	writeJSON(w, created(g.CreateIndex, idx), s.viewGateway(g, s.queue.Workers(g.ID)))
 	return nil
 }
 
@@ -99,9 +101,9 @@ func (s *Server) handleGatewayDeregister(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
-	out := api.GatewayDeregistered{Gateway: viewGateway(g, gone), Workers: []*api.Worker{}}
+	out := api.GatewayDeregistered{Gateway: s.viewGateway(g, gone), Workers: []*api.Worker{}}
 	for _, wk := range gone {
-		out.Workers = append(out.Workers, viewWorker(wk))
+		out.Workers = append(out.Workers, s.viewWorker(wk))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -110,7 +112,7 @@ func (s *Server) handleGatewayDeregister(w http.ResponseWriter, r *http.Request,
 func (s *Server) handleWorkers(w http.ResponseWriter, r *http.Request, c *call) error {
 	out := api.WorkerList{Workers: []*api.Worker{}}
 	for _, wk := range s.queue.Workers(r.URL.Query().Get("gateway")) {
-		out.Workers = append(out.Workers, viewWorker(wk))
+		out.Workers = append(out.Workers, s.viewWorker(wk))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -121,7 +123,7 @@ func (s *Server) handleWorker(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewWorker(wk))
+	writeJSON(w, http.StatusOK, s.viewWorker(wk))
 	return nil
 }
 
@@ -136,7 +138,7 @@ func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, c 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, created(wk.CreateIndex, idx), viewWorker(wk))
+	writeJSON(w, created(wk.CreateIndex, idx), s.viewWorker(wk))
 	return nil
 }
 
@@ -146,6 +148,29 @@ func (s *Server) handleWorkerDeregister(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewWorker(wk))
+	writeJSON(w, http.StatusOK, s.viewWorker(wk))
+	return nil
+}
+
+// The heartbeats are answered by the node they reach: recorded there and
+// gossiped, never a log entry (docs/controlplane.md, "Health").
+
+func (s *Server) handleGatewayHeartbeat(w http.ResponseWriter, r *http.Request, c *call) error {
+	id := r.PathValue("id")
+	a, err := s.queue.GatewayHeartbeat(id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.HeartbeatAnswer{ID: id, Health: a.Health, LastSeen: api.Time(a.LastSeen)})
+	return nil
+}
+
+func (s *Server) handleRegisteredWorkerHeartbeat(w http.ResponseWriter, r *http.Request, c *call) error {
+	id := r.PathValue("id")
+	a, err := s.queue.WorkerHeartbeat(id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.HeartbeatAnswer{ID: id, Health: a.Health, LastSeen: api.Time(a.LastSeen)})
 	return nil
 }

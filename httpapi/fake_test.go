@@ -52,6 +52,7 @@ type fakeCluster struct {
 	beforeApply func(t fsm.CommandType)
 	status      cluster.Status
 	statusErr   error
+	seen        map[string]int64 // RecordHeartbeat
 	joined      []cluster.Member
 	removed     []string
 	transferTo  []string
@@ -141,6 +142,22 @@ func (c *fakeCluster) Leader() (string, string) {
 }
 
 func (c *fakeCluster) LeaderCh() <-chan struct{} { return c.leaderCh }
+
+func (c *fakeCluster) RecordHeartbeat(key string, at int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]int64{}
+	}
+	c.seen[key] = max(c.seen[key], at)
+}
+
+func (c *fakeCluster) LastSeen(key string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.seen[key]
+	return at, ok
+}
 
 func (c *fakeCluster) AllServersApply(t uint8) bool {
 	c.mu.Lock()

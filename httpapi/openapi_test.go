@@ -270,6 +270,7 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"GatewayList", api.GatewayList{}},
 		{"WorkerList", api.WorkerList{}},
 		{"GatewayDeregistered", api.GatewayDeregistered{}},
+		{"HeartbeatAnswer", api.HeartbeatAnswer{}},
 	} {
 		if got, want := schemaProps(t, doc, c.schema), jsonFields(c.view); !slices.Equal(got, want) {
 			t.Errorf("schema %s properties %v, server encodes %v", c.schema, got, want)

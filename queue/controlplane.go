@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
+	"time"
 
 	"github.com/spine-queue/spine/fsm"
 )
@@ -157,4 +159,157 @@ func (s *Service) Worker(id string) (*fsm.Worker, error) {
 		return w, nil
 	}
 	return nil, fmt.Errorf("worker %s: %w", id, fsm.ErrNotFound)
+}
+
+// Registry keys of the liveness map.
+func gatewayKey(id string) string { return "g:" + id }
+func workerKey(id string) string  { return "w:" + id }
+
+// HeartbeatAnswer is what a gateway's or worker's heartbeat learns.
+type HeartbeatAnswer struct {
+	Health   string // the committed health (a heartbeat turns suspect or dead back to healthy within a monitor tick)
+	LastSeen int64
+}
+
+// GatewayHeartbeat records that gateway id is alive, on this node, and
+// gossips it; no log entry is written. An id this node's state does not
+// know is ErrNotFound (deregistered, or not registered yet: register
+// first).
+func (s *Service) GatewayHeartbeat(id string) (*HeartbeatAnswer, error) {
+	g := s.state.Read().Gateway(id)
+	if g == nil {
+		return nil, fmt.Errorf("gateway %s: %w", id, fsm.ErrNotFound)
+	}
+	now := s.now()
+	s.cluster.RecordHeartbeat(gatewayKey(id), now)
+	return &HeartbeatAnswer{Health: g.Health, LastSeen: now}, nil
+}
+
+// WorkerHeartbeat records that worker id is alive (see GatewayHeartbeat).
+func (s *Service) WorkerHeartbeat(id string) (*HeartbeatAnswer, error) {
+	w := s.state.Read().Worker(id)
+	if w == nil {
+		return nil, fmt.Errorf("worker %s: %w", id, fsm.ErrNotFound)
+	}
+	now := s.now()
+	s.cluster.RecordHeartbeat(workerKey(id), now)
+	return &HeartbeatAnswer{Health: w.Health, LastSeen: now}, nil
+}
+
+// GatewayLastSeen and WorkerLastSeen are this node's gossiped view of the
+// last heartbeat (0: none known).
+func (s *Service) GatewayLastSeen(id string) int64 {
+	at, _ := s.cluster.LastSeen(gatewayKey(id))
+	return at
+}
+func (s *Service) WorkerLastSeen(id string) int64 {
+	at, _ := s.cluster.LastSeen(workerKey(id))
+	return at
+}
+
+// HealthConfig sets the health monitor's thresholds: a gateway or worker
+// not heard from for SuspectAfter is suspect, for DeadAfter dead.
+type HealthConfig struct {
+	SuspectAfter, DeadAfter time.Duration
+	// Interval is how often the monitor looks (default a tenth of
+	// SuspectAfter, at least 100 ms and at most 1 s).
+	Interval time.Duration
+}
+
+// maxHealthChanges bounds one health-set entry.
+const maxHealthChanges = 256
+
+// HealthMonitor returns the leader's health monitor: every interval it
+// derives each gateway's and worker's health from the time it was last
+// heard from (the gossiped heartbeats, or its registration, whichever is
+// later) and commits only the changes, in one entry. A new leader counts
+// no silence from before it took over, so a leadership change never
+// declares anyone suspect by itself.
+func (s *Service) HealthMonitor(cfg HealthConfig) func(context.Context) {
+	interval := cfg.Interval
+	if interval <= 0 {
+		interval = min(max(cfg.SuspectAfter/10, 100*time.Millisecond), time.Second)
+	}
+	logger := s.cfg.Logger.Named("health")
+	return func(ctx context.Context) {
+		since := s.now()
+		logger.Info("health monitor started", "suspect_after", cfg.SuspectAfter, "dead_after", cfg.DeadAfter)
+		defer logger.Info("health monitor stopped")
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if !s.allApply(fsm.CmdHealthSet) {
+				continue
+			}
+			changes := s.healthChanges(cfg, since)
+			for len(changes) > 0 {
+				batch := changes[:min(len(changes), maxHealthChanges)]
+				changes = changes[len(batch):]
+				res, _, err := s.Propose(ctx, fsm.CmdHealthSet, &fsm.HealthSetCommand{Now: s.now(), Changes: batch})
+				if err != nil {
+					if ctx.Err() == nil {
+						logger.Warn("health change not committed", "error", err)
+					}
+					break
+				}
+				for _, g := range res.Gateways {
+					logger.Info("gateway health changed", "gateway", g.ID, "health", g.Health)
+				}
+				for _, w := range res.Workers {
+					logger.Info("worker health changed", "worker", w.ID, "health", w.Health)
+				}
+			}
+		}
+	}
+}
+
+// healthChanges compares every registered gateway's and worker's health
+// with the one its silence calls for. Silence runs from the last contact
+// (a heartbeat any node heard, or its registration). A health gets worse
+// only by silence this leader has watched itself (from since, when it took
+// over), and better only by a contact recent enough to call for it.
+func (s *Service) healthChanges(cfg HealthConfig, since int64) []fsm.HealthChange {
+	now := s.now()
+	level := func(silent int64) int {
+		switch d := time.Duration(silent); {
+		case d >= cfg.DeadAfter:
+			return 2
+		case d >= cfg.SuspectAfter:
+			return 1
+		}
+		return 0
+	}
+	healths := []string{fsm.HealthHealthy, fsm.HealthSuspect, fsm.HealthDead}
+	want := func(key string, updated int64, cur string) string {
+		contact := updated
+		if seen, ok := s.cluster.LastSeen(key); ok {
+			contact = max(contact, seen)
+		}
+		c := slices.Index(healths, cur)
+		if real := level(now - contact); real < c {
+			return healths[real] // a recent contact: better
+		}
+		if watched := level(now - max(contact, since)); watched > c {
+			return healths[watched] // silent long enough under this leader: worse
+		}
+		return cur
+	}
+	r := s.state.Read()
+	var out []fsm.HealthChange
+	for _, g := range r.Gateways() {
+		if h := want(gatewayKey(g.ID), g.UpdatedAt, g.Health); h != g.Health {
+			out = append(out, fsm.HealthChange{Gateway: true, ID: g.ID, Health: h})
+		}
+	}
+	for _, w := range r.Workers("") {
+		if h := want(workerKey(w.ID), w.UpdatedAt, w.Health); h != w.Health {
+			out = append(out, fsm.HealthChange{ID: w.ID, Health: h})
+		}
+	}
+	return out
 }

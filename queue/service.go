@@ -36,6 +36,10 @@ type Cluster interface {
 	// AllServersApply reports whether every server applies command type t
 	// (the gate for types added in a rolling upgrade).
 	AllServersApply(t uint8) bool
+	// RecordHeartbeat and LastSeen are the gossiped last-seen times of
+	// gateways and workers (soft state: never a log entry).
+	RecordHeartbeat(key string, at int64)
+	LastSeen(key string) (int64, bool)
 }
 
 // State is what the service reads of the job state machine (*fsm.FSM).

@@ -2,10 +2,17 @@ package systemtest
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/internal/testcluster"
 )
 
 // The control plane's registry on three processes: gateways and workers
@@ -84,5 +91,198 @@ func TestRegistryOnThreeNodes(t *testing.T) {
 	}
 	if out := cli("worker", "list", "--output", "table"); !strings.Contains(out, w2) || strings.Contains(out, w1) {
 		t.Fatalf("worker table:\n%s", out)
+	}
+}
+
+// Health through gossip on three processes: heartbeats sent to followers
+// only keep a gateway healthy on every node (they reach the leader by
+// gossip, not by Raft: the log does not grow); a worker that stops is
+// suspect, then dead, on every node; its heartbeat brings it back; across
+// the leader's death the new leader neither condemns the one still
+// beating nor revives the silent one until it speaks.
+func TestRegistryHealthOnThreeNodes(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, map[string]string{"SPINE_HEALTH_SUSPECT_AFTER": "1500ms", "SPINE_HEALTH_DEAD_AFTER": "3s"})
+	leader, fs := apiRoles(t, c)
+	gw, wk := wName("hgw"), wName("hw")
+	apiWant(t, apiDo(t, "POST", fs[0].URL+"/v1/gateways", apiLeft, api.GatewayRegisterRequest{ID: gw, Address: "http://10.1.1.1:7000", Capacity: 1}), 201)
+	apiWant(t, apiDo(t, "POST", fs[0].URL+"/v1/workers", apiLeft, api.WorkerRegisterRequest{ID: wk, Gateway: gw, Capacity: 1}), 201)
+	apiCaughtUp(t, c)
+
+	// The gateway beats through the followers, every 200 ms, until stopped.
+	stop := make(chan struct{})
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			u := fs[i%2].URL
+			if r, err := apiRequest("POST", u+"/v1/gateways/"+gw+"/heartbeat", apiLeft, nil); err == nil && r.Status != 200 {
+				t.Errorf("heartbeat through %s: %s", u, r)
+				return
+			}
+		}
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-beating
+	}()
+	healthOf := func(url, kind, id string) (string, time.Time) {
+		r, err := apiRequest("GET", url+"/v1/"+kind+"/"+id, apiHead, nil)
+		if err != nil || r.Status != 200 {
+			return fmt.Sprint(r, err), time.Time{}
+		}
+		var v struct {
+			Health   string    `json:"health"`
+			LastSeen time.Time `json:"last_seen"`
+		}
+		json.Unmarshal(r.Body, &v)
+		return v.Health, v.LastSeen
+	}
+	everywhere := func(kind, id, want string) {
+		t.Helper()
+		apiEventually(t, 20*time.Second, fmt.Sprintf("%s %s %s on every node", kind, id, want), func() error {
+			for _, n := range c.Nodes {
+				if !n.Running() {
+					continue
+				}
+				if h, _ := healthOf(n.URL, kind, id); h != want {
+					return fmt.Errorf("%s says %s", n.ID, h)
+				}
+			}
+			return nil
+		})
+	}
+	st := func() uint64 {
+		s, err := c.Status(leader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CommitIndex
+	}
+	everywhere("workers", wk, "dead") // silent from the start
+	idx := st()
+	// The leader hears the gateway's heartbeats only through gossip.
+	apiEventually(t, 10*time.Second, "the leader to know the gateway's heartbeats", func() error {
+		if _, seen := healthOf(leader.URL, "gateways", gw); time.Since(seen) > 2*time.Second {
+			return fmt.Errorf("leader last saw it at %v", seen)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // longer than the suspect threshold
+	everywhere("gateways", gw, "healthy")
+	if got := st(); got != idx {
+		t.Fatalf("heartbeats with no change of health wrote %d log entries", got-idx)
+	}
+
+	// The worker speaks once (through a follower): healthy again.
+	apiWant(t, apiDo(t, "POST", fs[1].URL+"/v1/workers/"+wk+"/heartbeat", apiRight, nil), 200)
+	everywhere("workers", wk, "healthy")
+	everywhere("workers", wk, "dead")
+
+	// The leader dies; the gateway keeps beating through the followers.
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	everywhere("gateways", gw, "healthy")
+	everywhere("workers", wk, "dead")
+	close(stop)
+	<-beating
+	everywhere("gateways", gw, "suspect")
+	everywhere("gateways", gw, "dead")
+	apiWant(t, apiDo(t, "POST", fs[0].URL+"/v1/gateways/"+gw+"/heartbeat", apiLeft, nil), 200)
+	everywhere("gateways", gw, "healthy")
+	apiWantError(t, apiDo(t, "POST", fs[0].URL+"/v1/workers/nope/heartbeat", apiLeft, nil), 404, api.CodeNotFound)
+	if err := c.Restart(leader); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A worker process dies (SIGKILL: its heartbeats stop): within seconds it
+// is declared dead and the job it held goes back to the queue, although
+// its lease (LEASE_SECONDS, 300 s) had minutes left; another worker then
+// claims it. A worker that keeps beating keeps its job.
+func TestDeadWorkerLosesItsLeaseInSeconds(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, map[string]string{"SPINE_HEALTH_SUSPECT_AFTER": "1s", "SPINE_HEALTH_DEAD_AFTER": "2s"})
+	_, fs := apiRoles(t, c)
+	base := fs[0].URL
+	gw, doomed, alive := wName("dgw"), wName("doomed"), wName("alive")
+	apiWant(t, apiDo(t, "POST", base+"/v1/gateways", apiLeft, api.GatewayRegisterRequest{ID: gw, Address: "http://10.2.2.2:7000", Capacity: 2}), 201)
+	for _, w := range []string{doomed, alive} {
+		apiWant(t, apiDo(t, "POST", base+"/v1/workers", apiLeft, api.WorkerRegisterRequest{ID: w, Gateway: gw, Capacity: 1}), 201)
+	}
+	apiCaughtUp(t, c) // every node knows them before they beat
+	// Each worker is a process that heartbeats every 300 ms through the CLI
+	// (the living one for its gateway too: a dead gateway takes its
+	// workers' leases with it).
+	dir := t.TempDir()
+	env := append(os.Environ(), "SPINE_ADDRS="+strings.Join(c.URLs(), ","), "SPINE_TOKEN="+apiLeft)
+	procs := map[string]*exec.Cmd{}
+	for _, w := range []string{doomed, alive} {
+		beatGateway := ""
+		if w == alive {
+			beatGateway = gw
+		}
+		cmd := exec.Command("bash", "-c", `while true; do "$0" worker heartbeat "$1" > /dev/null || exit 1
+  [ -z "$2" ] || "$0" gateway heartbeat "$2" > /dev/null || exit 1; sleep 0.3; done`, binary, w, beatGateway)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		logf, _ := os.Create(filepath.Join(dir, w+".log"))
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[w] = cmd
+		t.Cleanup(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_, _ = cmd.Process.Wait()
+			logf.Close()
+			if t.Failed() {
+				b, _ := os.ReadFile(logf.Name())
+				t.Logf("%s's heartbeat loop:\n%s", w, b)
+			}
+		})
+	}
+	stream := wName("dstream")
+	jobs := map[string]string{}
+	for _, w := range []string{doomed, alive} {
+		wCreate(t, base, stream, map[string]int{"n": 1}, nil)
+		jobs[w] = wMustClaim(t, fs[1].URL, testcluster.LeftToken, w, []string{stream}).JobID
+	}
+	time.Sleep(3 * time.Second) // past the dead threshold: both beat, both keep their jobs
+	for w, id := range jobs {
+		if j := wGetJob(t, base, id); j.Status != "running" {
+			t.Fatalf("%s's job is %s while it beats", w, j.Status)
+		}
+	}
+	killed := time.Now()
+	_ = syscall.Kill(-procs[doomed].Process.Pid, syscall.SIGKILL)
+	apiEventually(t, 20*time.Second, "the dead worker's job back in the queue", func() error {
+		if j := wGetJob(t, fs[0].URL, jobs[doomed]); j.Status != "queued" {
+			return fmt.Errorf("its job is %s", j.Status)
+		}
+		return nil
+	})
+	t.Logf("the job went back %v after the worker was killed (lease: 300 s)", time.Since(killed).Round(100*time.Millisecond))
+	var w api.Worker
+	apiDecode(t, apiDo(t, "GET", fs[1].URL+"/v1/workers/"+doomed, apiHead, nil), &w)
+	if w.Health != api.HealthDead {
+		t.Fatalf("the killed worker is %s", w.Health)
+	}
+	if j := wGetJob(t, base, jobs[alive]); j.Status != "running" {
+		t.Fatalf("the living worker's job is %s", j.Status)
+	}
+	if a := wMustClaim(t, fs[0].URL, testcluster.LeftToken, alive+"-2", []string{stream}); a.JobID != jobs[doomed] || a.Attempt != 2 {
+		t.Fatalf("the released job claimed again: %+v", a)
 	}
 }

@@ -20,6 +20,7 @@ var gatewayVerbs = []verb{
 	{"list", "", "List the registered gateways.", gatewayList},
 	{"show", "ID", "Show a gateway.", gatewayShow},
 	{"deregister", "ID", "Remove a gateway and its workers.", gatewayDeregister},
+	{"heartbeat", "ID", "Tell the cluster the gateway is alive (gossiped, no log entry).", gatewayHeartbeat},
 }
 
 var workerVerbs = []verb{
@@ -27,6 +28,7 @@ var workerVerbs = []verb{
 	{"list", "", "List the registered workers (--gateway: of one).", workerList},
 	{"show", "ID", "Show a worker.", workerShow},
 	{"deregister", "ID", "Remove a worker.", workerDeregister},
+	{"heartbeat", "ID", "Tell the cluster the worker is alive (gossiped, no log entry).", workerHeartbeat},
 }
 
 func addControlPlaneCommands(env *cliEnv, g *clientFlags, root *cobra.Command) {
@@ -111,9 +113,10 @@ func gatewayDeregister(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []st
 }
 
 func gatewaysTable(w io.Writer, v any) {
-	fmt.Fprintln(w, "ID\tADDRESS\tCAPACITY\tHEALTH\tWORKERS\tMETADATA")
+	fmt.Fprintln(w, "ID\tADDRESS\tCAPACITY\tHEALTH\tLAST SEEN\tWORKERS\tMETADATA")
 	for _, g := range oneOrMany[client.Gateway](v) {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", g.ID, g.Address, g.Capacity, g.Health, dash(strings.Join(g.Workers, ",")), dash(fmtLabels(g.Metadata)))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", g.ID, g.Address, g.Capacity, g.Health, fmtTime(g.LastSeen),
+			dash(strings.Join(g.Workers, ",")), dash(fmtLabels(g.Metadata)))
 	}
 }
 
@@ -169,9 +172,10 @@ func workerDeregister(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []str
 }
 
 func workersTable(w io.Writer, v any) {
-	fmt.Fprintln(w, "ID\tGATEWAY\tCAPACITY\tHEALTH\tCAPABILITIES\tMETADATA")
+	fmt.Fprintln(w, "ID\tGATEWAY\tCAPACITY\tHEALTH\tLAST SEEN\tCAPABILITIES\tMETADATA")
 	for _, wk := range oneOrMany[client.RegisteredWorker](v) {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", wk.ID, wk.Gateway, wk.Capacity, wk.Health, dash(strings.Join(wk.Capabilities, ",")), dash(fmtLabels(wk.Metadata)))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", wk.ID, wk.Gateway, wk.Capacity, wk.Health, fmtTime(wk.LastSeen),
+			dash(strings.Join(wk.Capabilities, ",")), dash(fmtLabels(wk.Metadata)))
 	}
 }
 
@@ -186,4 +190,28 @@ func fmtLabels(m map[string]string) string {
 		keys[i] = k + "=" + m[k]
 	}
 	return strings.Join(keys, ",")
+}
+
+func gatewayHeartbeat(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.GatewayHeartbeat(ctx, pos[0])
+		}, heartbeatTable)
+	}
+}
+
+func workerHeartbeat(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.RegisteredWorkerHeartbeat(ctx, pos[0])
+		}, heartbeatTable)
+	}
+}
+
+func heartbeatTable(w io.Writer, v any) {
+	a := v.(*client.HeartbeatAnswer)
+	fmt.Fprintln(w, "ID\tHEALTH\tLAST SEEN")
+	fmt.Fprintf(w, "%s\t%s\t%s\n", a.ID, a.Health, fmtTime(a.LastSeen))
 }

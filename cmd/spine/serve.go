@@ -51,7 +51,10 @@ type serveConfig struct {
 	// ClockOffset (SPINE_CLOCK_OFFSET) runs the queue's clock this far
 	// ahead of the system's, for drills.
 	ClockOffset time.Duration
-	Tokens      *httpapi.Tokens
+	// HealthSuspect and HealthDead: a gateway or worker silent this long
+	// is suspect, dead.
+	HealthSuspect, HealthDead time.Duration
+	Tokens                    *httpapi.Tokens
 }
 
 func envOr(key, def string) string {
@@ -112,7 +115,9 @@ SPINE_LEASE_GRACE_MS (5000; after a leader change, no lease is reaped before thi
 SPINE_RETENTION (72h; done jobs older than this are deleted, 0 keeps them; failed and dead jobs stay),
 SPINE_MAX_BLOB_BYTES (8388608). SPINE_CLOCK_OFFSET (0; a drill: the queue's clock, which stamps
 creates, leases, finish times and retention, runs this far ahead, e.g. 96h shows what the queue
-does four days on; give every node the same value). SPINE_TIMER_SLACK (5ms, Linux) re-executes the binary once at start
+does four days on; give every node the same value). SPINE_HEALTH_SUSPECT_AFTER (15s) and
+SPINE_HEALTH_DEAD_AFTER (30s): a registered gateway or worker not heard from for this long is
+suspect, dead (docs/controlplane.md). SPINE_TIMER_SLACK (5ms, Linux) re-executes the binary once at start
 (same pid) so that every thread of the node has it; 0 keeps the inherited value.
 SPINE_LEASE_RENEW_FRACTION (0.1): a heartbeat sooner than this fraction of the lease after the last
 extension is answered from the committed lease instead of a log entry (docs/api.md: which node
@@ -187,6 +192,18 @@ Flags:
 		c.Retention = 0
 	} else if c.Retention, err = time.ParseDuration(v); err != nil || c.Retention < 0 {
 		return nil, fmt.Errorf("SPINE_RETENTION=%q must be a duration such as 72h, or 0 to keep done jobs forever", v)
+	}
+	for _, h := range []struct {
+		v   *time.Duration
+		env string
+		def string
+	}{{&c.HealthSuspect, "SPINE_HEALTH_SUSPECT_AFTER", "15s"}, {&c.HealthDead, "SPINE_HEALTH_DEAD_AFTER", "30s"}} {
+		if *h.v, err = time.ParseDuration(envOr(h.env, h.def)); err != nil || *h.v <= 0 {
+			return nil, fmt.Errorf("%s=%q must be a positive duration such as %s", h.env, os.Getenv(h.env), h.def)
+		}
+	}
+	if c.HealthDead < c.HealthSuspect {
+		return nil, fmt.Errorf("SPINE_HEALTH_DEAD_AFTER (%v) must not be shorter than SPINE_HEALTH_SUSPECT_AFTER (%v)", c.HealthDead, c.HealthSuspect)
 	}
 	if v := os.Getenv("SPINE_CLOCK_OFFSET"); v != "" {
 		if c.ClockOffset, err = time.ParseDuration(v); err != nil {
@@ -296,6 +313,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	}
 	node.RunWhileLeader("reaper", svc.Reaper(cfg.ReaperInterval, cfg.LeaseGrace))
 	node.RunWhileLeader("task-purge", svc.TaskPurger(time.Minute))
+	node.RunWhileLeader("health", svc.HealthMonitor(queue.HealthConfig{SuspectAfter: cfg.HealthSuspect, DeadAfter: cfg.HealthDead}))
 	if cfg.Retention > 0 {
 		node.RunWhileLeader("retention", svc.Purger(cfg.Retention))
 	}

@@ -1,0 +1,106 @@
+package fsm
+
+import "fmt"
+
+// HealthSetCommand commits changes of health the leader derived from the
+// gossiped heartbeats of gateways and workers (queue.Service's health
+// monitor). Only changes are written: a heartbeat itself never is. An
+// entry whose gateway or worker is gone, or already has that health,
+// changes nothing. A worker declared dead (itself, or its gateway) loses
+// its leases at once.
+type HealthSetCommand struct {
+	Now     int64
+	Changes []HealthChange
+}
+
+// HealthChange sets the health of one gateway (Gateway true) or worker.
+type HealthChange struct {
+	Gateway bool
+	ID      string
+	Health  string
+}
+
+func init() {
+	register(CmdHealthSet, "health-set", func() command { return new(HealthSetCommand) })
+}
+
+func (c *HealthSetCommand) encode(e *enc) {
+	e.varint(c.Now)
+	e.uvarint(uint64(len(c.Changes)))
+	for _, ch := range c.Changes {
+		e.bool(ch.Gateway)
+		e.str(ch.ID)
+		e.str(ch.Health)
+	}
+}
+
+func (c *HealthSetCommand) decode(d *dec) {
+	c.Now = d.varint()
+	n := d.count(3)
+	if n > 0 {
+		c.Changes = make([]HealthChange, n)
+	}
+	for i := range c.Changes {
+		c.Changes[i] = HealthChange{Gateway: d.bool(), ID: d.str(), Health: d.istr()}
+	}
+}
+
+// apply answers the changed gateways and workers, as they now are, and in
+// Jobs the running jobs whose leases a death ended (a dead worker's, or the
+// workers' of a dead gateway: leases naming them as worker id). A change
+// to an unknown health refuses the whole command.
+func (c *HealthSetCommand) apply(a *applier) *Result {
+	for _, ch := range c.Changes {
+		switch ch.Health {
+		case HealthHealthy, HealthSuspect, HealthDead:
+		default:
+			return fail(fmt.Errorf("health set: %w: unknown health %q", ErrInvalid, ch.Health))
+		}
+	}
+	res := &Result{}
+	dead := map[string]bool{} // workers whose leases end now
+	for _, ch := range c.Changes {
+		if ch.Gateway {
+			if old := a.t.gateway(ch.ID); old != nil && old.Health != ch.Health {
+				g := *old
+				g.Health, g.HealthAt = ch.Health, c.Now
+				a.putGateway(&g)
+				res.Gateways = append(res.Gateways, &g)
+				if g.Health == HealthDead {
+					a.t.workers.Ascend(func(it workerItem) bool {
+						if it.w.Gateway == g.ID {
+							dead[it.w.ID] = true
+						}
+						return true
+					})
+				}
+			}
+			continue
+		}
+		if old := a.t.worker(ch.ID); old != nil && old.Health != ch.Health {
+			w := *old
+			w.Health, w.HealthAt = ch.Health, c.Now
+			a.putWorker(&w)
+			res.Workers = append(res.Workers, &w)
+			if w.Health == HealthDead {
+				dead[w.ID] = true
+			}
+		}
+	}
+	if len(dead) > 0 {
+		// A dead worker's leases end now, not when they run out: its jobs
+		// go back (or die, or fail, as an expiry does). Collect first: the
+		// lease index changes as they are written.
+		var gone []*Job
+		a.t.lease.Ascend(func(it timeItem) bool {
+			if it.j.Lease != nil && dead[it.j.Lease.WorkerID] {
+				gone = append(gone, it.j)
+			}
+			return true
+		})
+		for _, j := range gone {
+			res.Jobs = append(res.Jobs, a.expire(j, c.Now, j.Lease.WorkerID))
+		}
+	}
+	return res
+}
