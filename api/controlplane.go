@@ -91,3 +91,71 @@ type GatewayDeregistered struct {
 	Gateway *Gateway  `json:"gateway"`
 	Workers []*Worker `json:"workers"`
 }
+
+// SystemState is the answer of GET /v1/state: the cluster, the registry,
+// who works on what, and the queues, from the answering node's view.
+type SystemState struct {
+	NodeID   string         `json:"node_id"`
+	Leader   ClusterLeader  `json:"leader"`
+	Term     uint64         `json:"term"`
+	Index    uint64         `json:"applied_index"`
+	Nodes    []*ClusterNode `json:"nodes"`
+	Gateways []*Gateway     `json:"gateways"`
+	Agents   []*Agent       `json:"agents"`
+	Queues   []*QueueDepth  `json:"queues"`
+	// Jobs counts every job by status (queued, running, done, failed, dead).
+	Jobs map[string]int `json:"jobs"`
+}
+
+// QueueDepth is one stream's queue in the system state.
+type QueueDepth struct {
+	Stream  string `json:"stream"`
+	Queued  int    `json:"queued"`
+	Running int    `json:"running"`
+	// OldestQueuedSeconds is how long the longest-waiting queued job has
+	// waited since it was last queued (0 when none is).
+	OldestQueuedSeconds float64 `json:"oldest_queued_seconds"`
+}
+
+// Agent is a claimant in GET /v1/agents and the system state: a registered
+// worker (Worker set) or any worker id holding a lease, with the jobs it
+// runs.
+type Agent struct {
+	ID         string      `json:"id"`
+	Registered bool        `json:"registered"`
+	Gateway    string      `json:"gateway,omitempty"`
+	Health     string      `json:"health,omitempty"` // registered workers only
+	Capacity   int         `json:"capacity,omitempty"`
+	Tasks      []AgentTask `json:"tasks"`
+}
+
+// AgentTask is a job an agent runs.
+type AgentTask struct {
+	JobID          string    `json:"job_id"`
+	Stream         string    `json:"stream"`
+	Attempt        int       `json:"attempt"`
+	StartedAt      time.Time `json:"started_at"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+}
+
+// AgentList is the answer of GET /v1/agents.
+type AgentList struct {
+	Agents []*Agent `json:"agents"`
+}
+
+// RouteRequest is the body of POST /v1/tasks/route: route a queued job to
+// a gateway.
+type RouteRequest struct {
+	JobID string `json:"job_id"`
+	// Capabilities, if set: the gateway must have a healthy worker with all
+	// of them. Labels: each must be among the gateway's metadata.
+	Capabilities []string          `json:"capabilities,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+}
+
+// RouteAnswer is the answer of POST /v1/tasks/route: the job, now targeted
+// at the gateway, and the gateway.
+type RouteAnswer struct {
+	Job     *Job     `json:"job"`
+	Gateway *Gateway `json:"gateway"`
+}

@@ -153,4 +153,7 @@ const (
 	// CodeUpgradeInProgress: 503, some node of the cluster runs a version
 	// that cannot apply the request yet; retry when the upgrade is done.
 	CodeUpgradeInProgress = "upgrade_in_progress"
+	// CodeNoHealthyGateway: 503, no healthy gateway with free capacity meets
+	// a route's requirements; nothing was routed (retry when one is).
+	CodeNoHealthyGateway = "no_healthy_gateway"
 )

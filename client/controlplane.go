@@ -139,3 +139,20 @@ func (c *Client) registryHeartbeat(ctx context.Context, path string) (*Heartbeat
 	}
 	return &a, nil
 }
+
+// Route routes a queued job to the least loaded healthy gateway that meets
+// p's requirements and has free capacity (head). With none the error is a
+// 503 no_healthy_gateway and nothing changed. Routing again is harmless,
+// so it is retried.
+func (c *Client) Route(ctx context.Context, p *api.RouteRequest) (*api.RouteAnswer, error) {
+	req, err := jsonRequest(http.MethodPost, "/v1/tasks/route", p)
+	if err != nil {
+		return nil, err
+	}
+	req.write = true
+	var a api.RouteAnswer
+	if _, _, err := c.call(ctx, req, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}

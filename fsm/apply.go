@@ -26,7 +26,14 @@ func (a *applier) get(id string) (*Job, error) { return a.t.job(id), nil }
 
 // put stores j in place of old, the stored version it is a modified copy
 // of (nil for a new job).
+//
+// A routed job that finishes drops its route: only a queued or running
+// job is ever routed again, and so every job with a route is in the
+// routed index (and in the version 4 snapshots it calls for).
 func (a *applier) put(old, j *Job, now int64) {
+	if j.Route != nil && j.State != StateQueued && j.State != StateRunning {
+		j.Route = nil
+	}
 	j.ModifyIndex = a.index
 	j.UpdatedAt = now
 	a.putJob(old, j)

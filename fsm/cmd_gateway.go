@@ -58,7 +58,13 @@ func (c *GatewayRegisterCommand) apply(a *applier) *Result {
 		g.Health, g.HealthAt, g.RegisteredAt, g.CreateIndex = old.Health, old.HealthAt, old.RegisteredAt, old.CreateIndex
 	}
 	a.putGateway(g)
-	return &Result{Gateway: g}
+	res := &Result{Gateway: g}
+	if g.Health == HealthHealthy {
+		// A healthy gateway (new, or with more room now) takes the jobs left
+		// on gateways that are not.
+		res.Jobs = a.rerouteOrphans(c.Now)
+	}
+	return res
 }
 
 func (c *GatewayDeregisterCommand) encode(e *enc) {
@@ -90,7 +96,9 @@ func (c *GatewayDeregisterCommand) apply(a *applier) *Result {
 		a.deleteWorker(w.ID)
 	}
 	a.deleteGateway(c.ID)
-	return &Result{Gateway: g, Workers: gone}
+	// Its queued routed jobs go to another gateway (those none can take
+	// wait for one to turn healthy).
+	return &Result{Gateway: g, Workers: gone, Jobs: a.rerouteFrom(c.ID, c.Now, "gateway "+c.ID+" was deregistered")}
 }
 
 // labels encodes a string map in key order, so equal maps encode equally.

@@ -1,6 +1,9 @@
 package fsm
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // HealthSetCommand commits changes of health the leader derived from the
 // gossiped heartbeats of gateways and workers (queue.Service's health
@@ -59,6 +62,8 @@ func (c *HealthSetCommand) apply(a *applier) *Result {
 	}
 	res := &Result{}
 	dead := map[string]bool{} // workers whose leases end now
+	var deadGateways []string
+	revived := false
 	for _, ch := range c.Changes {
 		if ch.Gateway {
 			if old := a.t.gateway(ch.ID); old != nil && old.Health != ch.Health {
@@ -66,7 +71,9 @@ func (c *HealthSetCommand) apply(a *applier) *Result {
 				g.Health, g.HealthAt = ch.Health, c.Now
 				a.putGateway(&g)
 				res.Gateways = append(res.Gateways, &g)
+				revived = revived || g.Health == HealthHealthy
 				if g.Health == HealthDead {
+					deadGateways = append(deadGateways, g.ID)
 					a.t.workers.Ascend(func(it workerItem) bool {
 						if it.w.Gateway == g.ID {
 							dead[it.w.ID] = true
@@ -102,5 +109,30 @@ func (c *HealthSetCommand) apply(a *applier) *Result {
 			res.Jobs = append(res.Jobs, a.expire(j, c.Now, j.Lease.WorkerID))
 		}
 	}
+	// A dead gateway's queued jobs go to another; a gateway back to health
+	// takes the jobs left on gateways that are not.
+	for _, id := range deadGateways {
+		res.Jobs = append(res.Jobs, a.rerouteFrom(id, c.Now, "gateway "+id+" is dead")...)
+	}
+	if revived {
+		res.Jobs = append(res.Jobs, a.rerouteOrphans(c.Now)...)
+	}
 	return res
+}
+
+// rerouteOrphans routes again the queued routed jobs whose gateway is not
+// healthy (or gone), as far as healthy gateways can take them.
+func (a *applier) rerouteOrphans(now int64) []*Job {
+	var targets []string
+	a.t.routed.Ascend(func(it idItem) bool {
+		if g := a.t.gateway(it.j.Target); (g == nil || g.Health != HealthHealthy) && !slices.Contains(targets, it.j.Target) {
+			targets = append(targets, it.j.Target)
+		}
+		return true
+	})
+	var out []*Job
+	for _, id := range targets {
+		out = append(out, a.rerouteFrom(id, now, "gateway "+id+" is not healthy")...)
+	}
+	return out
 }

@@ -44,6 +44,7 @@ const (
 	CmdWorkerRegister    CommandType = 24
 	CmdWorkerDeregister  CommandType = 25
 	CmdHealthSet         CommandType = 26
+	CmdRoute             CommandType = 27
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

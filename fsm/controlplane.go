@@ -85,10 +85,25 @@ func (t *tables) worker(id string) *Worker {
 	return it.w
 }
 
-// controlPlane reports whether the state holds a registry entry (a
-// snapshot of it needs version 4).
+// controlPlane reports whether the state holds a registry entry or a
+// routed job (always queued or running: a finished job drops its route),
+// which a snapshot needs version 4 for.
 func (t *tables) controlPlane() bool {
-	return t.gateways.Len() > 0 || t.workers.Len() > 0
+	return t.gateways.Len() > 0 || t.workers.Len() > 0 || t.routed.Len() > 0
+}
+
+// gatewayJobs returns the routed jobs targeted at gateway that are queued
+// or running.
+func (t *tables) gatewayJobs(gateway string) []*Job {
+	var out []*Job
+	t.routed.AscendGreaterOrEqual(idItem{key: gateway + "\x00"}, func(it idItem) bool {
+		if it.j.Target != gateway {
+			return false
+		}
+		out = append(out, it.j)
+		return true
+	})
+	return out
 }
 
 func (w *writer) putGateway(g *Gateway) {

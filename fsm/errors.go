@@ -31,6 +31,9 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrEnded: the session is ended (no new streams).
 	ErrEnded = errors.New("ended")
+	// ErrNoHealthyGateway: no healthy gateway with free capacity meets a
+	// route's requirements; nothing was routed.
+	ErrNoHealthyGateway = errors.New("no healthy gateway")
 )
 
 // TransitionError says which transition was refused and why. It matches

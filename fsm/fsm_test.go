@@ -804,7 +804,16 @@ func randomLog(seed uint64, n int) [][]byte {
 			// The control plane's registry: gateways and workers come and go,
 			// a worker may name a gateway that is not there.
 			gw := []string{"g1", "g2"}[rng.IntN(2)]
-			switch rng.IntN(5) {
+			switch rng.IntN(6) {
+			case 5:
+				spec := RouteSpec{}
+				if rng.IntN(2) == 0 {
+					spec.Capabilities = []string{"gpu"}
+				}
+				if rng.IntN(3) == 0 {
+					spec.Labels = map[string]string{"zone": "a"}
+				}
+				out = append(out, MustEncode(CmdRoute, &RouteCommand{Now: now, JobID: pick(), Spec: spec, Actor: head}))
 			case 4:
 				h := []string{HealthHealthy, HealthSuspect, HealthDead, "unwell"}[rng.IntN(4)]
 				out = append(out, MustEncode(CmdHealthSet, &HealthSetCommand{Now: now, Changes: []HealthChange{

@@ -192,6 +192,15 @@ func (r *Reader) NextClaimable(streams, targets []string) (*Job, *Watch) {
 	return j, wt
 }
 
+// NextQueued returns the job a claim-next of streams by a claimant with
+// the given targets would take in this view, or nil; it watches nothing
+// (a dry run).
+func (r *Reader) NextQueued(streams, targets []string) *Job {
+	var j *Job
+	r.point(func(t *tables) { j = t.nextQueued(streams, targets) })
+	return j
+}
+
 // Blob returns a committed blob's metadata, or ErrNotFound.
 func (r *Reader) Blob(id string) (*Blob, error) {
 	if b := r.view().blob(id); b != nil {

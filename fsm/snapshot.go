@@ -562,6 +562,13 @@ func (e *enc) job(j *Job, version int) {
 		e.varint(j.Timeout)
 		e.str(j.ClonedFrom)
 	}
+	if version >= 4 {
+		e.bool(j.Route != nil)
+		if j.Route != nil {
+			e.strs(j.Route.Capabilities)
+			e.labels(j.Route.Labels)
+		}
+	}
 }
 
 func (d *dec) job(version int) *Job {
@@ -625,6 +632,9 @@ func (d *dec) job(version int) *Job {
 		j.ToolName = d.istr()
 		j.Timeout = d.varint()
 		j.ClonedFrom = d.str()
+	}
+	if version >= 4 && d.bool() {
+		j.Route = &RouteSpec{Capabilities: d.strs(), Labels: d.labels()}
 	}
 	*jp = j
 	return jp

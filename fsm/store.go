@@ -124,6 +124,15 @@ func queueEntry(j *Job) (queueItem, bool) {
 	return queueItem{j.Stream, j.Target, j.QueueIndex, j.CreateIndex, j}, j.State == StateQueued
 }
 
+// routedEntry keys a routed job that is queued or running by its target
+// gateway, then id: a gateway's load, and the jobs its death routes again.
+func routedEntry(j *Job) (idItem, bool) {
+	if j.Route == nil || (j.State != StateQueued && j.State != StateRunning) {
+		return idItem{}, false
+	}
+	return idItem{j.Target + "\x00" + j.ID, j}, true
+}
+
 // attemptEntry keys a running job by its lease's attempt id: a keyed claim
 // (claim-next-keyed) repeated after a lost answer finds the job it took.
 func attemptEntry(j *Job) (idItem, bool) {
@@ -159,6 +168,7 @@ const (
 	tAttempts
 	tGateways
 	tWorkers
+	tRouted
 	tLanes   // tLanes+lane for each lane
 	numTrees = tLanes + numLanes
 )
@@ -191,6 +201,8 @@ type tables struct {
 	// The control plane's registry (controlplane.go), by id.
 	gateways *btree.BTreeG[gatewayItem]
 	workers  *btree.BTreeG[workerItem]
+	// routed holds routed jobs still queued or running, by target gateway.
+	routed *btree.BTreeG[idItem]
 }
 
 func newTables() *tables {
@@ -209,6 +221,7 @@ func newTables() *tables {
 		attempts:  btree.NewG(btreeDegree, lessID),
 		gateways:  newGatewayTree(),
 		workers:   newWorkerTree(),
+		routed:    btree.NewG(btreeDegree, lessID),
 	}
 	for i := range t.lanes {
 		t.lanes[i] = btree.NewG(btreeDegree, lessSeq)
@@ -312,6 +325,8 @@ type jobEntries struct {
 	hasIdem                     bool
 	attempt                     idItem
 	hasAttempt                  bool
+	routed                      idItem
+	hasRouted                   bool
 	queue                       queueItem
 	hasQueue                    bool
 	lease, done, ended          timeItem
@@ -327,6 +342,7 @@ func entriesOf(j *Job) jobEntries {
 	e := jobEntries{present: true, id: idItem{j.ID, j}, lane: laneOf(j.State), seq: seqItem{j.CreateIndex, j}}
 	e.idem, e.hasIdem = idemEntry(j)
 	e.attempt, e.hasAttempt = attemptEntry(j)
+	e.routed, e.hasRouted = routedEntry(j)
 	e.queue, e.hasQueue = queueEntry(j)
 	e.lease, e.hasLease = leaseEntry(j)
 	e.done, e.hasDone = finishedEntry(j)
@@ -352,6 +368,7 @@ func (w *writer) putJob(old, j *Job) {
 	w.dirty[tByID] = true
 	w.mark(tIdem, update(w.t.idem, lessID, o.idem, o.hasIdem, n.idem, n.hasIdem))
 	w.mark(tAttempts, update(w.t.attempts, lessID, o.attempt, o.hasAttempt, n.attempt, n.hasAttempt))
+	w.mark(tRouted, update(w.t.routed, lessID, o.routed, o.hasRouted, n.routed, n.hasRouted))
 	if w.mark(tQueue, update(w.t.queue, lessQueue, o.queue, o.hasQueue, n.queue, n.hasQueue)) &&
 		n.hasQueue && (!o.hasQueue || lessQueue(o.queue, n.queue) || lessQueue(n.queue, o.queue)) {
 		// The job entered its lane: wake the claimants watching it.
@@ -401,6 +418,7 @@ func (w *writer) publish(prev *tables) *tables {
 	cloneIf(&w.dirty[tAttempts], &v.attempts, w.t.attempts)
 	cloneIf(&w.dirty[tGateways], &v.gateways, w.t.gateways)
 	cloneIf(&w.dirty[tWorkers], &v.workers, w.t.workers)
+	cloneIf(&w.dirty[tRouted], &v.routed, w.t.routed)
 	v.registry = w.t.registry // immutable: shared as it is
 	for i := range v.lanes {
 		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])

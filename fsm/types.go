@@ -59,6 +59,11 @@ type Job struct {
 	Timeout    int64 // seconds; 0: not a task
 	ClonedFrom string
 
+	// Route is what the job asked of a gateway when it was routed to one
+	// (cmd_route.go); Target is then that gateway's id. A gateway's death
+	// routes its queued jobs again with the same requirements.
+	Route *RouteSpec
+
 	// Lease is set while the job is running.
 	Lease *Lease
 
@@ -179,6 +184,7 @@ const (
 	EventDead      = "dead"
 	EventComment   = "comment"
 	EventRedriven  = "redriven"
+	EventRouted    = "routed"
 )
 
 // Blob is a replicated, content-addressed byte string. Its id is the hex

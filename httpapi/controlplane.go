@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/fsm"
@@ -172,5 +173,112 @@ func (s *Server) handleRegisteredWorkerHeartbeat(w http.ResponseWriter, r *http.
 		return err
 	}
 	writeJSON(w, http.StatusOK, api.HeartbeatAnswer{ID: id, Health: a.Health, LastSeen: api.Time(a.LastSeen)})
+	return nil
+}
+
+// The read models (seed 003): the system's state, who works on what, and
+// what an agent would get next. Reads: a follower answers from its state
+// under the usual consistency rules; nothing is locked or changed.
+
+func (s *Server) readModelRoutes() {
+	s.route("GET", "/v1/state", kindRead, allowAll, s.handleSystemState)
+	s.route("GET", "/v1/agents", kindRead, allowAll, s.handleAgents)
+	s.route("GET", "/v1/tasks/next", kindRead, allowAll, s.handleNextFor)
+	s.route("POST", "/v1/tasks/route", kindWrite, allowHead, s.handleRoute)
+}
+
+func (s *Server) viewAgent(a *queue.Agent) *api.Agent {
+	v := &api.Agent{ID: a.ID, Tasks: []api.AgentTask{}}
+	if w := a.Worker; w != nil {
+		v.Registered, v.Gateway, v.Health, v.Capacity = true, w.Gateway, w.Health, w.Capacity
+	}
+	for _, j := range a.Jobs {
+		t := api.AgentTask{JobID: j.ID, Stream: j.Stream, Attempt: j.Attempts, StartedAt: api.Time(j.StartedAt)}
+		if j.Lease != nil {
+			t.LeaseExpiresAt = api.Time(j.Lease.ExpiresAt)
+		}
+		v.Tasks = append(v.Tasks, t)
+	}
+	return v
+}
+
+func (s *Server) handleSystemState(w http.ResponseWriter, r *http.Request, c *call) error {
+	cs, err := s.cluster.Status(r.Context())
+	if err != nil {
+		return err
+	}
+	st := s.queue.SystemState()
+	status := viewStatus(cs)
+	out := api.SystemState{NodeID: status.NodeID, Leader: status.Leader, Term: status.Term, Index: status.AppliedIndex,
+		Nodes: status.Nodes, Gateways: []*api.Gateway{}, Agents: []*api.Agent{}, Queues: []*api.QueueDepth{}, Jobs: map[string]int{}}
+	var workers []*fsm.Worker
+	for _, a := range st.Agents {
+		if a.Worker != nil {
+			workers = append(workers, a.Worker)
+		}
+		out.Agents = append(out.Agents, s.viewAgent(a))
+	}
+	for _, g := range st.Gateways {
+		out.Gateways = append(out.Gateways, s.viewGateway(g, workers))
+	}
+	now := s.queue.Now()
+	for _, d := range st.Streams {
+		q := &api.QueueDepth{Stream: d.Stream, Queued: d.Queued, Running: d.Running}
+		if d.OldestQueued != 0 {
+			q.OldestQueuedSeconds = max(0, float64(now-d.OldestQueued)/1e9)
+		}
+		out.Queues = append(out.Queues, q)
+	}
+	for state, n := range st.Counts {
+		out.Jobs[string(api.JobStatus(state))] = n
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleAgents(w http.ResponseWriter, r *http.Request, c *call) error {
+	out := api.AgentList{Agents: []*api.Agent{}}
+	for _, a := range s.queue.Agents() {
+		out.Agents = append(out.Agents, s.viewAgent(a))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// handleNextFor answers the job a claim by agent_id of streams (comma
+// separated; default "default") would take now: 200 the job, 204 none.
+func (s *Server) handleNextFor(w http.ResponseWriter, r *http.Request, c *call) error {
+	q := r.URL.Query()
+	var streams []string
+	if v := q.Get("streams"); v != "" {
+		streams = strings.Split(v, ",")
+	}
+	j, err := s.queue.NextFor(q.Get("agent_id"), c.role, streams)
+	if err != nil {
+		return err
+	}
+	if j == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, viewJob(j))
+	return nil
+}
+
+// handleRoute routes a queued job to a gateway (head): 200 with the job and
+// the gateway; 503 no_healthy_gateway, and nothing changed, when none can
+// take it.
+func (s *Server) handleRoute(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.RouteRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	j, g, idx, err := s.queue.Route(r.Context(), queue.RouteInput{JobID: req.JobID, Capabilities: req.Capabilities, Labels: req.Labels,
+		Actor: fsm.Actor{Role: c.role}})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.RouteAnswer{Job: viewJob(j), Gateway: s.viewGateway(g, s.queue.Workers(g.ID))})
 	return nil
 }

@@ -67,3 +67,108 @@ func TestGatewayAndWorkerRegistration(t *testing.T) {
 		t.Fatalf("workers after the gateway left: %+v", workers)
 	}
 }
+
+// The read models: /v1/agents lists registered workers with what they
+// run and other claimants holding leases; /v1/tasks/next names what a
+// claim would take and changes nothing; /v1/state puts it together with
+// the queues.
+func TestReadModels(t *testing.T) {
+	e := newEnv(t)
+	decodeAs := func(r resp, v any) {
+		t.Helper()
+		if err := json.Unmarshal(r.Body, v); err != nil {
+			t.Fatalf("%v: %s", err, r.Body)
+		}
+	}
+	e.do("POST", "/v1/gateways", leftTok, api.GatewayRegisterRequest{ID: "gw-1", Address: "http://10.0.0.7:7000", Capacity: 2})
+	e.do("POST", "/v1/workers", leftTok, api.WorkerRegisterRequest{ID: "w-1", Gateway: "gw-1", Capacity: 1})
+	first := e.create(map[string]interface{}{"stream": "ml"})
+	second := e.create(map[string]interface{}{"stream": "ml"})
+
+	e.do("GET", "/v1/tasks/next?streams=ml", leftTok, nil).apiErr(t, 400, api.CodeInvalidRequest)
+	for i := 0; i < 2; i++ {
+		var next api.Job
+		r := e.do("GET", "/v1/tasks/next?agent_id=w-1&streams=ml", leftTok, nil)
+		decodeAs(r, &next)
+		if r.Code != 200 || next.ID != first["id"] || next.Status != api.JobStatusQueued {
+			t.Fatalf("next (look %d): %d %s", i, r.Code, r.Body)
+		}
+	}
+	if r := e.do("GET", "/v1/tasks/next?agent_id=w-1&streams=empty", leftTok, nil); r.Code != 204 {
+		t.Fatalf("next of an empty stream: %d %s", r.Code, r.Body)
+	}
+	for _, w := range []string{"w-1", "visitor"} {
+		if r := e.do("POST", "/internal/worker/claim", leftTok, api.WorkerClaimRequest{WorkerID: w, Streams: []string{"ml"}}); r.Code != 200 {
+			t.Fatalf("claim by %s: %d %s", w, r.Code, r.Body)
+		}
+	}
+	var agents api.AgentList
+	decodeAs(e.do("GET", "/v1/agents", headTok, nil), &agents)
+	if len(agents.Agents) != 2 {
+		t.Fatalf("agents: %s", e.do("GET", "/v1/agents", headTok, nil).Body)
+	}
+	w1, visitor := agents.Agents[0], agents.Agents[1]
+	if w1.ID != "w-1" || !w1.Registered || w1.Gateway != "gw-1" || w1.Health != api.HealthHealthy || len(w1.Tasks) != 1 || w1.Tasks[0].JobID != first["id"] {
+		t.Fatalf("w-1: %+v", w1)
+	}
+	if visitor.ID != "visitor" || visitor.Registered || len(visitor.Tasks) != 1 || visitor.Tasks[0].JobID != second["id"] {
+		t.Fatalf("visitor: %+v", visitor)
+	}
+	e.create(map[string]interface{}{"stream": "ml"})
+	var st api.SystemState
+	decodeAs(e.do("GET", "/v1/state", headTok, nil), &st)
+	if len(st.Gateways) != 1 || len(st.Agents) != 2 || len(st.Queues) != 1 || st.Queues[0].Stream != "ml" ||
+		st.Queues[0].Queued != 1 || st.Queues[0].Running != 2 || st.Jobs["running"] != 2 || st.Jobs["queued"] != 1 || st.NodeID == "" {
+		t.Fatalf("state: %+v", st)
+	}
+}
+
+// Routing over HTTP: a queued job goes to the least loaded healthy
+// gateway; with none able to take it the answer is 503
+// no_healthy_gateway and the job is unchanged; a worker of the gateway
+// claims it, a worker of another gateway does not.
+func TestRouteOverHTTP(t *testing.T) {
+	e := newEnv(t)
+	decodeAs := func(r resp, v any) {
+		t.Helper()
+		if err := json.Unmarshal(r.Body, v); err != nil {
+			t.Fatalf("%v: %s", err, r.Body)
+		}
+	}
+	job := e.create(map[string]interface{}{"stream": "gpu-work"})
+	e.do("POST", "/v1/tasks/route", headTok, api.RouteRequest{JobID: job["id"].(string)}).apiErr(t, 503, api.CodeNoHealthyGateway)
+	e.do("POST", "/v1/gateways", leftTok, api.GatewayRegisterRequest{ID: "gw-a", Address: "http://10.0.0.1:7000", Capacity: 1})
+	e.do("POST", "/v1/gateways", leftTok, api.GatewayRegisterRequest{ID: "gw-b", Address: "http://10.0.0.2:7000", Capacity: 1})
+	e.do("POST", "/v1/workers", leftTok, api.WorkerRegisterRequest{ID: "wa", Gateway: "gw-a", Capacity: 1})
+	e.do("POST", "/v1/workers", leftTok, api.WorkerRegisterRequest{ID: "wb", Gateway: "gw-b", Capacity: 1, Capabilities: []string{"gpu"}})
+	e.do("POST", "/v1/tasks/route", leftTok, api.RouteRequest{JobID: job["id"].(string)}).apiErr(t, 403, api.CodeForbidden)
+	e.do("POST", "/v1/tasks/route", headTok, api.RouteRequest{}).apiErr(t, 400, api.CodeInvalidRequest)
+	e.do("POST", "/v1/tasks/route", headTok, api.RouteRequest{JobID: "nope"}).apiErr(t, 404, api.CodeNotFound)
+	var routed api.RouteAnswer
+	r := e.do("POST", "/v1/tasks/route", headTok, api.RouteRequest{JobID: job["id"].(string), Capabilities: []string{"gpu"}})
+	decodeAs(r, &routed)
+	if r.Code != 200 || routed.Gateway.ID != "gw-b" || string(routed.Job.Target) != "gw-b" {
+		t.Fatalf("route: %d %s", r.Code, r.Body)
+	}
+	other := e.create(map[string]interface{}{"stream": "gpu-work"})
+	e.do("POST", "/v1/tasks/route", headTok, api.RouteRequest{JobID: other["id"].(string), Capabilities: []string{"gpu"}}).apiErr(t, 503, api.CodeNoHealthyGateway)
+	// A claw sees the routed job; the dry run for gw-b's worker names it.
+	if r := e.do("GET", "/jobs/"+job["id"].(string), leftTok, nil); r.Code != 200 {
+		t.Fatalf("a claw reading the routed job: %d %s", r.Code, r.Body)
+	}
+	var next api.Job
+	decodeAs(e.do("GET", "/v1/tasks/next?agent_id=wb&streams=gpu-work", leftTok, nil), &next)
+	if next.ID != job["id"] {
+		t.Fatalf("next for wb: %+v", next)
+	}
+	// wa (gw-a) takes the unrouted job, not gw-b's; wb takes gw-b's.
+	var a api.WorkerClaim
+	decodeAs(e.do("POST", "/internal/worker/claim", leftTok, api.WorkerClaimRequest{WorkerID: "wa", Streams: []string{"gpu-work"}}), &a)
+	if !a.Claimed || a.JobID != other["id"] {
+		t.Fatalf("wa claimed %+v", a)
+	}
+	decodeAs(e.do("POST", "/internal/worker/claim", leftTok, api.WorkerClaimRequest{WorkerID: "wb", Streams: []string{"gpu-work"}}), &a)
+	if !a.Claimed || a.JobID != job["id"] {
+		t.Fatalf("wb claimed %+v", a)
+	}
+}

@@ -271,6 +271,15 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"WorkerList", api.WorkerList{}},
 		{"GatewayDeregistered", api.GatewayDeregistered{}},
 		{"HeartbeatAnswer", api.HeartbeatAnswer{}},
+		{"ClusterLeader", api.ClusterLeader{}},
+		{"ClusterNode", api.ClusterNode{}},
+		{"SystemState", api.SystemState{}},
+		{"QueueDepth", api.QueueDepth{}},
+		{"Agent", api.Agent{}},
+		{"AgentTask", api.AgentTask{}},
+		{"AgentList", api.AgentList{}},
+		{"RouteRequest", api.RouteRequest{}},
+		{"RouteAnswer", api.RouteAnswer{}},
 	} {
 		if got, want := schemaProps(t, doc, c.schema), jsonFields(c.view); !slices.Equal(got, want) {
 			t.Errorf("schema %s properties %v, server encodes %v", c.schema, got, want)
@@ -292,7 +301,7 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 	want := []string{api.CodeInvalidJSON, api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeNotOwner, api.CodeTargetMismatch,
 		api.CodeNotFound, api.CodeMethodNotAllowed, api.CodeIllegalTransition, api.CodeStaleLease, api.CodeMaxAttempts, api.CodeTooLarge, api.CodeNoLeader,
 		api.CodeOutcomeUnknown, api.CodeInternal, api.CodeStreamEnded, api.CodeAlreadyExists, api.CodeSessionEnded, api.CodeStreamRequired,
-		api.CodeUpgradeInProgress}
+		api.CodeUpgradeInProgress, api.CodeNoHealthyGateway}
 	sort.Strings(codes)
 	sort.Strings(want)
 	if !slices.Equal(codes, want) {

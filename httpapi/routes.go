@@ -47,6 +47,7 @@ func (s *Server) routes() {
 
 	s.devqRoutes()
 	s.controlPlaneRoutes()
+	s.readModelRoutes()
 	s.staleFilters = map[string]bool{"GET /api/tasks": true}
 
 	s.route("GET", "/cluster/status", kindPublic, allowPublic, s.authorized(allowHead, s.handleClusterStatus))

@@ -86,7 +86,7 @@ func (s *Service) ClaimNext(ctx context.Context, in ClaimNextInput) (*fsm.Job, u
 	// A node shutting down ends the wait early (Drain).
 	defer context.AfterFunc(s.draining, cancel)()
 
-	targets := []string{in.Actor.Role, in.Actor.WorkerID}
+	targets := s.claimTargets(in.Actor)
 	s.claimWaiters.Add(1)
 	defer s.claimWaiters.Add(-1)
 	for {

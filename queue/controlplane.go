@@ -313,3 +313,51 @@ func (s *Service) healthChanges(cfg HealthConfig, since int64) []fsm.HealthChang
 	}
 	return out
 }
+
+// claimTargets are the targets a claimant may take jobs for: its role, its
+// worker id, and, for a registered worker, its gateway (the jobs routed
+// there).
+func (s *Service) claimTargets(actor fsm.Actor) []string {
+	targets := []string{actor.Role, actor.WorkerID}
+	if w := s.state.Peek().Worker(actor.WorkerID); w != nil {
+		targets = append(targets, w.Gateway)
+	}
+	return targets
+}
+
+// RouteInput routes a queued job to a gateway.
+type RouteInput struct {
+	JobID        string
+	Capabilities []string
+	Labels       map[string]string
+	Actor        fsm.Actor
+}
+
+// Route routes a queued job to the least loaded healthy gateway that meets
+// its requirements and has free capacity (fsm.RouteCommand). With none,
+// nothing changes and the error is fsm.ErrNoHealthyGateway.
+func (s *Service) Route(ctx context.Context, in RouteInput) (*fsm.Job, *fsm.Gateway, uint64, error) {
+	if in.JobID == "" {
+		return nil, nil, 0, invalid("job_id is required")
+	}
+	if len(in.Capabilities) > maxCapabilities {
+		return nil, nil, 0, invalid("at most %d capabilities", maxCapabilities)
+	}
+	for _, c := range in.Capabilities {
+		if !ValidName(c) {
+			return nil, nil, 0, invalid("capability %q must be 1-128 characters of letters, digits, '_', '.', ':' or '-'", c)
+		}
+	}
+	if err := checkLabels("labels", in.Labels); err != nil {
+		return nil, nil, 0, err
+	}
+	if !s.allApply(fsm.CmdRoute) {
+		return nil, nil, 0, ErrUpgradeInProgress
+	}
+	res, idx, err := s.Propose(ctx, fsm.CmdRoute, &fsm.RouteCommand{Now: s.now(), JobID: in.JobID,
+		Spec: fsm.RouteSpec{Capabilities: in.Capabilities, Labels: in.Labels}, Actor: in.Actor})
+	if err != nil {
+		return nil, nil, idx, err
+	}
+	return res.Job, res.Gateway, idx, nil
+}

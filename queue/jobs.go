@@ -92,9 +92,10 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 }
 
 // Visible reports whether role may see j: head sees everything, a claw the
-// untargeted jobs and those targeted at its role.
+// untargeted jobs, those targeted at its role, and those routed to a
+// gateway (whose workers claim them with claw tokens).
 func Visible(role string, j *fsm.Job) bool {
-	return role == fsm.HeadRole || j.Target == "" || j.Target == role
+	return role == fsm.HeadRole || j.Target == "" || j.Target == role || j.Route != nil
 }
 
 // Lookup reads a job role may see from r; a job it may not see is not
@@ -144,7 +145,7 @@ func (s *Service) ListDLQ(f fsm.ListFilter) ([]*fsm.Job, uint64, error) {
 
 // ClaimJob claims the job id for actor (the v0 claim by id).
 func (s *Service) ClaimJob(ctx context.Context, id string, actor fsm.Actor) (*fsm.Job, uint64, error) {
-	cmd := fsm.ClaimCommand{Now: s.now(), JobID: id, Targets: []string{actor.Role, actor.WorkerID}, Actor: actor,
+	cmd := fsm.ClaimCommand{Now: s.now(), JobID: id, Targets: s.claimTargets(actor), Actor: actor,
 		AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
 	res, index, err := s.Propose(ctx, fsm.CmdClaim, &cmd)
 	if err != nil {

@@ -265,6 +265,18 @@ func TestDeadWorkerLosesItsLeaseInSeconds(t *testing.T) {
 			t.Fatalf("%s's job is %s while it beats", w, j.Status)
 		}
 	}
+	// Who works on what, through a follower.
+	var agents api.AgentList
+	apiDecode(t, apiDo(t, "GET", fs[1].URL+"/v1/agents?consistent", apiHead, nil), &agents)
+	working := map[string]string{}
+	for _, a := range agents.Agents {
+		if len(a.Tasks) == 1 {
+			working[a.ID] = a.Tasks[0].JobID
+		}
+	}
+	if working[doomed] != jobs[doomed] || working[alive] != jobs[alive] {
+		t.Fatalf("agents: %+v", agents.Agents)
+	}
 	killed := time.Now()
 	_ = syscall.Kill(-procs[doomed].Process.Pid, syscall.SIGKILL)
 	apiEventually(t, 20*time.Second, "the dead worker's job back in the queue", func() error {
@@ -282,7 +294,103 @@ func TestDeadWorkerLosesItsLeaseInSeconds(t *testing.T) {
 	if j := wGetJob(t, base, jobs[alive]); j.Status != "running" {
 		t.Fatalf("the living worker's job is %s", j.Status)
 	}
+	// The state, through the other follower: one queued job (the dead
+	// worker's), one running; what the next claim would take.
+	var st api.SystemState
+	apiDecode(t, apiDo(t, "GET", fs[0].URL+"/v1/state?consistent", apiHead, nil), &st)
+	var depth *api.QueueDepth
+	for _, q := range st.Queues {
+		if q.Stream == stream {
+			depth = q
+		}
+	}
+	if depth == nil || depth.Queued != 1 || depth.Running != 1 || len(st.Nodes) != 3 || st.Leader.ID == "" {
+		t.Fatalf("state: %+v (queue %+v)", st, depth)
+	}
+	var next api.Job
+	apiDecode(t, apiDo(t, "GET", fs[1].URL+"/v1/tasks/next?consistent&agent_id="+alive+"-2&streams="+stream, apiLeft, nil), &next)
+	if next.ID != jobs[doomed] || next.Status != api.JobStatusQueued {
+		t.Fatalf("next: %+v", next)
+	}
 	if a := wMustClaim(t, fs[0].URL, testcluster.LeftToken, alive+"-2", []string{stream}); a.JobID != jobs[doomed] || a.Attempt != 2 {
 		t.Fatalf("the released job claimed again: %+v", a)
+	}
+}
+
+// Routing on three processes: a job routed to the least loaded healthy
+// gateway is redirected to another when the process of its gateway dies
+// (its heartbeats stop), after the cluster's leader was killed too; with
+// no healthy gateway left the answer is 503 no_healthy_gateway.
+func TestRouteFailsOverWhenTheGatewayDies(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, map[string]string{"SPINE_HEALTH_SUSPECT_AFTER": "1s", "SPINE_HEALTH_DEAD_AFTER": "2s"})
+	leader, fs := apiRoles(t, c)
+	base := fs[0].URL
+	ga, gb := wName("rga"), wName("rgb") // ga sorts first: it wins the tie
+	for _, g := range []string{ga, gb} {
+		apiWant(t, apiDo(t, "POST", base+"/v1/gateways", apiLeft, api.GatewayRegisterRequest{ID: g, Address: "http://10.3.3.3:7000", Capacity: 4}), 201)
+	}
+	apiCaughtUp(t, c)
+	dir := t.TempDir()
+	env := append(os.Environ(), "SPINE_ADDRS="+strings.Join(c.URLs(), ","), "SPINE_TOKEN="+apiLeft)
+	procs := map[string]*exec.Cmd{}
+	for _, g := range []string{ga, gb} {
+		cmd := exec.Command("bash", "-c", `while true; do "$0" gateway heartbeat "$1" > /dev/null; sleep 0.3; done`, binary, g)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		logf, _ := os.Create(filepath.Join(dir, g+".log"))
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[g] = cmd
+		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _, _ = cmd.Process.Wait(); logf.Close() })
+	}
+	stream := wName("rstream")
+	job := wCreate(t, base, stream, map[string]int{"n": 1}, nil)
+	var routed api.RouteAnswer
+	code, out, errOut := devCLI(t, c, dir, dir, apiHead, "route", job.ID, "--addr", fs[1].URL)
+	if err := json.Unmarshal([]byte(out), &routed); code != 0 || err != nil {
+		t.Fatalf("spine route: exit %d %v\n%s%s", code, err, out, errOut)
+	}
+	if routed.Gateway.ID != ga || string(routed.Job.Target) != ga {
+		t.Fatalf("routed to %s, want %s", routed.Gateway.ID, ga)
+	}
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	_ = syscall.Kill(-procs[ga].Process.Pid, syscall.SIGKILL)
+	apiEventually(t, 30*time.Second, "the job redirected to the other gateway", func() error {
+		j := wGetJob(t, fs[0].URL, job.ID)
+		if j.Target == nil || *j.Target != gb {
+			return fmt.Errorf("target %v", j.Target)
+		}
+		return nil
+	})
+	t.Logf("redirected %v after its gateway died", time.Since(killed).Round(100*time.Millisecond))
+	var ev struct {
+		Events []wEvent `json:"events"`
+	}
+	wGetRetrying(t, fs[1].URL, "/jobs/"+job.ID+"/events", &ev)
+	if last := ev.Events[len(ev.Events)-1]; last.Type != "routed" || !strings.Contains(last.Text, ga+" is dead") {
+		t.Fatalf("last event: %+v", last)
+	}
+	_ = syscall.Kill(-procs[gb].Process.Pid, syscall.SIGKILL)
+	apiEventually(t, 30*time.Second, "the other gateway to be dead too", func() error {
+		var g api.Gateway
+		apiDecode(t, apiDo(t, "GET", fs[1].URL+"/v1/gateways/"+gb+"?consistent", apiHead, nil), &g)
+		if g.Health != api.HealthDead {
+			return fmt.Errorf("%s is %s", gb, g.Health)
+		}
+		return nil
+	})
+	other := wCreate(t, fs[1].URL, stream, map[string]int{"n": 2}, nil)
+	apiWantError(t, apiDo(t, "POST", fs[1].URL+"/v1/tasks/route", apiHead, api.RouteRequest{JobID: other.ID}), 503, api.CodeNoHealthyGateway)
+	if j := wGetJob(t, fs[0].URL, other.ID); j.Target != nil && *j.Target != "" {
+		t.Fatalf("a refused route changed the job: %+v", j)
+	}
+	if err := c.Restart(leader); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -147,6 +147,7 @@ type wJobError struct {
 type wJob struct {
 	ID             string          `json:"id"`
 	Stream         string          `json:"stream"`
+	Target         *string         `json:"target"`
 	Payload        json.RawMessage `json:"payload"`
 	Status         string          `json:"status"`
 	Attempts       int             `json:"attempts"`

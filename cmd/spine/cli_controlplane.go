@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/client"
 )
 
@@ -31,8 +32,17 @@ var workerVerbs = []verb{
 	{"heartbeat", "ID", "Tell the cluster the worker is alive (gossiped, no log entry).", workerHeartbeat},
 }
 
+var controlVerbs = []verb{
+	{"route", "JOB_ID", "Route a queued job to the least loaded healthy gateway that meets --capability and --label (head).", routeJob},
+}
+
 func addControlPlaneCommands(env *cliEnv, g *clientFlags, root *cobra.Command) {
 	root.AddGroup(&cobra.Group{ID: "control", Title: "Control plane (docs/controlplane.md):"})
+	for _, v := range controlVerbs {
+		c := verbCommand(env, g, v)
+		c.GroupID = "control"
+		root.AddCommand(c)
+	}
 	root.AddCommand(group(env, g, "gateway", "Register, list and remove gateways", "control", gatewayVerbs))
 	root.AddCommand(group(env, g, "worker", "Register, list and remove workers of gateways", "control", workerVerbs))
 }
@@ -214,4 +224,31 @@ func heartbeatTable(w io.Writer, v any) {
 	a := v.(*client.HeartbeatAnswer)
 	fmt.Fprintln(w, "ID\tHEALTH\tLAST SEEN")
 	fmt.Fprintf(w, "%s\t%s\t%s\n", a.ID, a.Health, fmtTime(a.LastSeen))
+}
+
+func routeJob(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	var p api.RouteRequest
+	fs.StringSliceVar(&p.Capabilities, "capability", nil, "a capability a worker of the gateway must have (repeatable, or comma-separated)")
+	labels := fs.StringArray("label", nil, "KEY=VALUE the gateway's metadata must hold (repeatable)")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		p.JobID = pos[0]
+		for _, l := range *labels {
+			k, v, ok := strings.Cut(l, "=")
+			if !ok || k == "" {
+				return c.usageError(fmt.Sprintf("--label %q: want KEY=VALUE", l))
+			}
+			if p.Labels == nil {
+				p.Labels = map[string]string{}
+			}
+			p.Labels[k] = v
+		}
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.Route(ctx, &p)
+		}, func(w io.Writer, v any) {
+			a := v.(*api.RouteAnswer)
+			fmt.Fprintln(w, "JOB\tGATEWAY\tADDRESS")
+			fmt.Fprintf(w, "%s\t%s\t%s\n", a.Job.ID, a.Gateway.ID, a.Gateway.Address)
+		})
+	}
 }

@@ -1,0 +1,139 @@
+package fsm
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// RouteSpec is what a job asks of the gateway it is routed to: every
+// label in Labels among the gateway's metadata, and, if Capabilities is
+// set, a healthy worker of the gateway with all of them.
+type RouteSpec struct {
+	Capabilities []string
+	Labels       map[string]string
+}
+
+// RouteCommand routes a queued job to a gateway (seed 003's route_task):
+// among the healthy gateways that meet the spec and have free capacity
+// (fewer queued and running jobs routed to them than their capacity), the
+// least loaded, the lowest id on a tie. The job's target becomes the
+// gateway, so only its workers may claim it. With no such gateway nothing
+// changes (ErrNoHealthyGateway). A routed job may be routed again.
+type RouteCommand struct {
+	Now   int64
+	JobID string
+	Spec  RouteSpec
+	Actor Actor
+}
+
+func init() {
+	register(CmdRoute, "route", func() command { return new(RouteCommand) })
+}
+
+func (c *RouteCommand) encode(e *enc) {
+	e.varint(c.Now)
+	e.str(c.JobID)
+	e.strs(c.Spec.Capabilities)
+	e.labels(c.Spec.Labels)
+	e.actor(c.Actor)
+}
+
+func (c *RouteCommand) decode(d *dec) {
+	c.Now = d.varint()
+	c.JobID = d.str()
+	c.Spec.Capabilities = d.strs()
+	c.Spec.Labels = d.labels()
+	c.Actor = d.actor()
+}
+
+func (c *RouteCommand) apply(a *applier) *Result {
+	old := a.t.job(c.JobID)
+	if old == nil {
+		return notFound(c.JobID)
+	}
+	if old.State != StateQueued {
+		return fail(refuse(ErrIllegalTransition, "route", old, "only a queued job can be routed"))
+	}
+	g := a.pickGateway(c.Spec, old)
+	if g == nil {
+		return fail(fmt.Errorf("route job %s: %w with free capacity meets its requirements", c.JobID, ErrNoHealthyGateway))
+	}
+	spec := RouteSpec{Capabilities: slices.Clone(c.Spec.Capabilities), Labels: maps.Clone(c.Spec.Labels)}
+	slices.Sort(spec.Capabilities)
+	spec.Capabilities = slices.Compact(spec.Capabilities)
+	j := a.routeTo(old, g, spec, c.Now, a.in.actor(c.Actor), "routed to gateway "+g.ID)
+	return &Result{Job: j, Gateway: g}
+}
+
+// routeTo targets old at gateway g; it keeps its place in line.
+func (a *applier) routeTo(old *Job, g *Gateway, spec RouteSpec, now int64, actor, text string) *Job {
+	j := copyJob(old)
+	j.Target = g.ID
+	j.Route = &spec
+	j.addEvent(Event{At: now, Type: EventRouted, Actor: actor, From: j.State, To: j.State, Text: text})
+	a.put(old, j, now)
+	return j
+}
+
+// pickGateway chooses the gateway for a job (self: the job itself, which
+// does not count against the gateway it is already routed to): healthy,
+// meeting spec, with free capacity; the least loaded, then the lowest id.
+func (a *applier) pickGateway(spec RouteSpec, self *Job) *Gateway {
+	var best *Gateway
+	bestLoad := 0
+	a.t.gateways.Ascend(func(it gatewayItem) bool {
+		g := it.g
+		if g.Health != HealthHealthy {
+			return true
+		}
+		for k, v := range spec.Labels {
+			if gv, ok := g.Metadata[k]; !ok || gv != v {
+				return true
+			}
+		}
+		if len(spec.Capabilities) > 0 {
+			capable := false
+			a.t.workers.Ascend(func(w workerItem) bool {
+				if w.w.Gateway == g.ID && w.w.Health == HealthHealthy && w.w.HasCapabilities(spec.Capabilities) {
+					capable = true
+					return false
+				}
+				return true
+			})
+			if !capable {
+				return true
+			}
+		}
+		load := 0
+		for _, j := range a.t.gatewayJobs(g.ID) {
+			if j.ID != self.ID {
+				load++
+			}
+		}
+		if load >= g.Capacity {
+			return true
+		}
+		if best == nil || load < bestLoad { // ascending ids: the first of equals wins
+			best, bestLoad = g, load
+		}
+		return true
+	})
+	return best
+}
+
+// rerouteFrom routes again the queued jobs routed to gateway id (dead, or
+// gone), each with its own requirements; a job no other gateway can take
+// stays where it is, and is routed again when a gateway turns healthy.
+func (a *applier) rerouteFrom(id string, now int64, why string) []*Job {
+	var out []*Job
+	for _, old := range a.t.gatewayJobs(id) {
+		if old.State != StateQueued {
+			continue
+		}
+		if g := a.pickGateway(*old.Route, old); g != nil && g.ID != id {
+			out = append(out, a.routeTo(old, g, *old.Route, now, "control-plane", "routed to gateway "+g.ID+": "+why))
+		}
+	}
+	return out
+}

@@ -1,0 +1,126 @@
+package queue
+
+import (
+	"sort"
+
+	"github.com/spine-queue/spine/fsm"
+)
+
+// The control plane's read models (seed 003): the system's state and who
+// works on what, built from one view of the replicated state. They take no
+// lock and change nothing.
+
+// StreamDepth is one stream's queue.
+type StreamDepth struct {
+	Stream  string
+	Queued  int
+	Running int
+	// OldestQueued is when the longest-waiting queued job was last queued
+	// (unix nanos; 0: none queued).
+	OldestQueued int64
+}
+
+// Agent is a claimant: a registered worker, or anyone holding a lease
+// under a worker id, with the jobs it runs.
+type Agent struct {
+	ID     string
+	Worker *fsm.Worker // nil: not registered
+	Jobs   []*fsm.Job  // running under its leases, oldest claim first
+}
+
+// SystemState is the registry, the agents and the queues in one view.
+type SystemState struct {
+	Gateways []*fsm.Gateway
+	Agents   []*Agent // registered workers first (by id), then other claimants (by id)
+	Streams  []StreamDepth
+	Counts   map[fsm.State]int
+}
+
+// SystemState reads the registry, every running lease and the queues from
+// one consistent view.
+func (s *Service) SystemState() *SystemState {
+	r := s.state.Read()
+	out := &SystemState{Gateways: r.Gateways()}
+	out.Counts, _ = r.Counts()
+	out.Agents = agents(r)
+	depth := map[string]*StreamDepth{}
+	get := func(stream string) *StreamDepth {
+		d := depth[stream]
+		if d == nil {
+			d = &StreamDepth{Stream: stream}
+			depth[stream] = d
+		}
+		return d
+	}
+	queued, _, _ := r.List(fsm.ListFilter{State: fsm.StateQueued, Limit: 1 << 30})
+	for _, j := range queued {
+		d := get(j.Stream)
+		d.Queued++
+		if d.OldestQueued == 0 || j.UpdatedAt < d.OldestQueued {
+			d.OldestQueued = j.UpdatedAt
+		}
+	}
+	for _, a := range out.Agents {
+		for _, j := range a.Jobs {
+			get(j.Stream).Running++
+		}
+	}
+	for _, d := range depth {
+		out.Streams = append(out.Streams, *d)
+	}
+	sort.Slice(out.Streams, func(i, j int) bool { return out.Streams[i].Stream < out.Streams[j].Stream })
+	return out
+}
+
+// Agents lists who works on what: every registered worker (with the jobs
+// running under its id), then every other worker id holding a lease.
+func (s *Service) Agents() []*Agent { return agents(s.state.Read()) }
+
+func agents(r *fsm.Reader) []*Agent {
+	running, _, _ := r.List(fsm.ListFilter{State: fsm.StateRunning, Limit: 1 << 30})
+	byWorker := map[string][]*fsm.Job{}
+	for _, j := range running {
+		if j.Lease != nil {
+			byWorker[j.Lease.WorkerID] = append(byWorker[j.Lease.WorkerID], j)
+		}
+	}
+	var out []*Agent
+	for _, w := range r.Workers("") {
+		out = append(out, &Agent{ID: w.ID, Worker: w, Jobs: sortByStart(byWorker[w.ID])})
+		delete(byWorker, w.ID)
+	}
+	var others []string
+	for id := range byWorker {
+		others = append(others, id)
+	}
+	sort.Strings(others)
+	for _, id := range others {
+		out = append(out, &Agent{ID: id, Jobs: sortByStart(byWorker[id])})
+	}
+	return out
+}
+
+func sortByStart(jobs []*fsm.Job) []*fsm.Job {
+	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].StartedAt < jobs[j].StartedAt })
+	return jobs
+}
+
+// NextFor answers what a claim by agent (a worker id, with the caller's
+// role) of streams would take now, without claiming it: nil when nothing.
+func (s *Service) NextFor(agent, role string, streams []string) (*fsm.Job, error) {
+	if agent == "" || len(agent) > 128 {
+		return nil, invalid("agent_id is required (at most 128 bytes)")
+	}
+	if len(streams) == 0 {
+		streams = []string{fsm.DefaultStream}
+	}
+	if len(streams) > MaxClaimStreams {
+		return nil, invalid("at most %d streams", MaxClaimStreams)
+	}
+	for _, st := range streams {
+		if !ValidName(st) {
+			return nil, invalid("stream %q is not a valid stream name", st)
+		}
+	}
+	return s.state.Read().NextQueued(streams, s.claimTargets(fsm.Actor{Role: role, WorkerID: agent})), nil
+}
