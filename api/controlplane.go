@@ -151,10 +151,15 @@ type RouteRequest struct {
 	// of them. Labels: each must be among the gateway's metadata.
 	Capabilities []string          `json:"capabilities,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
+	// IdempotencyKey (at most 256 bytes; seed 003 dispatches its claim
+	// token): repeated with it while the job is still routed, the route
+	// answers the first route again and changes nothing.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // RouteAnswer is the answer of POST /v1/tasks/route: the job, now targeted
-// at the gateway, and the gateway.
+// at the gateway, and the gateway (null only for a repeated dispatch whose
+// gateway has left since, with no other able to take the job).
 type RouteAnswer struct {
 	Job     *Job     `json:"job"`
 	Gateway *Gateway `json:"gateway"`

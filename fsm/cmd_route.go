@@ -12,6 +12,10 @@ import (
 type RouteSpec struct {
 	Capabilities []string
 	Labels       map[string]string
+	// Key, if set, is the dispatch's idempotency key: a route repeated with
+	// it while the job is still routed answers the first route and changes
+	// nothing.
+	Key string
 }
 
 // RouteCommand routes a queued job to a gateway (seed 003's route_task):
@@ -37,6 +41,7 @@ func (c *RouteCommand) encode(e *enc) {
 	e.strs(c.Spec.Capabilities)
 	e.labels(c.Spec.Labels)
 	e.actor(c.Actor)
+	e.str(c.Spec.Key)
 }
 
 func (c *RouteCommand) decode(d *dec) {
@@ -45,12 +50,17 @@ func (c *RouteCommand) decode(d *dec) {
 	c.Spec.Capabilities = d.strs()
 	c.Spec.Labels = d.labels()
 	c.Actor = d.actor()
+	c.Spec.Key = d.str()
 }
 
 func (c *RouteCommand) apply(a *applier) *Result {
 	old := a.t.job(c.JobID)
 	if old == nil {
 		return notFound(c.JobID)
+	}
+	if c.Spec.Key != "" && old.Route != nil && old.Route.Key == c.Spec.Key {
+		// A repeated dispatch: the first one's answer, nothing changed.
+		return &Result{Job: old, Gateway: a.t.gateway(old.Target), Duplicate: true}
 	}
 	if old.State != StateQueued {
 		return fail(refuse(ErrIllegalTransition, "route", old, "only a queued job can be routed"))
@@ -59,7 +69,7 @@ func (c *RouteCommand) apply(a *applier) *Result {
 	if g == nil {
 		return fail(fmt.Errorf("route job %s: %w with free capacity meets its requirements", c.JobID, ErrNoHealthyGateway))
 	}
-	spec := RouteSpec{Capabilities: slices.Clone(c.Spec.Capabilities), Labels: maps.Clone(c.Spec.Labels)}
+	spec := RouteSpec{Capabilities: slices.Clone(c.Spec.Capabilities), Labels: maps.Clone(c.Spec.Labels), Key: c.Spec.Key}
 	slices.Sort(spec.Capabilities)
 	spec.Capabilities = slices.Compact(spec.Capabilities)
 	j := a.routeTo(old, g, spec, c.Now, a.in.actor(c.Actor), "routed to gateway "+g.ID)

@@ -37,7 +37,7 @@ func commandSamples() map[CommandType][]interface{} {
 		CmdHealthSet: {&HealthSetCommand{}, &HealthSetCommand{Now: 4, Changes: []HealthChange{{Gateway: true, ID: "g1", Health: HealthSuspect},
 			{ID: big, Health: HealthDead}}}},
 		CmdRoute: {&RouteCommand{}, &RouteCommand{Now: 4, JobID: "j1", Spec: RouteSpec{Capabilities: []string{"gpu"},
-			Labels: map[string]string{"zone": "eu"}}, Actor: head}},
+			Labels: map[string]string{"zone": "eu"}, Key: "claim-token-1"}, Actor: head}},
 		CmdWorkerDeregister: {&WorkerDeregisterCommand{}, &WorkerDeregisterCommand{Now: 3, ID: "w1", Actor: a}},
 		CmdHeartbeat:        {&HeartbeatCommand{}, &HeartbeatCommand{Now: 9, Ref: ref, Actor: a, LeaseNanos: 1}},
 		CmdSessionCreate:    {&SessionCreateCommand{}, &SessionCreateCommand{Now: 9, ID: "ses_1", Name: "api-v2", Description: big, Actor: head}},

@@ -813,6 +813,9 @@ func randomLog(seed uint64, n int) [][]byte {
 				if rng.IntN(3) == 0 {
 					spec.Labels = map[string]string{"zone": "a"}
 				}
+				if rng.IntN(2) == 0 {
+					spec.Key = fmt.Sprintf("d%d", rng.IntN(3))
+				}
 				out = append(out, MustEncode(CmdRoute, &RouteCommand{Now: now, JobID: pick(), Spec: spec, Actor: head}))
 			case 4:
 				h := []string{HealthHealthy, HealthSuspect, HealthDead, "unwell"}[rng.IntN(4)]

@@ -43,8 +43,18 @@ func TestRoute(t *testing.T) {
 	if j, _ := h.f.Read().Job(jobs[3].ID); j.Target != "" || j.Route != nil {
 		t.Fatalf("a refused route changed the job: %+v", j)
 	}
-	if r := route(jobs[3].ID, RouteSpec{Capabilities: []string{"gpu"}}); r.Err != nil || r.Job.Target != "gb" {
+	if r := route(jobs[3].ID, RouteSpec{Capabilities: []string{"gpu"}, Key: "dispatch-3"}); r.Err != nil || r.Job.Target != "gb" {
 		t.Fatalf("gpu route: %+v", r)
+	}
+	// The same dispatch again: the first answer, nothing changed (without
+	// the key, gb being full, it would be refused).
+	before := h.f.AppliedIndex()
+	if r := route(jobs[3].ID, RouteSpec{Key: "dispatch-3"}); r.Err != nil || !r.Duplicate || r.Job.Target != "gb" || r.Gateway.ID != "gb" ||
+		len(r.Job.Route.Capabilities) != 1 {
+		t.Fatalf("repeated dispatch: %+v", r)
+	}
+	if j, _ := h.f.Read().Job(jobs[3].ID); j.ModifyIndex > before {
+		t.Fatal("a repeated dispatch changed the job")
 	}
 	if r := route(jobs[4].ID, RouteSpec{}); !errors.Is(r.Err, ErrNoHealthyGateway) {
 		t.Fatalf("every gateway is full, yet: %+v", r)

@@ -567,6 +567,7 @@ func (e *enc) job(j *Job, version int) {
 		if j.Route != nil {
 			e.strs(j.Route.Capabilities)
 			e.labels(j.Route.Labels)
+			e.str(j.Route.Key)
 		}
 	}
 }
@@ -634,7 +635,7 @@ func (d *dec) job(version int) *Job {
 		j.ClonedFrom = d.str()
 	}
 	if version >= 4 && d.bool() {
-		j.Route = &RouteSpec{Capabilities: d.strs(), Labels: d.labels()}
+		j.Route = &RouteSpec{Capabilities: d.strs(), Labels: d.labels(), Key: d.str()}
 	}
 	*jp = j
 	return jp

@@ -274,11 +274,15 @@ func (s *Server) handleRoute(w http.ResponseWriter, r *http.Request, c *call) er
 		return err
 	}
 	j, g, idx, err := s.queue.Route(r.Context(), queue.RouteInput{JobID: req.JobID, Capabilities: req.Capabilities, Labels: req.Labels,
-		Actor: fsm.Actor{Role: c.role}})
+		Key: req.IdempotencyKey, Actor: fsm.Actor{Role: c.role}})
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.RouteAnswer{Job: viewJob(j), Gateway: s.viewGateway(g, s.queue.Workers(g.ID))})
+	out := api.RouteAnswer{Job: viewJob(j)}
+	if g != nil { // a repeated dispatch whose gateway left since: the job, as it is
+		out.Gateway = s.viewGateway(g, s.queue.Workers(g.ID))
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

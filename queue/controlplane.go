@@ -330,7 +330,9 @@ type RouteInput struct {
 	JobID        string
 	Capabilities []string
 	Labels       map[string]string
-	Actor        fsm.Actor
+	// Key makes a repeat answer the first route (fsm.RouteSpec.Key).
+	Key   string
+	Actor fsm.Actor
 }
 
 // Route routes a queued job to the least loaded healthy gateway that meets
@@ -351,11 +353,14 @@ func (s *Service) Route(ctx context.Context, in RouteInput) (*fsm.Job, *fsm.Gate
 	if err := checkLabels("labels", in.Labels); err != nil {
 		return nil, nil, 0, err
 	}
+	if len(in.Key) > 256 {
+		return nil, nil, 0, invalid("idempotency_key is longer than 256 bytes")
+	}
 	if !s.allApply(fsm.CmdRoute) {
 		return nil, nil, 0, ErrUpgradeInProgress
 	}
 	res, idx, err := s.Propose(ctx, fsm.CmdRoute, &fsm.RouteCommand{Now: s.now(), JobID: in.JobID,
-		Spec: fsm.RouteSpec{Capabilities: in.Capabilities, Labels: in.Labels}, Actor: in.Actor})
+		Spec: fsm.RouteSpec{Capabilities: in.Capabilities, Labels: in.Labels, Key: in.Key}, Actor: in.Actor})
 	if err != nil {
 		return nil, nil, idx, err
 	}

@@ -349,7 +349,7 @@ func TestRouteFailsOverWhenTheGatewayDies(t *testing.T) {
 	stream := wName("rstream")
 	job := wCreate(t, base, stream, map[string]int{"n": 1}, nil)
 	var routed api.RouteAnswer
-	code, out, errOut := devCLI(t, c, dir, dir, apiHead, "route", job.ID, "--addr", fs[1].URL)
+	code, out, errOut := devCLI(t, c, dir, dir, apiHead, "route", job.ID, "--addr", fs[1].URL, "--idempotency-key", "dispatch-"+job.ID)
 	if err := json.Unmarshal([]byte(out), &routed); code != 0 || err != nil {
 		t.Fatalf("spine route: exit %d %v\n%s%s", code, err, out, errOut)
 	}
@@ -358,6 +358,13 @@ func TestRouteFailsOverWhenTheGatewayDies(t *testing.T) {
 	}
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
+	}
+	// The same dispatch repeated on the new leader: the first answer.
+	var again api.RouteAnswer
+	apiDecode(t, apiWant(t, devqRetry(t, "POST", fs[0].URL+"/v1/tasks/route", apiHead,
+		api.RouteRequest{JobID: job.ID, IdempotencyKey: "dispatch-" + job.ID}), 200), &again)
+	if again.Gateway.ID != ga || string(again.Job.Target) != ga {
+		t.Fatalf("repeated dispatch after the failover: %+v", again.Gateway)
 	}
 	killed := time.Now()
 	_ = syscall.Kill(-procs[ga].Process.Pid, syscall.SIGKILL)

@@ -230,6 +230,7 @@ func routeJob(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int
 	var p api.RouteRequest
 	fs.StringSliceVar(&p.Capabilities, "capability", nil, "a capability a worker of the gateway must have (repeatable, or comma-separated)")
 	labels := fs.StringArray("label", nil, "KEY=VALUE the gateway's metadata must hold (repeatable)")
+	fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeated with this key while the job is routed, the route answers the first one")
 	c.nargs(1, 1)
 	return func(pos []string) int {
 		p.JobID = pos[0]
