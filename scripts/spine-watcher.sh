@@ -37,10 +37,25 @@ if [ -f "$LOCK" ]; then
     rm -f "$LOCK"
 fi
 echo $$ > "$LOCK"
-cleanup() { rm -f "$LOCK"; }
+# Every wait (the long poll, the busy sleep) runs as a child the shell
+# waits on, so SIGTERM ends the watcher at once rather than after the wait.
+CHILD=
+PEEKOUT=$(mktemp "/tmp/spine-$STREAM-peek.XXXXXX")
+cleanup() {
+    [ -n "$CHILD" ] && kill "$CHILD" 2>/dev/null
+    rm -f "$LOCK" "$PEEKOUT"
+}
 trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
+# waitfor CMD...: run CMD as a child and wait for it; its exit status.
+waitfor() {
+    "$@" & CHILD=$!
+    wait "$CHILD"
+    local rc=$?
+    CHILD=
+    return $rc
+}
 
 # === FIFO ===
 # Opened read-write on fd 3, so writing "wake" never blocks and the pipe
@@ -66,10 +81,11 @@ while true; do
     fi
     if [ -f "$DONE" ]; then
         # The agent is idle: wait for work (answers at once if there is some).
-        TASK=$("$SPINE" peek --stream="$STREAM" --wait="$WAIT" 2>/dev/null)
+        waitfor "$SPINE" peek --stream="$STREAM" --wait="$WAIT" > "$PEEKOUT" 2>/dev/null
         rc=$?
+        TASK=$(cat "$PEEKOUT")
         if [ $rc -ne 0 ]; then
-            sleep 1 # the cluster is unreachable, or the stream ended: look again soon
+            waitfor sleep 1 # the cluster is unreachable, or the stream ended: look again soon
             continue
         fi
         if [ -n "$TASK" ] && [ -f "$DONE" ]; then
@@ -80,6 +96,6 @@ while true; do
         fi
     else
         # The agent is busy: look at the flag again shortly.
-        sleep "$BUSY"
+        waitfor sleep "$BUSY"
     fi
 done

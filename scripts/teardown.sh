@@ -29,5 +29,5 @@ for pidfile in "$DATA"/*/pid; do
   fi
 done
 rm -rf "$DATA"
-rm -f "$T"/spine-*-pipe "$T"/spine-*-done "$T"/spine-*.lock "$T"/spine-*-watcher.log
+rm -f "$T"/spine-*-pipe "$T"/spine-*-done "$T"/spine-*.lock "$T"/spine-*-watcher.log "$T"/spine-*-peek.*
 echo "Cleaned up. Delete this folder to remove Spine entirely."

@@ -251,8 +251,17 @@ func TestDevQueueRunStartsALocalCluster(t *testing.T) {
 	if syscall.Kill(otherPID, 0) != nil {
 		t.Fatal("spine stop stopped another project's watcher")
 	}
+	// The other watcher waits in a long poll (its agent idle, 30 s): a stop
+	// ends it at once, lock freed, before spine stop answers.
+	if err := os.WriteFile("/tmp/spine-"+other+"-done", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // let it enter the poll (a stop earlier is only easier)
 	if code, out := spine("", nil, "stop", "--stream", other); code != 0 || !strings.Contains(out, other) {
 		t.Fatalf("stop --stream: exit %d\n%s", code, out)
+	}
+	if b, err := os.ReadFile("/tmp/spine-" + other + ".lock"); err == nil {
+		t.Fatalf("spine stop answered while the watcher still held its lock (%s)", b)
 	}
 
 	// Four days on, spine run starts the cluster again: the leader's purge

@@ -166,6 +166,12 @@ func stopCommand(env *cliEnv) *cobra.Command {
 					fmt.Fprintf(env.stderr, "spine: watcher of %s (pid %d): %v\n", w.Stream, w.PID, err)
 					continue
 				}
+				// It has exited (and freed its lock) before we say so, so a
+				// spine run right after can start the stream's watcher again.
+				if !lockFreed(w, 10*time.Second) {
+					fmt.Fprintf(env.stderr, "spine: the watcher of %s (pid %d) still holds its lock 10 s after SIGTERM\n", w.Stream, w.PID)
+					continue
+				}
 				fmt.Fprintf(env.stdout, "stopped the watcher of %s (pid %d)\n", w.Stream, w.PID)
 				stopped++
 			}
@@ -199,4 +205,21 @@ func stopCommand(env *cliEnv) *cobra.Command {
 	cmd.Flags().BoolVar(&all, "all", false, "stop every watcher on this machine, not only this project's")
 	cmd.Flags().StringVar(&data, "data", "data", "the project's data dir (its watcher record and local cluster lock)")
 	return cmd
+}
+
+// lockFreed waits up to d for w's lock to no longer name it (the watcher
+// removes it as it exits; a killed one leaves it, naming a dead pid).
+func lockFreed(w watcher, d time.Duration) bool {
+	lock := "/tmp/spine-" + w.Stream + ".lock"
+	deadline := time.Now().Add(d)
+	for {
+		b, err := os.ReadFile(lock)
+		if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(w.PID) || !processAlive(w.PID) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
