@@ -90,6 +90,18 @@ func (a *applier) routeTo(old *Job, g *Gateway, spec RouteSpec, now int64, actor
 // does not count against the gateway it is already routed to): healthy,
 // meeting spec, with free capacity; the least loaded, then the lowest id.
 func (a *applier) pickGateway(spec RouteSpec, self *Job) *Gateway {
+	// The gateways with a healthy worker that has the capabilities, in one
+	// pass over the workers.
+	var capable map[string]bool
+	if len(spec.Capabilities) > 0 {
+		capable = map[string]bool{}
+		a.t.workers.Ascend(func(w workerItem) bool {
+			if w.w.Health == HealthHealthy && w.w.HasCapabilities(spec.Capabilities) {
+				capable[w.w.Gateway] = true
+			}
+			return true
+		})
+	}
 	var best *Gateway
 	bestLoad := 0
 	a.t.gateways.Ascend(func(it gatewayItem) bool {
@@ -102,18 +114,8 @@ func (a *applier) pickGateway(spec RouteSpec, self *Job) *Gateway {
 				return true
 			}
 		}
-		if len(spec.Capabilities) > 0 {
-			capable := false
-			a.t.workers.Ascend(func(w workerItem) bool {
-				if w.w.Gateway == g.ID && w.w.Health == HealthHealthy && w.w.HasCapabilities(spec.Capabilities) {
-					capable = true
-					return false
-				}
-				return true
-			})
-			if !capable {
-				return true
-			}
+		if capable != nil && !capable[g.ID] {
+			return true
 		}
 		load := 0
 		for _, j := range a.t.gatewayJobs(g.ID) {
