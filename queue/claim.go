@@ -38,6 +38,23 @@ func ValidClaimID(id string) bool {
 	return true
 }
 
+// claimStreams checks the streams a claim names, in order; none means the
+// default stream.
+func claimStreams(streams []string) ([]string, error) {
+	if len(streams) == 0 {
+		return []string{fsm.DefaultStream}, nil
+	}
+	if len(streams) > MaxClaimStreams {
+		return nil, invalid("at most %d streams per claim", MaxClaimStreams)
+	}
+	for _, st := range streams {
+		if !ValidName(st) {
+			return nil, invalid("stream %q is not a valid stream name", st)
+		}
+	}
+	return streams, nil
+}
+
 // claimKeyPrefix sets a claim's key apart from the attempt ids servers
 // draw, so a client's key can never name a server's attempt.
 const claimKeyPrefix = "k_"
@@ -59,17 +76,9 @@ func (s *Service) ClaimNext(ctx context.Context, in ClaimNextInput) (*fsm.Job, u
 	if in.Actor.WorkerID == "" || len(in.Actor.WorkerID) > 128 {
 		return nil, 0, invalid("worker_id is required (at most 128 bytes)")
 	}
-	streams := in.Streams
-	if len(streams) == 0 {
-		streams = []string{fsm.DefaultStream}
-	}
-	if len(streams) > MaxClaimStreams {
-		return nil, 0, invalid("at most %d streams per claim", MaxClaimStreams)
-	}
-	for _, st := range streams {
-		if !ValidName(st) {
-			return nil, 0, invalid("stream %q is not a valid stream name", st)
-		}
+	streams, err := claimStreams(in.Streams)
+	if err != nil {
+		return nil, 0, err
 	}
 	if in.Wait < 0 {
 		return nil, 0, invalid("the wait must not be negative")

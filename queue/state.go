@@ -111,16 +111,9 @@ func (s *Service) NextFor(agent, role string, streams []string) (*fsm.Job, error
 	if agent == "" || len(agent) > 128 {
 		return nil, invalid("agent_id is required (at most 128 bytes)")
 	}
-	if len(streams) == 0 {
-		streams = []string{fsm.DefaultStream}
-	}
-	if len(streams) > MaxClaimStreams {
-		return nil, invalid("at most %d streams", MaxClaimStreams)
-	}
-	for _, st := range streams {
-		if !ValidName(st) {
-			return nil, invalid("stream %q is not a valid stream name", st)
-		}
+	streams, err := claimStreams(streams)
+	if err != nil {
+		return nil, err
 	}
 	return s.state.Read().NextQueued(streams, s.claimTargets(fsm.Actor{Role: role, WorkerID: agent})), nil
 }

@@ -256,7 +256,12 @@ func TestDevQueueRunStartsALocalCluster(t *testing.T) {
 	if err := os.WriteFile("/tmp/spine-"+other+"-done", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // let it enter the poll (a stop earlier is only easier)
+	apiEventually(t, 15*time.Second, "the other watcher to wait in its long poll", func() error {
+		if !hasChild(otherPID, "peek") {
+			return fmt.Errorf("watcher %d runs no spine peek", otherPID)
+		}
+		return nil
+	})
 	if code, out := spine("", nil, "stop", "--stream", other); code != 0 || !strings.Contains(out, other) {
 		t.Fatalf("stop --stream: exit %d\n%s", code, out)
 	}
@@ -339,4 +344,27 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// hasChild reports whether a child of pid runs a command line containing
+// word (read from /proc).
+func hasChild(pid int, word string) bool {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which is in parentheses: state, ppid.
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(pid) {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join(filepath.Dir(st), "cmdline"))
+		if strings.Contains(string(cmd), word) {
+			return true
+		}
+	}
+	return false
 }
