@@ -158,7 +158,7 @@ func (c *Client) RoundTrip(ctx context.Context, payload []byte) (*http.Response,
 	}
 	select {
 	case ans := <-ch:
-		if errors.Is(ans.err, ErrLost) && !c.Delivered(end) {
+		if errors.Is(ans.err, ErrLost) && !c.Sent(end) {
 			return nil, ErrNotSent
 		}
 		if errors.Is(ans.err, ErrNotSent) {

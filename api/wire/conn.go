@@ -21,6 +21,10 @@ type Conn struct {
 	buf     []byte
 	queued  uint64 // bytes ever appended to buf
 	written uint64 // bytes ever written to conn
+	// handed counts the bytes ever handed to a write of conn, counted
+	// before the write starts: a frame ending at or before it may have
+	// reached the peer even while written lags behind.
+	handed uint64
 	err     error  // set once the connection failed
 	refused error  // set once no new request may be sent (go-away received)
 	// closeFlushed: close the connection once everything queued is written.
@@ -43,7 +47,7 @@ func NewConn(conn net.Conn, br *bufio.Reader) *Conn {
 func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
 
 // Send queues a frame and returns the stream offset at which it ends: it
-// was delivered whole to the kernel iff Delivered(end).
+// certainly never left this process unless Sent(end).
 func (c *Conn) Send(kind byte, id uint64, payload []byte) (end uint64, err error) {
 	c.mu.Lock()
 	if c.err != nil {
@@ -89,6 +93,7 @@ func (c *Conn) writeLoop() {
 			continue
 		}
 		c.buf, spare = spare[:0], nil
+		c.handed += uint64(len(b))
 		c.mu.Unlock()
 		n, err := c.conn.Write(b)
 		c.mu.Lock()
@@ -182,9 +187,13 @@ func (c *Conn) Alive() bool {
 // setReadDeadline interrupts or bounds the reader.
 func (c *Conn) setReadDeadline(t time.Time) { _ = c.conn.SetReadDeadline(t) }
 
-// Delivered reports whether the stream up to end reached the kernel.
-func (c *Conn) Delivered(end uint64) bool {
+// Sent reports whether the frame ending at end was handed to a write of
+// the connection, so it may have reached the peer. False means it is still
+// in this process's buffer (and never will be written once the connection
+// has failed). Whether the write completed does not decide it: the peer
+// may act on a frame before this process learns its write returned.
+func (c *Conn) Sent(end uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.written >= end
+	return c.handed >= end
 }
