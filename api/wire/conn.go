@@ -24,9 +24,9 @@ type Conn struct {
 	// handed counts the bytes ever handed to a write of conn, counted
 	// before the write starts: a frame ending at or before it may have
 	// reached the peer even while written lags behind.
-	handed uint64
-	err     error  // set once the connection failed
-	refused error  // set once no new request may be sent (go-away received)
+	handed  uint64
+	err     error // set once the connection failed
+	refused error // set once no new request may be sent (go-away received)
 	// closeFlushed: close the connection once everything queued is written.
 	closeFlushed bool
 	kick         chan struct{}
