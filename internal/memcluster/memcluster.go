@@ -117,6 +117,19 @@ func Start(t TB, opts Options) *Cluster {
 			t.Fatalf("memcluster: add %s: %v", n.ID, err)
 		}
 	}
+	// Every node knows every member before the cluster is handed over: a
+	// node that has not yet received the entries adding the others would
+	// refuse their votes, and a partition made at once could leave a
+	// majority with no leader to elect.
+	c.waitFor(10*time.Second, "every node to know every member", func() bool {
+		for _, n := range c.Nodes {
+			st, err := n.Raft.Status(context.Background())
+			if err != nil || len(st.Nodes) != len(c.Nodes) {
+				return false
+			}
+		}
+		return true
+	})
 	c.Leader(10 * time.Second)
 	return c
 }
