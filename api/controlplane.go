@@ -105,6 +105,17 @@ type SystemState struct {
 	Queues   []*QueueDepth  `json:"queues"`
 	// Jobs counts every job by status (queued, running, done, failed, dead).
 	Jobs map[string]int `json:"jobs"`
+	// Events is the event feed (GET /v1/events) as this node holds it.
+	Events EventFeedState `json:"events"`
+}
+
+// EventFeedState says whether the event feed records yet (the leader turns
+// it on once every node runs a version that has it) and which events it
+// holds: seqs Oldest to Latest (0 when none).
+type EventFeedState struct {
+	On     bool   `json:"on"`
+	Oldest uint64 `json:"oldest"`
+	Latest uint64 `json:"latest"`
 }
 
 // QueueDepth is one stream's queue in the system state.

@@ -71,6 +71,10 @@ type ErrorDetail struct {
 	Job *Job `json:"job,omitempty"`
 	// Streams, on stream_required, lists the streams with queued tasks.
 	Streams []StreamQueue `json:"streams,omitzero"`
+	// From and To, on an illegal_transition of the task API (/v1/tasks),
+	// are the refused transition in the task states (StateRunning…).
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
 }
 
 // JobError is a structured failure of a job attempt: the "error" of a job, of

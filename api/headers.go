@@ -27,4 +27,8 @@ const (
 	// the first job. It is the same key as the body's "idempotencyKey"; when
 	// both are given they must be equal.
 	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderEventsAfter, on GET /v1/events, is the seq the stream starts
+	// after: a client that asked for "from now" resumes from it if the
+	// connection drops before any event arrives.
+	HeaderEventsAfter = "X-Spine-Events-After"
 )

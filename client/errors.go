@@ -74,6 +74,9 @@ type APIError struct {
 	// Streams, on a 400 stream_required (a task claim without a stream),
 	// are the streams with queued tasks.
 	Streams []api.StreamQueue
+	// From and To, on a 409 illegal_transition of the task API
+	// (/v1/tasks), name the refused transition (api.StateClaimed…).
+	From, To string
 
 	header http.Header // of the answer, for Retry-After
 }
@@ -128,6 +131,7 @@ func newAPIError(status int, body []byte) *APIError {
 	var eb api.ErrorBody
 	if json.Unmarshal(body, &eb) == nil && (eb.Error.Code != "" || eb.Error.Message != "") {
 		e.Code, e.Message, e.Leader, e.Job, e.Streams = eb.Error.Code, eb.Error.Message, eb.Error.Leader, eb.Error.Job, eb.Error.Streams
+		e.From, e.To = eb.Error.From, eb.Error.To
 		return e
 	}
 	if len(body) > 200 {

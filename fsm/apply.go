@@ -37,6 +37,7 @@ func (a *applier) put(old, j *Job, now int64) {
 	j.ModifyIndex = a.index
 	j.UpdatedAt = now
 	a.putJob(old, j)
+	a.emitJob(old, j)
 }
 
 // jobWithCreated is a new job and the backing array of its history.

@@ -32,13 +32,38 @@ func fill(tb testing.TB, f *FSM, n int, index *uint64) {
 // Raft leader delivers them under load (decode + index updates), with a
 // read after every batch, as on a leader serving reads (which publishes a
 // view; a follower nobody reads from skips that).
+// With feed=on every create also feeds an event (feed.go), as on a
+// cluster whose every node has the feed.
 func BenchmarkApplyCreate(b *testing.B) {
-	for _, size := range []int{1, 64, 512} {
-		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+	for _, feed := range []bool{false, true} {
+		for _, size := range []int{1, 64, 512} {
+			b.Run(fmt.Sprintf("feed=%v/batch=%d", onOff(feed), size), func(b *testing.B) { benchApplyCreate(b, feed, size) })
+		}
+	}
+}
+
+func onOff(v bool) string {
+	if v {
+		return "on"
+	}
+	return "off"
+}
+
+// feedOn turns f's feed on with the entry at index idx.
+func feedOn(f *FSM, idx uint64) {
+	f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdFeedOn, &FeedOnCommand{})})
+}
+
+func benchApplyCreate(b *testing.B, feed bool, size int) {
+	{
+		{
 			f, _ := New(Config{})
+			if feed {
+				feedOn(f, 1)
+			}
 			logs := make([]*raft.Log, b.N)
 			for i := range logs {
-				logs[i] = &raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: MustEncode(CmdCreate, &CreateCommand{
+				logs[i] = &raft.Log{Index: uint64(i + 2), Type: raft.LogCommand, Data: MustEncode(CmdCreate, &CreateCommand{
 					Now: int64(i), ID: fmt.Sprintf("%08d-0000-4000-8000-000000000000", i), Payload: payload256, Actor: head})}
 			}
 			b.ResetTimer()
@@ -48,7 +73,7 @@ func BenchmarkApplyCreate(b *testing.B) {
 				f.Read()
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
-		})
+		}
 	}
 }
 
@@ -93,11 +118,23 @@ func BenchmarkClaimNext(b *testing.B) {
 // consistent view (FSM.Read), read=peek on the latest state (FSM.Peek, what
 // the API does).
 func BenchmarkWorkerLoop(b *testing.B) {
+	for _, feed := range []bool{false, true} {
+		for _, mode := range []string{"view", "peek"} {
+			b.Run("feed="+onOff(feed)+"/read="+mode, func(b *testing.B) { benchWorkerLoop(b, feed, mode) })
+		}
+	}
+}
+
+func benchWorkerLoop(b *testing.B, feed bool, mode string) {
 	const batch = 8
-	for _, mode := range []string{"view", "peek"} {
-		b.Run("read="+mode, func(b *testing.B) {
+	{
+		{
 			f, _ := New(Config{})
 			var idx uint64
+			if feed {
+				idx++
+				feedOn(f, idx)
+			}
 			fill(b, f, 100_000+b.N, &idx)
 			look := f.Peek
 			if mode == "view" {
@@ -136,7 +173,7 @@ func BenchmarkWorkerLoop(b *testing.B) {
 					}
 				}
 			}
-		})
+		}
 	}
 }
 

@@ -54,10 +54,13 @@ func (c *GatewayRegisterCommand) apply(a *applier) *Result {
 	}
 	g := &Gateway{ID: c.ID, Address: c.Address, Metadata: c.Metadata, Capacity: c.Capacity,
 		Health: HealthHealthy, HealthAt: c.Now, RegisteredAt: c.Now, UpdatedAt: c.Now, CreateIndex: a.index}
+	typ := FeedRegistered
 	if old := a.t.gateway(c.ID); old != nil {
 		g.Health, g.HealthAt, g.RegisteredAt, g.CreateIndex = old.Health, old.HealthAt, old.RegisteredAt, old.CreateIndex
+		typ = FeedUpdated
 	}
 	a.putGateway(g)
+	a.emit(FeedEvent{At: c.Now, Kind: FeedGateway, ID: g.ID, Type: typ, Actor: a.in.actor(c.Actor), Text: g.Address})
 	res := &Result{Gateway: g}
 	if g.Health == HealthHealthy {
 		// A healthy gateway (new, or with more room now) takes the jobs left
@@ -92,10 +95,13 @@ func (c *GatewayDeregisterCommand) apply(a *applier) *Result {
 		}
 		return true
 	})
+	actor := a.in.actor(c.Actor)
 	for _, w := range gone {
 		a.deleteWorker(w.ID)
+		a.emit(FeedEvent{At: c.Now, Kind: FeedWorker, ID: w.ID, Type: FeedDeregistered, Actor: actor, Text: "gateway " + c.ID + " was deregistered"})
 	}
 	a.deleteGateway(c.ID)
+	a.emit(FeedEvent{At: c.Now, Kind: FeedGateway, ID: c.ID, Type: FeedDeregistered, Actor: actor})
 	// Its queued routed jobs go to another gateway (those none can take
 	// wait for one to turn healthy).
 	return &Result{Gateway: g, Workers: gone, Jobs: a.rerouteFrom(c.ID, c.Now, "gateway "+c.ID+" was deregistered")}

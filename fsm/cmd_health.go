@@ -70,6 +70,7 @@ func (c *HealthSetCommand) apply(a *applier) *Result {
 				g := *old
 				g.Health, g.HealthAt = ch.Health, c.Now
 				a.putGateway(&g)
+				a.emit(FeedEvent{At: c.Now, Kind: FeedGateway, ID: g.ID, Type: FeedHealth, Actor: "health", From: old.Health, To: g.Health})
 				res.Gateways = append(res.Gateways, &g)
 				revived = revived || g.Health == HealthHealthy
 				if g.Health == HealthDead {
@@ -88,6 +89,7 @@ func (c *HealthSetCommand) apply(a *applier) *Result {
 			w := *old
 			w.Health, w.HealthAt = ch.Health, c.Now
 			a.putWorker(&w)
+			a.emit(FeedEvent{At: c.Now, Kind: FeedWorker, ID: w.ID, Type: FeedHealth, Actor: "health", From: old.Health, To: w.Health})
 			res.Workers = append(res.Workers, &w)
 			if w.Health == HealthDead {
 				dead[w.ID] = true

@@ -62,10 +62,13 @@ func (c *WorkerRegisterCommand) apply(a *applier) *Result {
 	slices.Sort(caps)
 	w := &Worker{ID: c.ID, Gateway: c.Gateway, Capabilities: slices.Compact(caps), Metadata: c.Metadata, Capacity: c.Capacity,
 		Health: HealthHealthy, HealthAt: c.Now, RegisteredAt: c.Now, UpdatedAt: c.Now, CreateIndex: a.index}
+	typ := FeedRegistered
 	if old := a.t.worker(c.ID); old != nil {
 		w.Health, w.HealthAt, w.RegisteredAt, w.CreateIndex = old.Health, old.HealthAt, old.RegisteredAt, old.CreateIndex
+		typ = FeedUpdated
 	}
 	a.putWorker(w)
+	a.emit(FeedEvent{At: c.Now, Kind: FeedWorker, ID: w.ID, Type: typ, Actor: a.in.actor(c.Actor), Text: "gateway " + w.Gateway})
 	return &Result{Worker: w}
 }
 
@@ -87,5 +90,6 @@ func (c *WorkerDeregisterCommand) apply(a *applier) *Result {
 		return fail(fmt.Errorf("worker %s: %w", c.ID, ErrNotFound))
 	}
 	a.deleteWorker(c.ID)
+	a.emit(FeedEvent{At: c.Now, Kind: FeedWorker, ID: c.ID, Type: FeedDeregistered, Actor: a.in.actor(c.Actor)})
 	return &Result{Worker: w}
 }

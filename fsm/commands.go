@@ -45,6 +45,11 @@ const (
 	CmdWorkerDeregister  CommandType = 25
 	CmdHealthSet         CommandType = 26
 	CmdRoute             CommandType = 27
+
+	// The control plane's task state machine (cmd_task_step.go) and the
+	// event feed (feed.go).
+	CmdTaskStep CommandType = 28
+	CmdFeedOn   CommandType = 29
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

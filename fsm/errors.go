@@ -44,6 +44,9 @@ type TransitionError struct {
 	State State
 	Op    string
 	Msg   string
+	// From and To, when set, are the refused transition in the control
+	// plane's vocabulary (TaskState).
+	From, To TaskState
 }
 
 func (e *TransitionError) Error() string {

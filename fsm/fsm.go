@@ -62,6 +62,9 @@ type FSM struct {
 	view atomic.Pointer[tables]
 	// waiters are long-polling claimants, woken when a job is queued.
 	waiters waiters
+	// feedCh is closed when the feed gains an event (feed.go).
+	feedMu sync.Mutex
+	feedCh chan struct{}
 
 	applied atomic.Uint64
 	// chain is the running hash of applied commands (hash.go).
@@ -101,16 +104,20 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // node nobody reads from (a follower, mostly) copies no tree nodes at all,
 // and a busy leader publishes at most once per batch.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
-	out, woken := f.applyLocked(logs)
+	out, woken, fed := f.applyLocked(logs)
 	if len(woken) > 0 {
 		f.waiters.fire(woken, false)
+	}
+	if fed {
+		f.feedFired()
 	}
 	return out
 }
 
 // applyLocked applies logs under the writer's lock and returns the answers
-// and the queue lanes that gained a job.
-func (f *FSM) applyLocked(logs []*raft.Log) ([]interface{}, []laneKey) {
+// and the queue lanes that gained a job, and whether the feed gained an
+// event.
+func (f *FSM) applyLocked(logs []*raft.Log) ([]interface{}, []laneKey, bool) {
 	out := make([]interface{}, len(logs))
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
@@ -128,9 +135,9 @@ func (f *FSM) applyLocked(logs []*raft.Log) ([]interface{}, []laneKey) {
 		f.w.index = logs[n-1].Index
 		f.applied.Store(f.w.index)
 	}
-	woken := f.w.woken
-	f.w.woken = nil
-	return out, woken
+	woken, fed := f.w.woken, f.w.fed
+	f.w.woken, f.w.fed = nil, false
+	return out, woken, fed
 }
 
 // current returns a view holding every entry applied so far: the latest
@@ -216,6 +223,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.wmu.Unlock()
 	// Every waiter looks again at the new state.
 	f.waiters.fire(nil, true)
+	f.feedFired()
 	return nil
 }
 

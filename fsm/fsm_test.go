@@ -804,7 +804,19 @@ func randomLog(seed uint64, n int) [][]byte {
 			// The control plane's registry: gateways and workers come and go,
 			// a worker may name a gateway that is not there.
 			gw := []string{"g1", "g2"}[rng.IntN(2)]
-			switch rng.IntN(6) {
+			switch rng.IntN(8) {
+			case 7:
+				// The seed's task steps, legal and not, and the feed turned
+				// on (usually early, so most of the log is fed).
+				if i < n/3 && rng.IntN(3) == 0 {
+					out = append(out, MustEncode(CmdFeedOn, &FeedOnCommand{Now: now}))
+					continue
+				}
+				op := TaskOp(1 + rng.IntN(5)) // 5: unknown, refused
+				out = append(out, MustEncode(CmdTaskStep, &TaskStepCommand{Op: op, Now: now, Ref: ref(), Actor: a, Result: []byte(`{"summary":"s"}`),
+					Error: JobError{Message: "e"}, Requeue: rng.IntN(2) == 0, Reason: "r"}))
+			case 6:
+				out = append(out, MustEncode(CmdTaskStep, &TaskStepCommand{Op: TaskStart, Now: now, Ref: ref(), Actor: a}))
 			case 5:
 				spec := RouteSpec{}
 				if rng.IntN(2) == 0 {

@@ -25,7 +25,7 @@ func newInterner() *interner {
 		string(OutcomeRunning), string(OutcomeCompleted), string(OutcomeFailed), string(OutcomeReleased),
 		string(OutcomeExpired), string(OutcomeCancelled),
 		EventCreated, EventClaimed, EventHeartbeat, EventCompleted, EventFailed, EventReleased, EventReaped,
-		EventDead, EventComment, EventRedriven,
+		EventDead, EventComment, EventRedriven, EventRouted, EventStarted,
 		DefaultStream, HeadRole, "reaper", "lease expired",
 	} {
 		in.m[s] = s

@@ -29,7 +29,10 @@ const (
 	// Version 4: the control plane's registry (controlplane.go).
 	snapGateway byte = 8
 	snapWorker  byte = 9
-	snapEnd     byte = 255
+	// Version 5: the event feed (feed.go).
+	snapFeedHead byte = 10
+	snapFeed     byte = 11
+	snapEnd      byte = 255
 )
 
 // snapshotVersion changes when the record layout changes incompatibly.
@@ -39,8 +42,10 @@ const (
 // of the version before the developer queue can read (a rolling upgrade:
 // such state exists only once every node applies its commands). Version 4
 // adds gateway and worker records; a state without them is written as
-// version 3 (or 2), for the same reason.
-const snapshotVersion = 4
+// version 3 (or 2), for the same reason. Version 5 adds the event feed
+// and when each attempt started; it is written once the feed is on, which
+// the leader turns on only once every server applies it (feed.go).
+const snapshotVersion = 5
 
 // maxSnapRecord bounds one object record, so a corrupt length cannot make
 // restore allocate without limit.
@@ -65,6 +70,9 @@ type snapEndRecord struct {
 	// Version 4.
 	Gateways int `codec:",omitempty"`
 	Workers  int `codec:",omitempty"`
+	// Version 5.
+	FeedHead int `codec:",omitempty"`
+	Feed     int `codec:",omitempty"`
 }
 
 type snapshot struct {
@@ -98,6 +106,9 @@ func (s *snapshot) write(w io.Writer) error {
 	}
 	if s.t.controlPlane() {
 		version = 4
+	}
+	if s.t.feed.on {
+		version = 5
 	}
 	head := snapHeaderRecord{Version: version, Index: s.index}
 	if s.hashKnown {
@@ -192,6 +203,21 @@ func (s *snapshot) write(w io.Writer) error {
 			return err == nil
 		})
 	}
+	if err == nil && version >= 5 {
+		e.b = e.b[:0]
+		e.uvarint(s.t.feed.latest)
+		err = put(snapFeedHead)
+		end.FeedHead++
+	}
+	if err == nil && version >= 5 {
+		l := &s.t.feed
+		for seq := l.oldest(); seq != 0 && seq <= l.latest && err == nil; seq++ {
+			e.b = e.b[:0]
+			e.feedEvent(l.get(seq))
+			err = put(snapFeed)
+			end.Feed++
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -224,8 +250,12 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	switch h.Version {
 	case 1:
 		err = readRecordsV1(br, mp, w, &got)
-	case 2, 3, 4:
+	case 2, 3, 4, 5:
 		err = readRecordsV2(br, w, &got, h.Version)
+		if err == nil && h.Version >= 5 {
+			w.t.feed.on = true
+			err = w.t.feed.restored(w.feedHead)
+		}
 	default:
 		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 to %d", h.Version, snapshotVersion)
 	}
@@ -327,6 +357,10 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int)
 				r = record{t, d.gateway()}
 			case snapWorker:
 				r = record{t, d.worker()}
+			case snapFeedHead:
+				r = record{t, &feedHead{seq: d.uvarint()}}
+			case snapFeed:
+				r = record{t, d.feedEvent()}
 			case snapBlob:
 				r = record{t, d.blob()}
 			case snapChunk:
@@ -437,6 +471,15 @@ func restoreObject(w *writer, obj interface{}, got *snapEndRecord) error {
 			return fmt.Errorf("restore: worker record %q without an id or twice", v.ID)
 		}
 		w.putWorker(v)
+	case *feedHead:
+		got.FeedHead++
+		if got.FeedHead > 1 {
+			return fmt.Errorf("restore: two feed head records")
+		}
+		w.feedHead = v.seq
+	case *FeedEvent:
+		got.Feed++
+		return w.t.feed.restore(v, w.feedHead)
 	}
 	return nil
 }
@@ -570,6 +613,11 @@ func (e *enc) job(j *Job, version int) {
 			e.str(j.Route.Key)
 		}
 	}
+	if version >= 5 {
+		for i := range j.AttemptLog {
+			e.varint(j.AttemptLog[i].RunningAt)
+		}
+	}
 }
 
 func (d *dec) job(version int) *Job {
@@ -636,6 +684,11 @@ func (d *dec) job(version int) *Job {
 	}
 	if version >= 4 && d.bool() {
 		j.Route = &RouteSpec{Capabilities: d.strs(), Labels: d.labels(), Key: d.str()}
+	}
+	if version >= 5 {
+		for i := range j.AttemptLog {
+			j.AttemptLog[i].RunningAt = d.varint()
+		}
 	}
 	*jp = j
 	return jp

@@ -203,6 +203,8 @@ type tables struct {
 	workers  *btree.BTreeG[workerItem]
 	// routed holds routed jobs still queued or running, by target gateway.
 	routed *btree.BTreeG[idItem]
+	// The event feed (feed.go): shared with published views by value.
+	feed feedLog
 }
 
 func newTables() *tables {
@@ -296,6 +298,9 @@ type writer struct {
 	index uint64 // the last entry applied to t
 	dirty [numTrees]bool
 	woken []laneKey
+	fed   bool // the feed gained an event since its readers were woken
+	// feedHead is the feed's last seq, while a snapshot is restored.
+	feedHead uint64
 }
 
 // update moves one index entry from old to new: a replace when the key is
@@ -420,6 +425,7 @@ func (w *writer) publish(prev *tables) *tables {
 	cloneIf(&w.dirty[tWorkers], &v.workers, w.t.workers)
 	cloneIf(&w.dirty[tRouted], &v.routed, w.t.routed)
 	v.registry = w.t.registry // immutable: shared as it is
+	v.feed = w.t.feed         // append-only blocks: shared as they are (feed.go)
 	for i := range v.lanes {
 		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])
 	}

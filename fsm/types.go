@@ -147,6 +147,9 @@ type Attempt struct {
 	WorkerID  string
 	Token     string
 	StartedAt int64
+	// RunningAt is when the attempt was started (claimed → running, seed
+	// 003's explicit start); 0 while it is only claimed.
+	RunningAt int64
 	EndedAt   int64
 	Outcome   Outcome
 	Error     *JobError
@@ -185,6 +188,7 @@ const (
 	EventComment   = "comment"
 	EventRedriven  = "redriven"
 	EventRouted    = "routed"
+	EventStarted   = "started"
 )
 
 // Blob is a replicated, content-addressed byte string. Its id is the hex

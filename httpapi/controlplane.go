@@ -232,6 +232,8 @@ func (s *Server) handleSystemState(w http.ResponseWriter, r *http.Request, c *ca
 	for state, n := range st.Counts {
 		out.Jobs[string(api.JobStatus(state))] = n
 	}
+	feed := s.queue.Feed(0, 0)
+	out.Events = api.EventFeedState{On: feed.On, Oldest: feed.Oldest, Latest: feed.Latest}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

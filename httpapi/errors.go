@@ -22,6 +22,8 @@ type apiError struct {
 	Job     *api.Job // the job the refusal concerns, when useful
 	// Streams, on stream_required, are the streams with queued tasks.
 	Streams []api.StreamQueue
+	// From and To name a refused transition of the task API.
+	From, To string
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -85,7 +87,13 @@ func classify(err error) *apiError {
 	case errors.Is(err, fsm.ErrNotFound):
 		return errorf(http.StatusNotFound, api.CodeNotFound, "%v", err)
 	case errors.Is(err, fsm.ErrIllegalTransition):
-		return errorf(http.StatusConflict, api.CodeIllegalTransition, "%v", err)
+		ae := errorf(http.StatusConflict, api.CodeIllegalTransition, "%v", err)
+		var te *fsm.TransitionError
+		if errors.As(err, &te) && te.From != "" {
+			ae.From, ae.To = string(te.From), string(te.To)
+			ae.Message = fmt.Sprintf("illegal transition %s → %s: %v", te.From, te.To, err)
+		}
+		return ae
 	case errors.Is(err, fsm.ErrStaleLease):
 		return errorf(http.StatusConflict, api.CodeStaleLease, "%v", err)
 	case errors.Is(err, fsm.ErrMaxAttempts):
@@ -141,5 +149,5 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 	if ae.Status >= 500 && ae.Status != http.StatusServiceUnavailable {
 		s.logger.Error("request failed", "error", err)
 	}
-	writeJSON(w, ae.Status, api.ErrorBody{Error: api.ErrorDetail{Code: ae.Code, Message: ae.Message, Leader: ae.Leader, Job: ae.Job, Streams: ae.Streams}})
+	writeJSON(w, ae.Status, api.ErrorBody{Error: api.ErrorDetail{Code: ae.Code, Message: ae.Message, Leader: ae.Leader, Job: ae.Job, Streams: ae.Streams, From: ae.From, To: ae.To}})
 }

@@ -280,6 +280,14 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"AgentList", api.AgentList{}},
 		{"RouteRequest", api.RouteRequest{}},
 		{"RouteAnswer", api.RouteAnswer{}},
+		{"ControlTask", api.ControlTask{}},
+		{"ControlTaskClaimRequest", api.ControlTaskClaimRequest{}},
+		{"ControlTaskClaim", api.ControlTaskClaim{}},
+		{"TaskStepRequest", api.TaskStepRequest{}},
+		{"TaskStepAnswer", api.TaskStepAnswer{}},
+		{"FeedEvent", api.Event{}},
+		{"EventGap", api.EventGap{}},
+		{"EventFeedState", api.EventFeedState{}},
 	} {
 		if got, want := schemaProps(t, doc, c.schema), jsonFields(c.view); !slices.Equal(got, want) {
 			t.Errorf("schema %s properties %v, server encodes %v", c.schema, got, want)

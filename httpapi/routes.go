@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/spine-queue/spine/api"
 )
@@ -12,9 +13,16 @@ import (
 func (s *Server) routes() {
 	s.router = http.NewServeMux()
 	s.methods = map[string][]string{}
-	// Every path no route has: 404 in the API's JSON.
+	s.paths = http.NewServeMux()
+	// Every request no route takes: 405 when its path is a route's with
+	// other methods, else 404, in the API's JSON.
 	s.router.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.setLeaderHeaders(w)
+		if _, path := s.paths.Handler(r); path != "" {
+			w.Header().Set("Allow", strings.Join(s.methods[path], ", "))
+			s.writeError(w, errorf(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+			return
+		}
 		s.writeError(w, errorf(http.StatusNotFound, api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 
@@ -48,6 +56,7 @@ func (s *Server) routes() {
 	s.devqRoutes()
 	s.controlPlaneRoutes()
 	s.readModelRoutes()
+	s.taskRoutes()
 	s.staleFilters = map[string]bool{"GET /api/tasks": true}
 
 	s.route("GET", "/cluster/status", kindPublic, allowPublic, s.authorized(allowHead, s.handleClusterStatus))

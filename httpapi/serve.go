@@ -60,12 +60,11 @@ func (s *Server) route(method, path string, k kind, who allow, h handlerFunc) {
 	})
 	s.routeList = append(s.routeList, method+" "+path)
 	if s.methods[path] == nil {
-		// The same path with any other method: 405 in the API's JSON.
-		s.router.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			s.setLeaderHeaders(w)
-			w.Header().Set("Allow", strings.Join(s.methods[path], ", "))
-			s.writeError(w, errorf(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
-		})
+		// The path with any method, for the 405 of a method it has not.
+		// (Registered in the router, a path without a method would conflict
+		// with a route of one method whose path is less specific, such as
+		// GET /v1/tasks/{id} with POST /v1/tasks/route.)
+		s.paths.HandleFunc(path, http.NotFound)
 	}
 	s.methods[path] = append(s.methods[path], method)
 }

@@ -60,6 +60,9 @@ type Server struct {
 	queue   *queue.Service
 	logger  hclog.Logger
 	router  *http.ServeMux
+	// paths holds every route's path without its method: which paths
+	// exist, for the 405 of a method a path does not have.
+	paths *http.ServeMux
 	// routes are the served "METHOD /pattern"s; methods is each pattern's
 	// methods, for the Allow header of a 405.
 	routeList []string

@@ -34,6 +34,7 @@ var workerVerbs = []verb{
 
 var controlVerbs = []verb{
 	{"route", "JOB_ID", "Route a queued job to the least loaded healthy gateway that meets --capability and --label (head).", routeJob},
+	eventsVerb,
 }
 
 func addControlPlaneCommands(env *cliEnv, g *clientFlags, root *cobra.Command) {

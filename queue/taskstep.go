@@ -1,0 +1,87 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/spine-queue/spine/fsm"
+)
+
+// TaskStepInput is one step of the control plane's task state machine
+// (seed 003) on the lease Ref names.
+type TaskStepInput struct {
+	Op    fsm.TaskOp
+	Ref   fsm.LeaseRef
+	Actor fsm.Actor
+	// Complete.
+	Result         json.RawMessage
+	Stdout, Stderr string
+	// Fail: Requeue puts the task back while it has attempts left (the
+	// seed's failed is final, so the default is not to).
+	Error   fsm.JobError
+	Requeue bool
+	// Release.
+	Reason string
+}
+
+// TaskStep takes one step of the seed's state machine: start (claimed →
+// running), complete (running → succeeded), fail or release. The state
+// machine refuses a step the seed does not allow with
+// fsm.ErrIllegalTransition naming the seed's from and to, and answers a
+// repeat as the core does.
+func (s *Service) TaskStep(ctx context.Context, in TaskStepInput) (*fsm.Result, uint64, error) {
+	if !s.allApply(fsm.CmdTaskStep) {
+		return nil, 0, ErrUpgradeInProgress
+	}
+	e := in.Error
+	if len(e.Message)+len(e.Stack)+len(e.Code) > MaxTextBytes || len(in.Reason) > MaxTextBytes {
+		return nil, 0, invalid("error and reason must each stay under %d bytes", MaxTextBytes)
+	}
+	return s.Propose(ctx, fsm.CmdTaskStep, &fsm.TaskStepCommand{Op: in.Op, Now: s.now(), Ref: in.Ref, Actor: in.Actor,
+		Result: in.Result, Stdout: in.Stdout, Stderr: in.Stderr, Error: e, Requeue: in.Requeue, Reason: in.Reason})
+}
+
+// FeedStarter returns the leader's routine that turns the event feed on
+// once every server applies it (a snapshot holding the feed is of a
+// version older builds cannot read), then waits for the end of the term.
+func (s *Service) FeedStarter(interval time.Duration) func(context.Context) {
+	logger := s.cfg.Logger.Named("feed")
+	return func(ctx context.Context) {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for !s.state.Peek().FeedOn() {
+			if s.allApply(fsm.CmdFeedOn) {
+				if _, _, err := s.Propose(ctx, fsm.CmdFeedOn, &fsm.FeedOnCommand{Now: s.now()}); err == nil {
+					logger.Info("event feed on")
+				} else if ctx.Err() == nil {
+					logger.Warn("event feed not turned on", "error", err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// FeedPage is a read of the event feed.
+type FeedPage struct {
+	Events []*fsm.FeedEvent
+	// Oldest is the seq of the oldest event the feed still holds (0: none),
+	// Latest the seq of the latest event ever fed.
+	Oldest, Latest uint64
+	// On is whether the feed records yet.
+	On bool
+	// Changed is closed when the feed gains an event after this read.
+	Changed <-chan struct{}
+}
+
+// Feed reads up to max events after seq after from this node's state.
+func (s *Service) Feed(after uint64, max int) FeedPage {
+	changed := s.state.Peek().FeedSignal() // before the read: nothing slips between
+	evs, oldest, latest, on := s.state.Read().Feed(after, max)
+	return FeedPage{Events: evs, Oldest: oldest, Latest: latest, On: on, Changed: changed}
+}
