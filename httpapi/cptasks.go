@@ -252,8 +252,12 @@ func (s *Server) handleEventStream(w http.ResponseWriter, r *http.Request, c *ca
 	_ = rc.Flush()
 	keepalive := time.NewTicker(eventKeepalive)
 	defer keepalive.Stop()
-	ctx := r.Context()
-	for {
+	// A node shutting down ends its streams at once (their clients resume
+	// on another node) rather than hold its drain to the deadline.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.draining, cancel)()
+	for ctx.Err() == nil {
 		page := s.queue.Feed(after, eventBatch)
 		if page.Oldest > after+1 {
 			// Events after the cursor were dropped: say so, then go on.
@@ -288,6 +292,7 @@ func (s *Server) handleEventStream(w http.ResponseWriter, r *http.Request, c *ca
 			return nil
 		}
 	}
+	return nil
 }
 
 // waitFeed waits for the feed to change, sending keepalives meanwhile.

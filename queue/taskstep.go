@@ -44,19 +44,19 @@ func (s *Service) TaskStep(ctx context.Context, in TaskStepInput) (*fsm.Result, 
 
 // FeedStarter returns the leader's routine that turns the event feed on
 // once every server applies it (a snapshot holding the feed is of a
-// version older builds cannot read), then waits for the end of the term.
+// version older builds cannot read), then ends.
 func (s *Service) FeedStarter(interval time.Duration) func(context.Context) {
 	logger := s.cfg.Logger.Named("feed")
 	return func(ctx context.Context) {
 		t := time.NewTicker(interval)
 		defer t.Stop()
-		for !s.state.Peek().FeedOn() {
-			if s.allApply(fsm.CmdFeedOn) {
-				if _, _, err := s.Propose(ctx, fsm.CmdFeedOn, &fsm.FeedOnCommand{Now: s.now()}); err == nil {
-					logger.Info("event feed on")
-				} else if ctx.Err() == nil {
-					logger.Warn("event feed not turned on", "error", err)
-				}
+		for {
+			on, err := s.StartFeed(ctx)
+			switch {
+			case on:
+				return
+			case err != nil && ctx.Err() == nil:
+				logger.Warn("event feed not turned on", "error", err)
 			}
 			select {
 			case <-ctx.Done():
@@ -65,6 +65,22 @@ func (s *Service) FeedStarter(interval time.Duration) func(context.Context) {
 			}
 		}
 	}
+}
+
+// StartFeed turns the event feed on if every server applies it and it is
+// off, and reports whether it is on.
+func (s *Service) StartFeed(ctx context.Context) (bool, error) {
+	if s.state.Peek().FeedOn() {
+		return true, nil
+	}
+	if !s.allApply(fsm.CmdFeedOn) {
+		return false, nil
+	}
+	if _, _, err := s.Propose(ctx, fsm.CmdFeedOn, &fsm.FeedOnCommand{Now: s.now()}); err != nil {
+		return false, err
+	}
+	s.cfg.Logger.Named("feed").Info("event feed on")
+	return true, nil
 }
 
 // FeedPage is a read of the event feed.
