@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -203,9 +204,20 @@ func (s *Server) viewAgent(a *queue.Agent) *api.Agent {
 }
 
 func (s *Server) handleSystemState(w http.ResponseWriter, r *http.Request, c *call) error {
-	cs, err := s.cluster.Status(r.Context())
+	out, err := s.systemState(r.Context())
 	if err != nil {
 		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// systemState is GET /v1/state's answer: this node's view of the cluster
+// and of the replicated state.
+func (s *Server) systemState(ctx context.Context) (*api.SystemState, error) {
+	cs, err := s.cluster.Status(ctx)
+	if err != nil {
+		return nil, err
 	}
 	st := s.queue.SystemState()
 	status := viewStatus(cs)
@@ -234,8 +246,7 @@ func (s *Server) handleSystemState(w http.ResponseWriter, r *http.Request, c *ca
 	}
 	feed := s.queue.Feed(0, 0)
 	out.Events = api.EventFeedState{On: feed.On, Oldest: feed.Oldest, Latest: feed.Latest}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return &out, nil
 }
 
 func (s *Server) handleAgents(w http.ResponseWriter, r *http.Request, c *call) error {

@@ -57,6 +57,7 @@ func (s *Server) routes() {
 	s.controlPlaneRoutes()
 	s.readModelRoutes()
 	s.taskRoutes()
+	s.uiRoutes()
 	s.staleFilters = map[string]bool{"GET /api/tasks": true}
 
 	s.route("GET", "/cluster/status", kindPublic, allowPublic, s.authorized(allowHead, s.handleClusterStatus))

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
+	"html/template"
 	"net/http"
 	"time"
 
@@ -63,6 +65,8 @@ type Server struct {
 	// paths holds every route's path without its method: which paths
 	// exist, for the 405 of a method a path does not have.
 	paths *http.ServeMux
+	// uiPages are the web UI's page templates (ui.go).
+	uiPages map[string]*template.Template
 	// routes are the served "METHOD /pattern"s; methods is each pattern's
 	// methods, for the Allow header of a 405.
 	routeList []string
@@ -108,6 +112,9 @@ func New(cfg Config, c Cluster, q *queue.Service) (*Server, error) {
 		relayKey: relayKey(cfg.Tokens)}
 	s.relay = &wire.Pool{Path: wire.RelayPath, Protocol: wire.RelayProtocol, Single: true}
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
+	if err := s.uiTemplates(); err != nil {
+		return nil, fmt.Errorf("httpapi: web UI templates: %w", err)
+	}
 	s.routes()
 	s.relaySrv = &wire.Server{Handler: s.router, MaxFrame: wire.MaxFrame}
 	s.muxSrv = &wire.Server{

@@ -1,0 +1,58 @@
+// Spine's web UI: live pages. The main part of a page is fetched again
+// (as a fragment) when the cluster's event feed reports a change, and on a
+// timer where the page asks for one; when this node stops answering, a
+// banner says so and the page keeps what it last showed.
+(function () {
+  "use strict";
+  var main = document.getElementById("main");
+  var banner = document.getElementById("banner");
+
+  // Filters submit on change.
+  document.addEventListener("change", function (e) {
+    if (e.target.matches && e.target.matches("[data-autosubmit]")) e.target.form.submit();
+  });
+
+  if (!main || !main.dataset.live) return;
+
+  var pending = null, inflight = false, again = false;
+
+  function down(isDown) { if (banner) banner.hidden = !isDown; }
+
+  function refresh() {
+    if (inflight) { again = true; return; }
+    inflight = true;
+    fetch(location.href, { headers: { "X-Spine-Fragment": "1" }, credentials: "same-origin", cache: "no-store" })
+      .then(function (r) {
+        if (r.status === 401) { location.href = "/ui/login?next=" + encodeURIComponent(location.pathname + location.search); return null; }
+        return r.text();
+      })
+      .then(function (html) {
+        if (html === null) return;
+        down(false);
+        // Never replace a field the user is typing in.
+        var a = document.activeElement;
+        if (a && main.contains(a) && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName)) return;
+        main.innerHTML = html;
+      })
+      .catch(function () { down(true); })
+      .finally(function () {
+        inflight = false;
+        if (again) { again = false; schedule(); }
+      });
+  }
+
+  function schedule() {
+    if (pending) return;
+    pending = setTimeout(function () { pending = null; refresh(); }, 150);
+  }
+
+  if (window.EventSource) {
+    var es = new EventSource("/ui/events");
+    es.onmessage = schedule;
+    ["job", "gateway", "worker", "gap"].forEach(function (k) { es.addEventListener(k, schedule); });
+    es.onopen = function () { down(false); schedule(); };
+    es.onerror = function () { if (es.readyState !== EventSource.OPEN) refresh(); };
+  }
+  var every = parseInt(main.dataset.refresh || "0", 10);
+  if (every > 0) setInterval(refresh, every);
+})();

@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The web UI's login session: a cookie every node can check without
+// shared state. It names a role, an expiry and a random nonce, signed with
+// HMAC-SHA256 keyed by the digest of the token that logged in, so it is
+// valid on every node configured with that token, survives any node's
+// death, and dies with the token (rotating a token out logs its sessions
+// out). Forms carry a CSRF token derived the same way from the session's
+// nonce, checked on every POST besides the cookie's SameSite=Strict.
+
+const (
+	sessionCookie = "spine_session"
+	sessionTTL    = 12 * time.Hour
+)
+
+// uiSession is a checked session.
+type uiSession struct {
+	role  string
+	nonce string
+	key   [32]byte // the digest of the token it was made with
+}
+
+func sessionMAC(key [32]byte, kind, msg string) string {
+	m := hmac.New(sha256.New, key[:])
+	m.Write([]byte("spine-ui-" + kind + "\x00" + msg))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// newSession returns the cookie value of a session of the token's role
+// (its digest key), valid until exp.
+func newSession(role string, key [32]byte, exp time.Time) (string, error) {
+	var n [16]byte
+	if _, err := rand.Read(n[:]); err != nil {
+		return "", err
+	}
+	payload := role + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + base64.RawURLEncoding.EncodeToString(n[:])
+	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + sessionMAC(key, "session", payload), nil
+}
+
+// session checks r's session cookie against the configured tokens.
+func (s *Server) session(r *http.Request, now time.Time) (*uiSession, error) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil, fmt.Errorf("not logged in")
+	}
+	enc, mac, ok := strings.Cut(ck.Value, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if !ok || err != nil {
+		return nil, fmt.Errorf("malformed session")
+	}
+	payload := string(raw)
+	parts := strings.Split(payload, "|")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("malformed session")
+	}
+	exp, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || now.Unix() >= exp {
+		return nil, fmt.Errorf("session expired")
+	}
+	for _, e := range s.cfg.Tokens.entries {
+		if e.role == parts[0] && hmac.Equal([]byte(mac), []byte(sessionMAC(e.sum, "session", payload))) {
+			return &uiSession{role: e.role, nonce: parts[2], key: e.sum}, nil
+		}
+	}
+	return nil, fmt.Errorf("session not valid (its token was rotated out?)")
+}
+
+// csrf is the token forms of this session carry.
+func (u *uiSession) csrf() string { return sessionMAC(u.key, "csrf", u.nonce) }
+
+// checkCSRF reports whether a form's token is this session's.
+func (u *uiSession) checkCSRF(token string) bool {
+	return token != "" && hmac.Equal([]byte(token), []byte(u.csrf()))
+}
+
+// tokenKey returns the role and digest of a configured token.
+func (t *Tokens) tokenKey(token string) (string, [32]byte) {
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	role := t.Role(strings.TrimSpace(token))
+	return role, sum
+}

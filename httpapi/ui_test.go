@@ -1,0 +1,139 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/spine-queue/spine/fsm"
+)
+
+// uiLogin logs in with token through the form and returns the session
+// cookie.
+func uiLogin(t *testing.T, e *env, token string) *http.Cookie {
+	t.Helper()
+	r := e.do("POST", "/ui/login", "", "token="+url.QueryEscape(token)+"&next=/ui/cluster", "Content-Type", "application/x-www-form-urlencoded")
+	if r.Code != http.StatusSeeOther || r.Header.Get("Location") != "/ui/cluster" {
+		t.Fatalf("login: %d %s %s", r.Code, r.Header.Get("Location"), r.Body)
+	}
+	res := http.Response{Header: r.Header}
+	for _, c := range res.Cookies() {
+		if c.Name == sessionCookie {
+			return c
+		}
+	}
+	t.Fatal("login set no session cookie")
+	return nil
+}
+
+func (e *env) page(method, path string, ck *http.Cookie, form string, hdr ...string) resp {
+	e.t.Helper()
+	h := append([]string{"Cookie", ck.Name + "=" + ck.Value}, hdr...)
+	if form != "" {
+		h = append(h, "Content-Type", "application/x-www-form-urlencoded")
+		return e.do(method, path, "", form, h...)
+	}
+	return e.do(method, path, "", nil, h...)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// The UI's login: a wrong token gets the form again and no cookie; a
+// right one an HttpOnly, SameSite=Strict session cookie valid for the UI;
+// pages without a session send the browser to the login form; a forged or
+// rotated-out session is refused.
+func TestUILogin(t *testing.T) {
+	e := newEnv(t)
+	if r := e.do("GET", "/", "", nil); r.Code != http.StatusSeeOther || r.Header.Get("Location") != "/ui/" {
+		t.Fatalf("GET /: %d %s", r.Code, r.Header.Get("Location"))
+	}
+	if r := e.do("GET", "/ui/tasks?state=dead", "", nil); r.Code != http.StatusSeeOther ||
+		r.Header.Get("Location") != "/ui/login?next="+url.QueryEscape("/ui/tasks?state=dead") {
+		t.Fatalf("no session: %d %s", r.Code, r.Header.Get("Location"))
+	}
+	bad := e.do("POST", "/ui/login", "", "token=nope", "Content-Type", "application/x-www-form-urlencoded")
+	if bad.Code != http.StatusUnauthorized || !strings.Contains(string(bad.Body), "not accepted") || bad.Header.Get("Set-Cookie") != "" {
+		t.Fatalf("wrong token: %d %q %s", bad.Code, bad.Header.Get("Set-Cookie"), bad.Body)
+	}
+	ck := uiLogin(t, e, headTok)
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/ui/" || ck.MaxAge <= 0 {
+		t.Fatalf("cookie: %+v", ck)
+	}
+	if r := e.page("GET", "/ui/", ck, ""); r.Code != 200 || !strings.Contains(string(r.Body), "Dashboard") {
+		t.Fatalf("dashboard: %d %s", r.Code, r.Body)
+	}
+	forged := *ck
+	forged.Value = strings.Replace(ck.Value, ".", ".x", 1)
+	if r := e.page("GET", "/ui/cluster", &forged, ""); r.Code != http.StatusSeeOther {
+		t.Fatalf("forged session: %d", r.Code)
+	}
+	// The session names its role: a claw's cookie relabelled head fails.
+	claw := uiLogin(t, e, leftTok)
+	enc, mac, _ := strings.Cut(claw.Value, ".")
+	raw, _ := base64.RawURLEncoding.DecodeString(enc)
+	relabelled := *claw
+	relabelled.Value = base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(raw), RoleLeftClaw, RoleHead, 1))) + "." + mac
+	if r := e.page("GET", "/ui/cluster", &relabelled, ""); r.Code != http.StatusSeeOther {
+		t.Fatalf("relabelled session: %d", r.Code)
+	}
+	// A live refresh gets the page's main part only.
+	if r := e.page("GET", "/ui/tasks", claw, "", "X-Spine-Fragment", "1"); r.Code != 200 || strings.Contains(string(r.Body), "<html") ||
+		!strings.Contains(string(r.Body), "<h1>Tasks</h1>") {
+		t.Fatalf("fragment: %d %.80s", r.Code, r.Body)
+	}
+	// Logging out clears the cookie.
+	csrf := csrfRE.FindStringSubmatch(string(e.page("GET", "/ui/", ck, "").Body))[1]
+	if r := e.page("POST", "/ui/logout", ck, "csrf="+url.QueryEscape(csrf)); r.Code != http.StatusSeeOther || !strings.Contains(r.Header.Get("Set-Cookie"), "Max-Age=0") {
+		t.Fatalf("logout: %d %q", r.Code, r.Header.Get("Set-Cookie"))
+	}
+	if r := e.page("POST", "/ui/logout", ck, "csrf=forged"); r.Code != http.StatusForbidden {
+		t.Fatalf("logout without the CSRF token: %d", r.Code)
+	}
+}
+
+// Forms: a redrive needs head (the server says so, whatever the page
+// shows) and the session's CSRF token, and changes nothing otherwise.
+func TestUIRedriveIsHeadsAndNeedsCSRF(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(map[string]interface{}{"maxAttempts": 1})["id"].(string)
+	e.do("POST", "/jobs/"+id+"/claim", leftTok, nil)
+	e.do("POST", "/jobs/"+id+"/fail", leftTok, map[string]interface{}{"error": map[string]string{"message": "x"}, "requeue": false})
+	if j := e.job(id); j.State != fsm.StateFailed {
+		t.Fatalf("setup: %s", j.State)
+	}
+	head, claw := uiLogin(t, e, headTok), uiLogin(t, e, leftTok)
+	page := string(e.page("GET", "/ui/cluster", head, "").Body)
+	if !strings.Contains(page, `action="/ui/tasks/`+id+`/redrive"`) {
+		t.Fatalf("the dead letters miss the job:\n%s", page)
+	}
+	if strings.Contains(string(e.page("GET", "/ui/cluster", claw, "").Body), "/redrive") {
+		t.Fatal("a claw's cluster page offers a redrive")
+	}
+	csrf := csrfRE.FindStringSubmatch(page)[1]
+	clawCSRF := csrfRE.FindStringSubmatch(string(e.page("GET", "/ui/", claw, "").Body))[1]
+	if r := e.page("POST", "/ui/tasks/"+id+"/redrive", claw, "csrf="+url.QueryEscape(clawCSRF)); r.Code != http.StatusForbidden {
+		t.Fatalf("a claw's redrive: %d", r.Code)
+	}
+	if r := e.page("POST", "/ui/tasks/"+id+"/redrive", head, "csrf="+url.QueryEscape(clawCSRF)); r.Code != http.StatusForbidden {
+		t.Fatalf("head's redrive with another session's token: %d", r.Code)
+	}
+	if j := e.job(id); j.State != fsm.StateFailed {
+		t.Fatalf("a refused redrive changed the job: %s", j.State)
+	}
+	if r := e.page("POST", "/ui/tasks/"+id+"/redrive", head, "csrf="+url.QueryEscape(csrf)+"&back=/ui/cluster"); r.Code != http.StatusSeeOther ||
+		r.Header.Get("Location") != "/ui/cluster" {
+		t.Fatalf("redrive: %d %s %s", r.Code, r.Header.Get("Location"), r.Body)
+	}
+	if j := e.job(id); j.State != fsm.StateQueued {
+		t.Fatalf("after the redrive: %s", j.State)
+	}
+	if r := e.page("GET", "/ui/tasks/nope", head, ""); r.Code != http.StatusNotFound || !strings.Contains(string(r.Body), "not found") {
+		t.Fatalf("unknown task: %d", r.Code)
+	}
+	if r := e.page("GET", "/ui/tasks?state=bogus", head, ""); r.Code != http.StatusBadRequest {
+		t.Fatalf("bad filter: %d", r.Code)
+	}
+}

@@ -1,0 +1,193 @@
+package systemtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// browser starts headless Chromium for a test. CI installs it and sets
+// SPINE_REQUIRE_BROWSER=1 (.ci/run), so there a missing Chromium fails the
+// test; elsewhere the test is skipped, saying what to install.
+func browser(t *testing.T) (context.Context, func() context.Context) {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("SPINE_REQUIRE_BROWSER") == "1" {
+			t.Fatal("SPINE_REQUIRE_BROWSER=1 and no chromium on PATH")
+		}
+		t.Skip("browser test skipped: install Debian's chromium (apt-get install -y chromium) to run it")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	root, cancelRoot := chromedp.NewContext(actx)
+	t.Cleanup(cancelRoot)
+	if err := chromedp.Do(root); err != nil { // starts the browser (no deadline: it would stop it)
+		t.Fatalf("start chromium: %v", err)
+	}
+	// Each tab (a fresh browser context: its own cookies) for a user.
+	tab := func() context.Context {
+		ctx, cancel := chromedp.NewContext(root, chromedp.WithNewBrowserContext())
+		t.Cleanup(cancel)
+		if err := chromedp.Do(ctx); err != nil { // opens the tab, for the context's life
+			t.Fatalf("open a tab: %v", err)
+		}
+		return ctx
+	}
+	return tab(), tab
+}
+
+// run runs browser actions with a deadline.
+func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if _, err := runValue(ctx, chromedp.Steps(steps...)); err != nil {
+		// Say where the browser is and what it shows.
+		where, _ := runValue(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText.slice(0, 600)`))
+		t.Fatalf("%s: %v\nthe page: %s", what, err, where)
+	}
+}
+
+func runValue[T any](ctx context.Context, a chromedp.Action[T]) (T, error) {
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return chromedp.Run(tctx, a)
+}
+
+// textOf reads the text of the first element sel matches ("" when none
+// does), in one evaluation: a live refresh may replace the element at any
+// moment, so no node is held between two calls.
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	js := fmt.Sprintf(`(function(){ var e = document.querySelector(%q); return e ? e.textContent : ""; })()`, sel)
+	s, err := runValue(ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		t.Fatalf("read %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// shot saves a screenshot in $SPINE_UI_SCREENSHOTS, if set.
+func shot(t *testing.T, ctx context.Context, name string) {
+	dir := os.Getenv("SPINE_UI_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	img, err := runValue(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	_ = os.WriteFile(filepath.Join(dir, name+".png"), img, 0o644)
+}
+
+// The web UI in a real browser on three processes: a wrong token is
+// refused with a message; head logs in on a follower; the dashboard moves
+// live when a job is created through another node; the leader is killed
+// and the page, loaded from a follower, goes on (live counts, the new
+// leader on the cluster page within seconds); a dead letter is redriven
+// from the page (the follower forwards the form to the leader); a claw's
+// cluster page has no dead letters.
+func TestWebUIOnThreeNodes(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	leader, fs := apiRoles(t, c)
+	tab, newTab := browser(t)
+	base := fs[0].URL
+
+	run(t, tab, "wrong token", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), "not-a-token"), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#login-error")))
+	run(t, tab, "head logs in", chromedp.SendKeys(chromedp.CSS("#token"), apiHead), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#count-queued")))
+	shot(t, tab, "dashboard")
+
+	// The count, or -1 while a live refresh replaces it under the read.
+	count := func() int {
+		n, err := strconv.Atoi(textOf(t, tab, "#count-queued"))
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	waitCount := func(want int, what string) {
+		t.Helper()
+		start := time.Now()
+		apiEventually(t, 15*time.Second, what, func() error {
+			if n := count(); n != want {
+				return fmt.Errorf("the page shows %d queued, want %d", n, want)
+			}
+			return nil
+		})
+		t.Logf("%s: on screen %v after the write", what, time.Since(start).Round(10*time.Millisecond))
+	}
+	stream := wName("ui")
+	before := -1
+	apiEventually(t, 10*time.Second, "the queued count", func() error {
+		if before = count(); before < 0 {
+			return fmt.Errorf("no count on the page")
+		}
+		return nil
+	})
+	wCreate(t, fs[1].URL, stream, map[string]int{"n": 1}, nil)
+	waitCount(before+1, "a job created through another node")
+
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	wCreate(t, fs[1].URL, stream, map[string]int{"n": 2}, nil)
+	waitCount(before+2, "a job created after the leader's death")
+	run(t, tab, "cluster page", chromedp.Navigate(base+"/ui/cluster"), chromedp.WaitVisible(chromedp.CSS("#leader")))
+	apiEventually(t, 20*time.Second, "the new leader on the cluster page", func() error {
+		if l := textOf(t, tab, "#leader"); l == leader.ID || l == "none" || l == "" {
+			return fmt.Errorf("the page shows leader %q", l)
+		}
+		return nil
+	})
+	shot(t, tab, "cluster")
+
+	// A dead letter, redriven from the page.
+	id := wCreate(t, fs[1].URL, wName("uidead"), map[string]int{"n": 3}, map[string]interface{}{"maxAttempts": 1}).ID
+	apiWant(t, devqRetry(t, "POST", fs[1].URL+"/jobs/"+id+"/claim", apiLeft, nil), 200)
+	apiWant(t, devqRetry(t, "POST", fs[1].URL+"/jobs/"+id+"/fail", apiLeft,
+		map[string]interface{}{"error": map[string]string{"message": "broken"}, "requeue": false}), 200)
+	row := `#dead tr[data-id="` + id + `"] button.redrive`
+	run(t, tab, "redrive", chromedp.Navigate(base+"/ui/cluster"), chromedp.WaitVisible(chromedp.CSS(row)),
+		chromedp.Click(chromedp.CSS(row)), chromedp.WaitVisible(chromedp.CSS("#dead, .empty")))
+	apiEventually(t, 10*time.Second, "the redriven job queued", func() error {
+		if j := wGetJob(t, fs[1].URL, id); j.Status != "queued" {
+			return fmt.Errorf("it is %s", j.Status)
+		}
+		return nil
+	})
+
+	// The task page, and a claw's view of the cluster.
+	run(t, tab, "task page", chromedp.Navigate(base+"/ui/tasks/"+id), chromedp.WaitVisible(chromedp.CSS("#history")))
+	// The page reads its node's state, which may be a moment behind the
+	// leader's; it catches up live.
+	apiEventually(t, 10*time.Second, "the task page shows the redrive", func() error {
+		if s := textOf(t, tab, "#task-status"); s != "queued" {
+			return fmt.Errorf("it shows %q", s)
+		}
+		return nil
+	})
+	shot(t, tab, "task")
+	claw := newTab()
+	run(t, claw, "claw logs in", chromedp.Navigate(fs[1].URL+"/ui/cluster"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), apiLeft), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#nodes")))
+	dead, err := runValue(claw, chromedp.Evaluate[int](`document.querySelectorAll("#dead").length`))
+	if err != nil || dead != 0 {
+		t.Fatal("a claw sees the dead letters")
+	}
+}
