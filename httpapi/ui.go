@@ -30,7 +30,7 @@ import (
 var uiFiles embed.FS
 
 // uiPages are the pages, each a template file defining "main".
-var uiPages = []string{"login", "dashboard", "tasks", "task", "cluster", "error"}
+var uiPages = []string{"login", "dashboard", "tasks", "task", "cluster", "error", "sessions", "streams", "enqueue"}
 
 func (s *Server) uiTemplates() error {
 	funcs := template.FuncMap{
@@ -84,6 +84,7 @@ func (s *Server) uiRoutes() {
 	s.uiRoute("GET /ui/cluster", kindRead, allowAll, s.uiCluster)
 	s.uiRoute("POST /ui/tasks/{id}/redrive", kindWrite, allowHead, s.uiRedrive)
 	s.uiRoute("POST /ui/tasks/{id}/requeue", kindWrite, allowHead, s.uiRequeue)
+	s.uiDevqRoutes()
 	s.uiRoute("GET /ui/events", kindRead, allowAll, func(w http.ResponseWriter, r *http.Request, u *uiView) error {
 		return s.handleEventStream(w, r, &call{role: u.Role})
 	})
@@ -277,7 +278,8 @@ func (s *Server) uiDashboard(w http.ResponseWriter, r *http.Request, u *uiView) 
 		d.Streams = append(d.Streams, name)
 	}
 	sort.Strings(d.Streams)
-	u.Title, u.Nav, u.Data = "Dashboard", "dashboard", d
+	// Ages, and a leader's loss, come without events: refresh on a timer too.
+	u.Title, u.Nav, u.Refresh, u.Data = "Dashboard", "dashboard", 5000, d
 	return s.render(w, http.StatusOK, "dashboard", u)
 }
 
@@ -392,7 +394,8 @@ func uiBack(u *uiView, def string) string {
 }
 
 func (s *Server) uiRedrive(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	if _, _, err := s.queue.Redrive(r.Context(), r.PathValue("id"), fsm.Actor{Role: u.Role}); err != nil {
+	_, _, err := s.queue.Redrive(r.Context(), r.PathValue("id"), fsm.Actor{Role: u.Role})
+	if err != nil {
 		return err
 	}
 	http.Redirect(w, r, uiBack(u, "/ui/tasks/"+url.PathEscape(r.PathValue("id"))), http.StatusSeeOther)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
 	"net/http"
 	"net/url"
@@ -135,5 +136,48 @@ func TestUIRedriveIsHeadsAndNeedsCSRF(t *testing.T) {
 	}
 	if r := e.page("GET", "/ui/tasks?state=bogus", head, ""); r.Code != http.StatusBadRequest {
 		t.Fatalf("bad filter: %d", r.Code)
+	}
+}
+
+// The task list marks a running task past its timeout stale (yellow) and
+// one auto-failed at twice it (red); only head gets the requeue button.
+func TestUITaskMarks(t *testing.T) {
+	e := newEnv(t)
+	apply := func(ct fsm.CommandType, cmd interface{}) {
+		t.Helper()
+		res, _, err := e.fc.Apply(context.Background(), fsm.MustEncode(ct, cmd))
+		if err != nil || res.(*fsm.Result).Err != nil {
+			t.Fatalf("%v: %v %v", ct, err, res)
+		}
+	}
+	now, head := testNow.UnixNano(), fsm.Actor{Role: fsm.HeadRole}
+	apply(fsm.CmdRegistrySet, &fsm.RegistrySetCommand{Now: now, Actor: head, Registry: fsm.Registry{Classes: fsm.DefaultTaskClasses,
+		Tools: []fsm.Tool{{Name: "run-bash", TaskClass: "MEDIUM_SCRIPT"}}}})
+	apply(fsm.CmdSessionCreate, &fsm.SessionCreateCommand{Now: now, ID: "ses_1", Name: "s", Actor: head})
+	apply(fsm.CmdStreamCreate, &fsm.StreamCreateCommand{Now: now, ID: "str_1", Name: "web", Session: "s", Actor: head})
+	// tsk_stale: claimed 90 s ago with a 60 s timeout (lease 120 s): stale.
+	// tsk_dead: claimed 200 s ago, its lease gone 80 s ago: auto-failed.
+	for _, tk := range []struct {
+		id  string
+		ago int64
+	}{{"tsk_stale", 90}, {"tsk_dead", 200}} {
+		at := now - tk.ago*1e9
+		apply(fsm.CmdTaskCreate, &fsm.TaskCreateCommand{Now: at, ID: tk.id, Stream: "web", ToolName: "run-bash", Timeout: 60,
+			Payload: []byte(`{}`), Actor: head})
+		apply(fsm.CmdClaim, &fsm.ClaimCommand{Now: at, JobID: tk.id, Targets: []string{"left_claw"}, Actor: fsm.Actor{Role: "left_claw"},
+			AttemptID: "a-" + tk.id, LeaseToken: "t-" + tk.id, LeaseNanos: 120e9})
+	}
+	apply(fsm.CmdReap, &fsm.ReapCommand{Now: now, Max: 10})
+	page := string(e.page("GET", "/ui/tasks?stream=web", uiLogin(t, e, headTok), "").Body)
+	for id, class := range map[string]string{"tsk_stale": "stale", "tsk_dead": "autofailed"} {
+		if !regexp.MustCompile(`<tr data-id="` + id + `" data-status="[a-z]+" class="` + class + `">`).MatchString(page) {
+			t.Fatalf("%s is not marked %s:\n%s", id, class, page)
+		}
+	}
+	if !strings.Contains(page, `action="/ui/tasks/tsk_dead/requeue"`) {
+		t.Fatal("no requeue for head on the auto-failed task")
+	}
+	if claw := string(e.page("GET", "/ui/tasks?stream=web", uiLogin(t, e, leftTok), "").Body); strings.Contains(claw, "/requeue") {
+		t.Fatal("a claw is offered a requeue")
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/spine-queue/spine/api"
 )
 
 // browser starts headless Chromium for a test. CI installs it and sets
@@ -54,8 +56,9 @@ func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Actio
 	t.Helper()
 	if _, err := runValue(ctx, chromedp.Steps(steps...)); err != nil {
 		// Say where the browser is and what it shows.
-		where, _ := runValue(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText.slice(0, 600)`))
-		t.Fatalf("%s: %v\nthe page: %s", what, err, where)
+		where, werr := runValue(ctx, chromedp.Evaluate[string](`location.href + " (" + document.readyState + ")\n" + document.body.innerText.slice(0, 300)`))
+		shot(t, ctx, "failed")
+		t.Fatalf("%s: %v\nthe page: %s %v", what, err, where, werr)
 	}
 }
 
@@ -105,11 +108,11 @@ func TestWebUIOnThreeNodes(t *testing.T) {
 	tab, newTab := browser(t)
 	base := fs[0].URL
 
-	run(t, tab, "wrong token", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), "not-a-token"), chromedp.Click(chromedp.CSS("#login")),
-		chromedp.WaitVisible(chromedp.CSS("#login-error")))
-	run(t, tab, "head logs in", chromedp.SendKeys(chromedp.CSS("#token"), apiHead), chromedp.Click(chromedp.CSS("#login")),
-		chromedp.WaitVisible(chromedp.CSS("#count-queued")))
+	run(t, tab, "wrong token", chromedp.Navigate(base+"/ui/"), present("#token"),
+		chromedp.SendKeys(chromedp.CSS("#token"), "not-a-token"), clickJS("#login"),
+		present("#login-error"))
+	run(t, tab, "head logs in", chromedp.SendKeys(chromedp.CSS("#token"), apiHead), clickJS("#login"),
+		present("#count-queued"))
 	shot(t, tab, "dashboard")
 
 	// The count, or -1 while a live refresh replaces it under the read.
@@ -147,7 +150,7 @@ func TestWebUIOnThreeNodes(t *testing.T) {
 	}
 	wCreate(t, fs[1].URL, stream, map[string]int{"n": 2}, nil)
 	waitCount(before+2, "a job created after the leader's death")
-	run(t, tab, "cluster page", chromedp.Navigate(base+"/ui/cluster"), chromedp.WaitVisible(chromedp.CSS("#leader")))
+	run(t, tab, "cluster page", chromedp.Navigate(base+"/ui/cluster"), present("#leader"))
 	apiEventually(t, 20*time.Second, "the new leader on the cluster page", func() error {
 		if l := textOf(t, tab, "#leader"); l == leader.ID || l == "none" || l == "" {
 			return fmt.Errorf("the page shows leader %q", l)
@@ -162,8 +165,11 @@ func TestWebUIOnThreeNodes(t *testing.T) {
 	apiWant(t, devqRetry(t, "POST", fs[1].URL+"/jobs/"+id+"/fail", apiLeft,
 		map[string]interface{}{"error": map[string]string{"message": "broken"}, "requeue": false}), 200)
 	row := `#dead tr[data-id="` + id + `"] button.redrive`
-	run(t, tab, "redrive", chromedp.Navigate(base+"/ui/cluster"), chromedp.WaitVisible(chromedp.CSS(row)),
-		chromedp.Click(chromedp.CSS(row)), chromedp.WaitVisible(chromedp.CSS("#dead, .empty")))
+	run(t, tab, "redrive", chromedp.Navigate(base+"/ui/cluster"), present(row),
+		clickJS(row),
+		// Gone from the dead letters once the page the form leads to (or
+		// its live refresh) has the redrive.
+		absent(row))
 	apiEventually(t, 10*time.Second, "the redriven job queued", func() error {
 		if j := wGetJob(t, fs[1].URL, id); j.Status != "queued" {
 			return fmt.Errorf("it is %s", j.Status)
@@ -172,7 +178,7 @@ func TestWebUIOnThreeNodes(t *testing.T) {
 	})
 
 	// The task page, and a claw's view of the cluster.
-	run(t, tab, "task page", chromedp.Navigate(base+"/ui/tasks/"+id), chromedp.WaitVisible(chromedp.CSS("#history")))
+	run(t, tab, "task page", chromedp.Navigate(base+"/ui/tasks/"+id), present("#history"))
 	// The page reads its node's state, which may be a moment behind the
 	// leader's; it catches up live.
 	apiEventually(t, 10*time.Second, "the task page shows the redrive", func() error {
@@ -183,11 +189,153 @@ func TestWebUIOnThreeNodes(t *testing.T) {
 	})
 	shot(t, tab, "task")
 	claw := newTab()
-	run(t, claw, "claw logs in", chromedp.Navigate(fs[1].URL+"/ui/cluster"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), apiLeft), chromedp.Click(chromedp.CSS("#login")),
-		chromedp.WaitVisible(chromedp.CSS("#nodes")))
+	run(t, claw, "claw logs in", chromedp.Navigate(fs[1].URL+"/ui/cluster"), present("#token"),
+		chromedp.SendKeys(chromedp.CSS("#token"), apiLeft), clickJS("#login"),
+		present("#nodes"))
 	dead, err := runValue(claw, chromedp.Evaluate[int](`document.querySelectorAll("#dead").length`))
 	if err != nil || dead != 0 {
 		t.Fatal("a claw sees the dead letters")
 	}
+
+	// The page's node without a leader (the other survivor killed), then
+	// down itself: each is said on the page.
+	run(t, tab, "dashboard", chromedp.Navigate(base+"/ui/"), present("#count-queued"))
+	if err := c.Kill(fs[1]); err != nil {
+		t.Fatal(err)
+	}
+	apiEventually(t, 30*time.Second, "the no-leader banner", func() error {
+		if textOf(t, tab, "#noleader") == "" {
+			return fmt.Errorf("no banner yet")
+		}
+		return nil
+	})
+	shot(t, tab, "noleader")
+	if err := c.Kill(fs[0]); err != nil {
+		t.Fatal(err)
+	}
+	apiEventually(t, 30*time.Second, "the node-down banner", func() error {
+		if attrOf(t, tab, "#banner", "hidden") != "" || textOf(t, tab, "#banner") == "" {
+			return fmt.Errorf("the banner is hidden")
+		}
+		hidden, _ := runValue(tab, chromedp.Evaluate[bool](`document.getElementById("banner").hidden`))
+		if hidden {
+			return fmt.Errorf("the banner is hidden")
+		}
+		return nil
+	})
+	shot(t, tab, "nodedown")
+}
+
+// The developer queue's pages in a real browser on three processes:
+// head creates a session and a stream with instructions through the
+// forms of a follower, enqueues with the enqueue form (the tool's payload
+// template, the script path from the index, a timeout override) and lands
+// on the new task's page, then ends the stream. (The stale and auto-failed
+// marks are checked on the rendered list: TestUITaskMarks.)
+func TestWebUIDeveloperQueue(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, map[string]string{"REAPER_INTERVAL_MS": "100", "SPINE_LEASE_GRACE_MS": "0"})
+	_, fs := apiRoles(t, c)
+	base := fs[0].URL
+	t.Logf("pages from follower %s", base)
+	reg := api.Registry{Tools: []api.Tool{{Name: "run-bash", Description: "Execute a bash script", TaskClass: "MEDIUM_SCRIPT"}},
+		Scripts: []api.Script{{Path: "scripts/migrate.sh", Name: "migrate", Description: "run the migrations"}}}
+	apiWant(t, devqRetry(t, "PUT", base+"/api/registry", apiHead, reg), 200)
+	tab, _ := browser(t)
+	run(t, tab, "head logs in", chromedp.Navigate(base+"/ui/sessions"), present("#token"),
+		chromedp.SendKeys(chromedp.CSS("#token"), apiHead), clickJS("#login"),
+		present("#new-session"))
+	run(t, tab, "new session", chromedp.SendKeys(chromedp.CSS(`#new-session input[name="name"]`), "web-s"),
+		clickJS("#new-session button"), present(`#sessions tr[data-name="web-s"]`))
+	run(t, tab, "new stream", chromedp.Navigate(base+"/ui/streams"), present("#new-stream"),
+		chromedp.SendKeys(chromedp.CSS(`#new-stream input[name="name"]`), "web-st"),
+		chromedp.SendKeys(chromedp.CSS(`#new-stream textarea`), "Run the migrations; done when they pass"),
+		clickJS("#new-stream button"), present(`#streams tr[data-name="web-st"]`))
+
+	run(t, tab, "enqueue form", chromedp.Navigate(base+"/ui/enqueue"), present("#payload"))
+	if p := textValue(t, tab, "#payload"); !strings.Contains(p, `"script_path"`) {
+		t.Fatalf("the payload is not the tool's template: %q", p)
+	}
+	run(t, tab, "script path", chromedp.SendKeys(chromedp.CSS("#script"), "scripts/migrate.sh\t"))
+	if p := textValue(t, tab, "#payload"); !strings.Contains(p, `"scripts/migrate.sh"`) {
+		t.Fatalf("the script path is not in the payload: %q", p)
+	}
+	shot(t, tab, "enqueue")
+	run(t, tab, "enqueue", chromedp.SendKeys(chromedp.CSS("#timeout"), "2"), clickJS("#submit"),
+		present("#task-id"))
+	id := textOf(t, tab, "#task-id")
+	if !strings.HasPrefix(id, "tsk_") {
+		t.Fatalf("the enqueued task's page shows id %q", id)
+	}
+
+	if tool := textOf(t, tab, ".facts"); !strings.Contains(tool, "run-bash (timeout 2 s)") {
+		t.Fatalf("the task page: %q", tool)
+	}
+	run(t, tab, "end the stream", chromedp.Navigate(base+"/ui/streams"),
+		clickJS(`#streams tr[data-name="web-st"] button.end`),
+		present(`#streams tr[data-name="web-st"] .st-ended`))
+	// At a phone's width the task list still shows its rows.
+	run(t, tab, "phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/ui/tasks"), present("#tasks"))
+	shot(t, tab, "phone-tasks")
+}
+
+// textValue reads a form field's value.
+func textValue(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	v, err := runValue(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).value`, sel)))
+	if err != nil {
+		t.Fatalf("read %s: %v", sel, err)
+	}
+	return v
+}
+
+// attrOf reads an attribute of the first element sel matches.
+func attrOf(t *testing.T, ctx context.Context, sel, attr string) string {
+	t.Helper()
+	v, err := runValue(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(function(){ var e = document.querySelector(%q); return e ? (e.getAttribute(%q) || "") : ""; })()`, sel, attr)))
+	if err != nil {
+		t.Fatalf("read %s of %s: %v", attr, sel, err)
+	}
+	return v
+}
+
+// present waits for an element sel matches, by evaluating the selector in
+// the page: elements a live refresh put there are found too (the DevTools
+// DOM the chromedp queries use does not always see them).
+func present(sel string) chromedp.Action[chromedp.Void] {
+	return pollJS(sel+" present", fmt.Sprintf(`!!document.querySelector(%q)`, sel))
+}
+
+// absent waits until no element matches sel.
+func absent(sel string) chromedp.Action[chromedp.Void] {
+	return pollJS(sel+" gone", fmt.Sprintf(`!document.querySelector(%q)`, sel))
+}
+
+// clickJS clicks the element sel matches, as present finds it.
+func clickJS(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(present(sel), chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](fmt.Sprintf(`(document.querySelector(%q).click(), true)`, sel))(ctx, t)
+		return err
+	}))
+}
+
+// pollJS waits until the expression is true in the page.
+func pollJS(what, expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for {
+			// Each look has its own deadline: one made while the page
+			// changes under it may never be answered.
+			ectx, cancel := context.WithTimeout(ctx, time.Second)
+			ok, err := chromedp.Evaluate[bool](expr)(ectx, t)
+			cancel()
+			if err == nil && ok {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	})
 }

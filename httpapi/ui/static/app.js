@@ -12,13 +12,40 @@
     if (e.target.matches && e.target.matches("[data-autosubmit]")) e.target.form.submit();
   });
 
+  // The enqueue form: a tool's template fills an untouched payload, the
+  // script path goes into the payload's script_path.
+  var tool = document.getElementById("tool"), payload = document.getElementById("payload");
+  if (tool && payload) {
+    var template = function () { return tool.selectedOptions[0].dataset.template || "{}"; };
+    var timeout = document.getElementById("timeout");
+    var last = null;
+    var fill = function () {
+      if (payload.value.trim() === "" || payload.value === last) payload.value = template();
+      last = template();
+      if (timeout) timeout.placeholder = "the tool's: " + tool.selectedOptions[0].dataset.timeout;
+    };
+    tool.addEventListener("change", fill);
+    fill();
+    var script = document.getElementById("script");
+    if (script) script.addEventListener("change", function () {
+      try {
+        var p = JSON.parse(payload.value || "{}");
+        p.script_path = script.value;
+        payload.value = JSON.stringify(p, null, 2);
+      } catch (e) { /* the user's own JSON: leave it */ }
+    });
+  }
+
   if (!main || !main.dataset.live) return;
 
-  var pending = null, inflight = false, again = false;
+  var pending = null, inflight = false, again = false, dirty = false;
+  // A form the user has started is never replaced under them.
+  main.addEventListener("input", function () { dirty = true; });
 
   function down(isDown) { if (banner) banner.hidden = !isDown; }
 
   function refresh() {
+    if (dirty) return;
     if (inflight) { again = true; return; }
     inflight = true;
     fetch(location.href, { headers: { "X-Spine-Fragment": "1" }, credentials: "same-origin", cache: "no-store" })
@@ -29,9 +56,9 @@
       .then(function (html) {
         if (html === null) return;
         down(false);
-        // Never replace a field the user is typing in.
+        // Never replace a field the user is in.
         var a = document.activeElement;
-        if (a && main.contains(a) && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName)) return;
+        if (dirty || (a && main.contains(a) && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName))) return;
         main.innerHTML = html;
       })
       .catch(function () { down(true); })
