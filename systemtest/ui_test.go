@@ -17,14 +17,15 @@ import (
 )
 
 // browser starts headless Chromium for a test. CI installs it and sets
-// SPINE_REQUIRE_BROWSER=1 (.ci/run), so there a missing Chromium fails the
-// test; elsewhere the test is skipped, saying what to install.
+// SPINE_REQUIRE_BROWSER=1 (.ci/run); there, or under CI=true, a missing
+// Chromium fails the test; elsewhere the test is skipped, saying what to
+// install.
 func browser(t *testing.T) (context.Context, func() context.Context) {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
-		if os.Getenv("SPINE_REQUIRE_BROWSER") == "1" {
-			t.Fatal("SPINE_REQUIRE_BROWSER=1 and no chromium on PATH")
+		if os.Getenv("SPINE_REQUIRE_BROWSER") == "1" || os.Getenv("CI") == "true" {
+			t.Fatal("no chromium on PATH, and this run requires the browser tests (SPINE_REQUIRE_BROWSER=1 or CI=true)")
 		}
 		t.Skip("browser test skipped: install Debian's chromium (apt-get install -y chromium) to run it")
 	}
@@ -144,6 +145,7 @@ func TestWebUIOnThreeNodes(t *testing.T) {
 	})
 	wCreate(t, fs[1].URL, stream, map[string]int{"n": 1}, nil)
 	waitCount(before+1, "a job created through another node")
+	shot(t, tab, "dashboard-live")
 
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
@@ -158,6 +160,13 @@ func TestWebUIOnThreeNodes(t *testing.T) {
 		return nil
 	})
 	shot(t, tab, "cluster")
+	run(t, tab, "dashboard", chromedp.Navigate(base+"/ui/"), present("#dash-leader"))
+	apiEventually(t, 20*time.Second, "the new leader on the dashboard", func() error {
+		if l := textOf(t, tab, "#dash-leader"); l == leader.ID || l == "none" || l == "" {
+			return fmt.Errorf("the dashboard shows leader %q", l)
+		}
+		return nil
+	})
 
 	// A dead letter, redriven from the page.
 	id := wCreate(t, fs[1].URL, wName("uidead"), map[string]int{"n": 3}, map[string]interface{}{"maxAttempts": 1}).ID
@@ -196,6 +205,15 @@ func TestWebUIOnThreeNodes(t *testing.T) {
 	if err != nil || dead != 0 {
 		t.Fatal("a claw sees the dead letters")
 	}
+	// Nor can it redrive by crafting the form's request (with its own
+	// session's CSRF token): the server refuses.
+	crafted, err := runValue(claw, chromedp.Evaluate[float64](fmt.Sprintf(`fetch("/ui/tasks/%s/redrive", {method: "POST",
+		headers: {"Content-Type": "application/x-www-form-urlencoded"},
+		body: "csrf=" + encodeURIComponent(document.querySelector("input[name=csrf]").value), redirect: "manual"}).then(r => r.status)`, id),
+		chromedp.EvalAwaitPromise))
+	if err != nil || crafted != 403 {
+		t.Fatalf("a claw's crafted redrive: %v %v", crafted, err)
+	}
 
 	// The page's node without a leader (the other survivor killed), then
 	// down itself: each is said on the page.
@@ -230,8 +248,10 @@ func TestWebUIOnThreeNodes(t *testing.T) {
 // head creates a session and a stream with instructions through the
 // forms of a follower, enqueues with the enqueue form (the tool's payload
 // template, the script path from the index, a timeout override) and lands
-// on the new task's page, then ends the stream. (The stale and auto-failed
-// marks are checked on the rendered list: TestUITaskMarks.)
+// on the new task's page, which shows the summary and stdout live once a
+// claw completes it through the API; a silent task is marked stale
+// (yellow) then auto-failed (red) in the list and requeued from it; the
+// stream is ended.
 func TestWebUIDeveloperQueue(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3, map[string]string{"REAPER_INTERVAL_MS": "100", "SPINE_LEASE_GRACE_MS": "0"})
@@ -271,11 +291,48 @@ func TestWebUIDeveloperQueue(t *testing.T) {
 	if tool := textOf(t, tab, ".facts"); !strings.Contains(tool, "run-bash (timeout 2 s)") {
 		t.Fatalf("the task page: %q", tool)
 	}
+	// A claw claims and completes it through the API; the page shows the
+	// summary and the stdout live.
+	var claimed api.Task
+	apiDecode(t, apiWant(t, devqRetry(t, "POST", fs[1].URL+"/api/claim", apiLeft, api.TaskClaimRequest{Stream: "web-st"}), 200), &claimed)
+	if claimed.ID != id {
+		t.Fatalf("claimed %s, want %s", claimed.ID, id)
+	}
+	apiWant(t, devqRetry(t, "POST", fs[1].URL+"/api/tasks/"+id+"/complete", apiLeft, map[string]interface{}{
+		"lease_token": claimed.LeaseToken, "attempt_id": claimed.AttemptID,
+		"result": map[string]string{"summary": "migrations applied"}, "stdout": "applied 3 migrations"}), 200)
+	run(t, tab, "the summary live", present("#summary"))
+	if s, out := textOf(t, tab, "#summary"), textOf(t, tab, "pre.out"); s != "migrations applied" || out != "applied 3 migrations" {
+		t.Fatalf("the task page shows summary %q, stdout %q", s, out)
+	}
+	shot(t, tab, "task-done")
+
+	// Another, claimed and left silent: stale past its 2 s timeout (yellow),
+	// auto-failed at twice it (red); head requeues it from the list.
+	var silent api.Task
+	apiDecode(t, apiWant(t, devqRetry(t, "POST", base+"/api/tasks", apiHead, map[string]interface{}{"stream": "web-st", "tool_name": "run-bash",
+		"payload": map[string]string{"script_path": "scripts/migrate.sh"}, "timeout": 2}), 201), &silent)
+	apiWant(t, devqRetry(t, "POST", fs[1].URL+"/api/claim", apiLeft, api.TaskClaimRequest{Stream: "web-st"}), 200)
+	row := `#tasks tr[data-id="` + silent.ID + `"]`
+	for _, mark := range []string{"stale", "autofailed"} {
+		apiEventually(t, 15*time.Second, "the task marked "+mark, func() error {
+			run(t, tab, "task list", chromedp.Navigate(base+"/ui/tasks?stream=web-st"), present(row))
+			if cls := attrOf(t, tab, row, "class"); cls != mark {
+				return fmt.Errorf("its row is %q", cls)
+			}
+			return nil
+		})
+		shot(t, tab, "tasks-"+mark)
+	}
+	run(t, tab, "requeue", clickJS(row+" button"), present("#task-id"))
+	if again := textOf(t, tab, "#task-id"); again == silent.ID || !strings.HasPrefix(again, "tsk_") {
+		t.Fatalf("requeued as %q", again)
+	}
 	run(t, tab, "end the stream", chromedp.Navigate(base+"/ui/streams"),
 		clickJS(`#streams tr[data-name="web-st"] button.end`),
 		present(`#streams tr[data-name="web-st"] .st-ended`))
 	// At a phone's width the task list still shows its rows.
-	run(t, tab, "phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/ui/tasks"), present("#tasks"))
+	run(t, tab, "phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/ui/tasks"), present(row))
 	shot(t, tab, "phone-tasks")
 }
 
