@@ -47,6 +47,10 @@ const (
 // the leader turns on only once every server applies it (feed.go).
 const snapshotVersion = 5
 
+// SnapshotVersion is the newest snapshot version this build writes (and
+// so the newest it reads).
+const SnapshotVersion = snapshotVersion
+
 // maxSnapRecord bounds one object record, so a corrupt length cannot make
 // restore allocate without limit.
 const maxSnapRecord = 1 << 30

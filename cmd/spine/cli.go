@@ -174,11 +174,7 @@ cluster (--addr or SPINE_ADDRS, --token or SPINE_TOKEN).`,
 	} {
 		root.AddCommand(group(env, g, grp.name, grp.short, "queue", grp.verbs))
 	}
-	root.AddCommand(&cobra.Command{
-		Use: "version", Short: "Print the version",
-		Args: cobra.NoArgs,
-		Run:  func(cmd *cobra.Command, args []string) { fmt.Fprintln(env.stdout, "spine", version) },
-	})
+	root.AddCommand(versionCommand(env))
 	root.AddCommand(&cobra.Command{
 		Use: "bench", Hidden: true,
 		RunE: func(cmd *cobra.Command, args []string) error {

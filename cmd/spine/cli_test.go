@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spine-queue/spine/client"
+	"github.com/spine-queue/spine/fsm"
 )
 
 // cliRun runs "spine <group> <args…>" against env vars env and stdin.
@@ -368,5 +369,22 @@ func TestClusterTableShowsStateHashes(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("cluster table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// spine version says which release and build it is, and what its state
+// machine applies (what decides whether it can join a cluster mid-upgrade).
+func TestVersion(t *testing.T) {
+	code, out, _ := cliRun(t, nil, "", "version", "--json")
+	var b buildInfo
+	if err := json.Unmarshal([]byte(out), &b); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v: %s", code, err, out)
+	}
+	if b.Version != version || b.Go == "" || b.Commands != int(fsm.LatestCommand()) || b.Snapshots != fsm.SnapshotVersion {
+		t.Fatalf("version: %+v", b)
+	}
+	if code, out, _ := cliRun(t, nil, "", "version"); code != 0 || !strings.HasPrefix(out, "spine "+version+"\n") ||
+		!strings.Contains(out, fmt.Sprintf("applies commands up to %d", fsm.LatestCommand())) {
+		t.Fatalf("exit %d: %s", code, out)
 	}
 }

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/spine-queue/spine/fsm"
+)
+
+// buildInfo is what `spine version` prints: the release, the build, and
+// what the state machine of this build applies and writes, which is what
+// decides whether it can join a cluster in a rolling upgrade.
+type buildInfo struct {
+	Version   string `json:"version"`
+	Go        string `json:"go"`
+	Module    string `json:"module,omitempty"`
+	Revision  string `json:"revision,omitempty"`
+	Time      string `json:"time,omitempty"`
+	Modified  bool   `json:"modified,omitempty"`
+	Commands  int    `json:"commands"`         // the newest command type it applies
+	Snapshots int    `json:"snapshot_version"` // the newest snapshot version it writes and reads
+}
+
+func readBuildInfo() buildInfo {
+	b := buildInfo{Version: version, Commands: int(fsm.LatestCommand()), Snapshots: fsm.SnapshotVersion}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		b.Go, b.Module = bi.GoVersion, bi.Main.Path+" "+bi.Main.Version
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				b.Revision = s.Value
+			case "vcs.time":
+				b.Time = s.Value
+			case "vcs.modified":
+				b.Modified = s.Value == "true"
+			}
+		}
+	}
+	return b
+}
+
+func versionCommand(env *cliEnv) *cobra.Command {
+	asJSON := false
+	c := &cobra.Command{
+		Use: "version", Short: "Print the version, the build, and the commands and snapshot version the state machine applies",
+		Args: cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			b := readBuildInfo()
+			if asJSON {
+				enc := json.NewEncoder(env.stdout)
+				enc.SetIndent("", "  ")
+				_ = enc.Encode(b)
+				return
+			}
+			printBuildInfo(env.stdout, b)
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return c
+}
+
+func printBuildInfo(w io.Writer, b buildInfo) {
+	fmt.Fprintln(w, "spine", b.Version)
+	fmt.Fprintln(w, "  go              ", b.Go)
+	if b.Module != "" {
+		fmt.Fprintln(w, "  module          ", b.Module)
+	}
+	if b.Revision != "" {
+		mod := ""
+		if b.Modified {
+			mod = " (modified)"
+		}
+		fmt.Fprintf(w, "  commit           %s %s%s\n", b.Revision, b.Time, mod)
+	}
+	fmt.Fprintf(w, "  state machine    applies commands up to %d, snapshots up to version %d\n", b.Commands, b.Snapshots)
+}
