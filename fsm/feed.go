@@ -8,8 +8,8 @@ import "fmt"
 // sequence number the state machine assigns (1, 2, 3… across the whole
 // cluster's life), so every replica numbers every event the same and a
 // reader resumes at any node with the last number it saw (GET /v1/events,
-// Last-Event-ID). The feed keeps the latest FeedRetention events and is
-// part of snapshots.
+// Last-Event-ID). The feed keeps at least the latest FeedRetention events
+// and is part of snapshots.
 //
 // The feed records from the entry that turns it on (FeedOnCommand): the
 // leader proposes one once every server applies it, because a snapshot
@@ -192,25 +192,18 @@ func (a *applier) emitJob(old, j *Job) {
 	}
 }
 
-// Feed returns up to max events after seq after, oldest first, the seq of
+// Feed returns up to limit events after seq after, oldest first, the seq of
 // the oldest event the feed holds (0 when it holds none), the seq of the
 // latest event ever fed, and whether the feed is on.
-func (r *Reader) Feed(after uint64, max int) (evs []*FeedEvent, oldest, latest uint64, on bool) {
+func (r *Reader) Feed(after uint64, limit int) (evs []*FeedEvent, oldest, latest uint64, on bool) {
 	l := &r.view().feed
 	oldest = l.oldest()
 	if oldest != 0 {
-		for s := maxU(after+1, oldest); s <= l.latest && len(evs) < max; s++ {
+		for s := max(after+1, oldest); s <= l.latest && len(evs) < limit; s++ {
 			evs = append(evs, l.get(s))
 		}
 	}
 	return evs, oldest, l.latest, l.on
-}
-
-func maxU(a, b uint64) uint64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // FeedOn reports whether the feed records.

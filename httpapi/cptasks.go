@@ -157,9 +157,8 @@ const (
 )
 
 func viewFeedEvent(e *fsm.FeedEvent) api.Event {
-	v := api.Event{Seq: e.Seq, Index: e.Index, At: api.Time(e.At), Kind: e.Kind, ID: e.ID, Type: e.Type, Actor: e.Actor,
+	return api.Event{Seq: e.Seq, Index: e.Index, At: api.Time(e.At), Kind: e.Kind, ID: e.ID, Type: e.Type, Actor: e.Actor,
 		From: e.From, To: e.To, Stream: e.Stream, State: string(e.Task), AttemptID: e.AttemptID, AgentID: e.WorkerID, Text: e.Text}
-	return v
 }
 
 // eventFilter is what a client of GET /v1/events asked to see.

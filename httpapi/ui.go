@@ -34,10 +34,8 @@ var uiPages = []string{"login", "dashboard", "tasks", "task", "cluster", "error"
 
 func (s *Server) uiTemplates() error {
 	funcs := template.FuncMap{
-		"ago":      uiAgo,
 		"when":     uiWhen,
 		"dur":      uiDur,
-		"json":     uiJSON,
 		"short":    uiShort,
 		"stale":    func(j *fsm.Job) bool { return queue.Stale(j, s.queue.Now()) },
 		"autofail": func(j *fsm.Job) bool { return j.Error != nil && j.Error.Code == fsm.AutoFailCode },
@@ -93,17 +91,17 @@ func (s *Server) uiRoutes() {
 // uiView is what every page renders with: who is looking, through which
 // node, and the page's own data.
 type uiView struct {
-	Title, Nav       string
-	Role, Node       string
-	Leader           string // the leader's id, "" when there is none
-	IsHead           bool
-	CSRF             string
-	Message          string // an error or notice at the top of the page
-	Refresh          int    // ms: the page's main part also refreshes on this timer
-	Data             any
-	session          *uiSession
-	form             url.Values
-	status, fragment bool
+	Title, Nav string
+	Role, Node string
+	Leader     string // the leader's id, "" when there is none
+	IsHead     bool
+	CSRF       string
+	Message    string // an error or notice at the top of the page
+	Refresh    int    // ms: the page's main part also refreshes on this timer
+	Data       any
+	session    *uiSession
+	form       url.Values
+	fragment   bool
 }
 
 type uiHandler func(w http.ResponseWriter, r *http.Request, u *uiView) error
@@ -285,12 +283,10 @@ func (s *Server) uiDashboard(w http.ResponseWriter, r *http.Request, u *uiView) 
 
 // tasksData is a page of the task list.
 type tasksData struct {
-	Jobs           []*fsm.Job
-	State, Stream  string
-	Next           uint64
-	States         []fsm.State
-	Now            int64
-	Query, NextURL string
+	Jobs          []*fsm.Job
+	State, Stream string
+	States        []fsm.State
+	NextURL       string
 }
 
 const uiPageSize = 50
@@ -312,7 +308,7 @@ func (s *Server) uiTasks(w http.ResponseWriter, r *http.Request, u *uiView) erro
 	if err != nil {
 		return err
 	}
-	d := &tasksData{Jobs: jobs, State: string(f.State), Stream: f.Stream, Next: next, Now: s.queue.Now(),
+	d := &tasksData{Jobs: jobs, State: string(f.State), Stream: f.Stream,
 		States: []fsm.State{fsm.StateQueued, fsm.StateRunning, fsm.StateDone, fsm.StateFailed, fsm.StateDead}}
 	if next != 0 {
 		nq := url.Values{"after": {strconv.FormatUint(next, 10)}}
@@ -335,7 +331,6 @@ type taskData struct {
 	Result       string
 	Summary      string
 	Instructions string
-	Now          int64
 }
 
 func (s *Server) uiTask(w http.ResponseWriter, r *http.Request, u *uiView) error {
@@ -343,7 +338,7 @@ func (s *Server) uiTask(w http.ResponseWriter, r *http.Request, u *uiView) error
 	if err != nil {
 		return err
 	}
-	d := &taskData{Job: j, Payload: uiJSON(j.Payload), Result: uiJSON(j.Result), Now: s.queue.Now()}
+	d := &taskData{Job: j, Payload: uiJSON(j.Payload), Result: uiJSON(j.Result)}
 	var res struct {
 		Summary string `json:"summary"`
 	}
@@ -418,13 +413,6 @@ func uiWhen(ns int64) string {
 		return "—"
 	}
 	return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05")
-}
-
-func uiAgo(now, ns int64) string {
-	if ns == 0 {
-		return "—"
-	}
-	return uiDur(now-ns) + " ago"
 }
 
 func uiDur(ns int64) string {
