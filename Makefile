@@ -2,6 +2,10 @@
 GO       ?= go
 BIN      ?= bin/spine
 PKGS     ?= ./...
+# spine version reports this (empty outside a git checkout: spine version then
+# says what Go's build info knows, else "dev").
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS  ?= -X main.version=$(VERSION)
 # make chaos: load per run, number of runs (consecutive seeds), first seed (empty: random)
 CHAOS_DURATION ?= 3m
 CHAOS_RUNS     ?= 3
@@ -15,11 +19,13 @@ CHAOS_TIMEOUT  ?= 3h
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-build: ## build bin/spine
-	$(GO) build -o $(BIN) ./cmd/spine
+build: ## build bin/spine, its version stamped from git describe
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/spine
 
-run: build ## start a local 3-node cluster in the foreground (data in ./data, Ctrl-C stops it)
-	BIN=$(BIN) scripts/run-cluster.sh
+# exec: the script, not an intermediate sh that would die of the Ctrl-C, is
+# make's child, so a clean stop is a clean exit.
+run: build ## start a local cluster in the foreground, Ctrl-C stops it (NODES=3 BASE_PORT=36725 DATA=./data)
+	exec env BIN=$(BIN) scripts/run-cluster.sh
 
 test: ## run every test with the race detector (includes multi-process system tests)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
@@ -47,5 +53,5 @@ chaos: ## fault workload: kill/pause leader and followers under random load, the
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) \
 	  $(GO) test -race -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./systemtest
 
-clean: ## remove build output and local cluster data
+clean: ## remove bin/ and ./data (the local cluster's data and dev tokens); stop make run first
 	rm -rf bin data

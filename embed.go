@@ -14,3 +14,9 @@ var SkillMD []byte
 //
 //go:embed scripts/spine-watcher.sh
 var WatcherScript []byte
+
+// OpenAPI is docs/openapi.yaml, served at GET /openapi.yaml: the API's
+// routes, which a test checks against the router.
+//
+//go:embed docs/openapi.yaml
+var OpenAPI []byte

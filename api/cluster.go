@@ -84,8 +84,10 @@ type ClusterNode struct {
 	GossipAddr string `json:"gossip_addr"` // "" if not known yet
 	// Suffrage is "voter", "nonvoter" or "staging".
 	Suffrage string `json:"suffrage"`
-	// Alive: memberlist sees the node alive (always true for the answering
-	// node itself).
+	// Alive: memberlist sees the node alive and raft does not say
+	// otherwise (the leader has heard from it, or it is the leader this
+	// node hears from, within about a second); always true for the
+	// answering node itself.
 	Alive bool `json:"alive"`
 	// HashIndex and StateHash are the node's latest state hash as it
 	// gossiped it; absent if unknown.

@@ -124,10 +124,10 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 		tr.MaxIdleConns = 256
 		tr.MaxIdleConnsPerHost = 64
 		mux := wire.NewTransport(tr)
-		// Blob uploads and downloads stream over HTTP: a frame is held whole
-		// in memory on both sides.
+		// Blob and snapshot uploads and downloads stream over HTTP: a frame
+		// is held whole in memory on both sides.
 		mux.Bypass = func(r *http.Request) bool {
-			return r.URL.Path == "/blobs" || strings.HasPrefix(r.URL.Path, "/blobs/")
+			return r.URL.Path == "/blobs" || strings.HasPrefix(r.URL.Path, "/blobs/") || r.URL.Path == "/v1/snapshot"
 		}
 		c.http = &http.Client{Transport: mux, CheckRedirect: keepAuthOnRedirect}
 	}
@@ -202,10 +202,14 @@ const (
 
 // request is one logical call; do may send it several times.
 type request struct {
-	method      string
-	path        string
-	query       url.Values
-	body        []byte // nil: no body
+	method string
+	path   string
+	query  url.Values
+	body   []byte // nil: no body
+	// open, if set, gives the body instead, anew for each try (size
+	// bytes): a body too large to hold in memory.
+	open        func() (io.ReadCloser, error)
+	size        int64
 	contentType string
 	header      http.Header
 	write       bool          // prefer the leader
@@ -338,10 +342,22 @@ func (c *Client) try(ctx context.Context, req *request, base string) (*http.Resp
 	if req.body != nil {
 		body = bytes.NewReader(req.body)
 	}
+	if req.open != nil {
+		rc, err := req.open()
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("client: %s %s: %w", req.method, req.path, err)
+		}
+		defer rc.Close()
+		body = rc
+	}
 	hr, err := http.NewRequestWithContext(tctx, req.method, u, body)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("client: %s %s: %w", req.method, req.path, err)
+	}
+	if req.open != nil {
+		hr.ContentLength = req.size
 	}
 	for k, vs := range req.header {
 		hr.Header[k] = vs

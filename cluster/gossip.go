@@ -25,6 +25,9 @@ type nodeMeta struct {
 	// HashIndex and Hash are the node's latest state hash (hashcheck.go).
 	HashIndex uint64 `json:"hash_index,omitempty"`
 	Hash      string `json:"hash,omitempty"`
+	// Down is, on the leader, the followers that have not answered its
+	// AppendEntries lately (reach.go).
+	Down []string `json:"down,omitempty"`
 }
 
 // peerInfo is what this node knows about another node, from gossip, from a
@@ -34,6 +37,7 @@ type peerInfo struct {
 	alive    bool        // alive in memberlist right now
 	report   *hashReport // its latest gossiped state hash
 	commands uint8       // the highest command type it applies, as gossiped
+	down     []string    // the followers it cannot reach, as it gossips while leader
 }
 
 // peersFile is the JSON layout of DataDir/peers.json.
@@ -53,7 +57,14 @@ func (d *gossipDelegate) NodeMeta(limit int) []byte {
 	if r := d.n.hashMeta.Load(); r != nil {
 		m.HashIndex, m.Hash = r.index, r.hash
 	}
+	if down := d.n.lease.gossiped.Load(); down != nil {
+		m.Down = *down
+	}
 	b, err := json.Marshal(m)
+	if err == nil && len(b) > limit && len(m.Down) > 0 {
+		m.Down = nil // the rest matters more
+		b, err = json.Marshal(m)
+	}
 	if err != nil || len(b) > limit {
 		return nil
 	}
@@ -102,12 +113,23 @@ func (n *Node) gossipEvent(node *memberlist.Node, alive bool) {
 	if meta.HTTPAddr != "" {
 		p.HTTPAddr = meta.HTTPAddr
 	}
+	was := p.alive
 	p.alive = alive
 	if len(node.Meta) > 0 {
 		p.commands = meta.Commands
+		p.down = meta.Down
 	}
 	n.peers[meta.ID] = p
 	n.peersMu.Unlock()
+	// One line per change of a member's health (not per metadata update).
+	switch {
+	case alive && !was:
+		n.logger.Info("member joined", "member", meta.ID, "gossip", gaddr)
+	case !alive && was && node.State == memberlist.StateLeft:
+		n.logger.Info("member left", "member", meta.ID)
+	case !alive && was:
+		n.logger.Warn("member failed: gossip no longer reaches it", "member", meta.ID, "gossip", gaddr)
+	}
 	if alive {
 		n.peerHashReported(meta.ID, meta.HashIndex, meta.Hash)
 	}
@@ -161,6 +183,8 @@ func (n *Node) startMemberlist() error {
 	}
 	n.ml = ml
 	n.mlPtr.Store(ml)
+	n.wg.Add(1)
+	go n.downLoop()
 	return nil
 }
 

@@ -151,7 +151,11 @@ type NodeStatus struct {
 	GossipAddr string `json:"gossip_addr"`
 	// Suffrage is "voter", "nonvoter" or "staging".
 	Suffrage string `json:"suffrage"`
-	// Alive is true if memberlist sees the node alive (always for self).
+	// Alive is true if memberlist sees the node alive and Raft does not say
+	// otherwise (reach.go): the leader counts a follower that has not
+	// answered its AppendEntries for about a second as not alive; a follower
+	// counts so the leader once it has not heard from it that long, and the
+	// nodes the leader gossips as not answering. Always true for self.
 	Alive bool `json:"alive"`
 	// HashIndex and StateHash are the node's latest state hash as it
 	// gossiped it (this node's own, current, for self); absent if unknown.
@@ -245,13 +249,14 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 	default:
 		st.LastContact = time.Since(lc).Round(time.Millisecond).String()
 	}
+	down := n.notAlive()
 	for _, s := range f.Configuration().Servers {
 		ns := NodeStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage(s.Suffrage)}
 		if ns.ID == n.cfg.NodeID {
 			ns.HTTPAddr, ns.GossipAddr, ns.Alive = n.cfg.HTTPAddr, n.cfg.GossipAddr, true
 			ns.HashIndex, ns.StateHash = st.HashIndex, st.StateHash
 		} else if p, ok := n.peer(ns.ID); ok {
-			ns.HTTPAddr, ns.GossipAddr, ns.Alive = p.HTTPAddr, p.GossipAddr, p.alive
+			ns.HTTPAddr, ns.GossipAddr, ns.Alive = p.HTTPAddr, p.GossipAddr, p.alive && !down[ns.ID]
 			if p.report != nil {
 				ns.HashIndex, ns.StateHash = p.report.index, p.report.hash
 			}

@@ -72,6 +72,8 @@ type Node struct {
 
 	observerCh chan raft.Observation
 	observer   *raft.Observer
+	// leaderChanges counts the leader observations (metrics.go).
+	leaderChanges atomic.Uint64
 
 	shutdownCh   chan struct{}
 	shutdownOnce sync.Once
@@ -152,6 +154,13 @@ func New(cfg Config) (*Node, error) {
 		return fail(err)
 	}
 
+	// Entries already in the log were counted by this node's previous
+	// process when it applied them: its figures count only new ones.
+	if c, ok := cfg.FSM.(interface{ CountEventsAfter(uint64) }); ok {
+		if last, err := st.logs.LastIndex(); err == nil {
+			c.CountEventsAfter(last)
+		}
+	}
 	rc := n.cfg.raftConfig()
 	var durable func(uint64)
 	if st.overlap != nil {
@@ -382,7 +391,15 @@ func (n *Node) observeLoop() {
 		select {
 		case <-n.shutdownCh:
 			return
-		case <-n.observerCh:
+		case o := <-n.observerCh:
+			n.leaderChanges.Add(1)
+			if lo, ok := o.Data.(raft.LeaderObservation); ok {
+				if lo.LeaderID == "" {
+					n.logger.Warn("no leader", "term", n.raft.CurrentTerm())
+				} else {
+					n.logger.Info("leader changed", "leader", string(lo.LeaderID), "term", n.raft.CurrentTerm())
+				}
+			}
 			n.notifyLeaderChange()
 		}
 	}

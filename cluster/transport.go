@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -123,8 +124,13 @@ type readLease struct {
 
 	mu          sync.Mutex
 	term        uint64
+	since       time.Time                   // send time of the first accepted AppendEntries in term
 	acked       map[raft.ServerID]time.Time // send time of the latest accepted AppendEntries in term
 	transfering int
+
+	// gossiped is, on the leader, the followers it last gossiped as not
+	// answering (reach.go).
+	gossiped atomic.Pointer[[]string]
 }
 
 func newReadLease(timeout time.Duration) *readLease {
@@ -140,7 +146,7 @@ func (l *readLease) answered(id raft.ServerID, term uint64, sent time.Time, resp
 	defer l.mu.Unlock()
 	switch {
 	case term > l.term:
-		l.term = term
+		l.term, l.since = term, sent
 		clear(l.acked)
 	case term < l.term:
 		return

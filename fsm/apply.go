@@ -20,6 +20,7 @@ type applier struct {
 	index       uint64
 	maxAttempts int
 	in          *interner
+	events      *eventCounts // nil: not counted
 }
 
 func (a *applier) get(id string) (*Job, error) { return a.t.job(id), nil }
@@ -38,6 +39,7 @@ func (a *applier) put(old, j *Job, now int64) {
 	j.UpdatedAt = now
 	a.putJob(old, j)
 	a.emitJob(old, j)
+	a.countEvents(old, j)
 }
 
 // jobWithCreated is a new job and the backing array of its history.

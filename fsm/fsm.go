@@ -67,6 +67,8 @@ type FSM struct {
 	feedCh chan struct{}
 
 	applied atomic.Uint64
+	// events counts the job events applied (stats.go).
+	events eventCounts
 	// chain is the running hash of applied commands (hash.go).
 	chain *chain
 
@@ -176,7 +178,7 @@ func (f *FSM) applyOne(w *writer, index uint64, data []byte) interface{} {
 		}
 		panic(fmt.Sprintf("fsm: unknown command type %d at index %d", uint8(t), index))
 	}
-	a := applier{writer: w, index: index, maxAttempts: f.cfg.DefaultMaxAttempts, in: f.intern}
+	a := applier{writer: w, index: index, maxAttempts: f.cfg.DefaultMaxAttempts, in: f.intern, events: &f.events}
 	if t == CmdCreate {
 		var c CreateCommand
 		if err := decodeCreate(&c, data[1:], f.intern); err != nil {

@@ -169,6 +169,7 @@ const (
 	tGateways
 	tWorkers
 	tRouted
+	tStats
 	tLanes   // tLanes+lane for each lane
 	numTrees = tLanes + numLanes
 )
@@ -203,6 +204,9 @@ type tables struct {
 	workers  *btree.BTreeG[workerItem]
 	// routed holds routed jobs still queued or running, by target gateway.
 	routed *btree.BTreeG[idItem]
+	// stats counts jobs per stream and state lane (stats.go): a derived
+	// index, rebuilt by a restore like the others.
+	stats *btree.BTreeG[statItem]
 	// The event feed (feed.go): shared with published views by value.
 	feed feedLog
 }
@@ -224,6 +228,7 @@ func newTables() *tables {
 		gateways:  newGatewayTree(),
 		workers:   newWorkerTree(),
 		routed:    btree.NewG(btreeDegree, lessID),
+		stats:     btree.NewG(btreeDegree, lessStat),
 	}
 	for i := range t.lanes {
 		t.lanes[i] = btree.NewG(btreeDegree, lessSeq)
@@ -386,6 +391,14 @@ func (w *writer) putJob(old, j *Job) {
 		had, has := o.present && o.lane == lane, n.present && n.lane == lane
 		w.mark(tLanes+int(lane), update(w.t.lanes[lane], lessSeq, o.seq, had, n.seq, has))
 	}
+	if o.present != n.present || (o.present && (o.lane != n.lane || old.Stream != j.Stream)) {
+		if o.present {
+			w.count(old.Stream, o.lane, -1)
+		}
+		if n.present {
+			w.count(j.Stream, n.lane, 1)
+		}
+	}
 }
 
 // mark records that tree n changed if changed, and returns changed.
@@ -424,6 +437,7 @@ func (w *writer) publish(prev *tables) *tables {
 	cloneIf(&w.dirty[tGateways], &v.gateways, w.t.gateways)
 	cloneIf(&w.dirty[tWorkers], &v.workers, w.t.workers)
 	cloneIf(&w.dirty[tRouted], &v.routed, w.t.routed)
+	cloneIf(&w.dirty[tStats], &v.stats, w.t.stats)
 	v.registry = w.t.registry // immutable: shared as it is
 	v.feed = w.t.feed         // append-only blocks: shared as they are (feed.go)
 	for i := range v.lanes {

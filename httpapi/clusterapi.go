@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	spine "github.com/spine-queue/spine"
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/cluster"
 )
@@ -57,6 +58,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, c *call) e
 func (s *Server) handleSkill(w http.ResponseWriter, r *http.Request, c *call) error {
 	w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
 	_, err := w.Write(s.cfg.SkillMD)
+	return err
+}
+
+func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request, c *call) error {
+	w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
+	_, err := w.Write(spine.OpenAPI)
 	return err
 }
 

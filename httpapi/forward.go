@@ -65,6 +65,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 		}
 		id, addr := s.cluster.Leader()
 		if id != "" && addr != "" && id != s.cluster.ID() {
+			s.metrics.forwarded.Inc()
 			resp, err := s.sendToLeader(ctx, r, c, addr)
 			if err != nil && drained() {
 				continue // answered above

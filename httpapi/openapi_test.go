@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"net/http"
 	"os"
 	"reflect"
@@ -69,6 +70,15 @@ func documentedRoutes(doc *openAPIDoc) map[string]map[string]interface{} {
 func TestOpenAPIMatchesRouter(t *testing.T) {
 	doc, _ := loadOpenAPI(t)
 	e := newEnv(t)
+	// Every node serves this very document.
+	r := e.do("GET", "/openapi.yaml", "", nil)
+	file, err := os.ReadFile(openAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Code != http.StatusOK || !bytes.Equal(r.Body, file) || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/yaml") {
+		t.Fatalf("GET /openapi.yaml: %d %q, %d bytes (the file has %d)", r.Code, r.Header.Get("Content-Type"), len(r.Body), len(file))
+	}
 	served := servedRoutes(t, e.srv)
 	if len(served) < 20 {
 		t.Fatalf("walked only %d routes: %v", len(served), served)

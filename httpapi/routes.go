@@ -28,6 +28,8 @@ func (s *Server) routes() {
 
 	s.route("GET", "/health", kindPublic, allowPublic, s.handleHealth)
 	s.route("GET", "/skill.md", kindPublic, allowPublic, s.handleSkill)
+	s.route("GET", "/openapi.yaml", kindPublic, allowPublic, s.handleOpenAPI)
+	s.route("GET", "/metrics", kindPublic, allowPublic, s.authorized(allowHead, s.handleMetrics))
 
 	s.route("POST", "/jobs", kindWrite, allowHead, s.handleCreate)
 	s.route("GET", "/jobs", kindRead, allowAll, s.handleList)
@@ -64,6 +66,8 @@ func (s *Server) routes() {
 	s.route("POST", "/cluster/join", kindWrite, allowHead, s.handleJoin)
 	s.route("POST", "/cluster/remove", kindWrite, allowHead, s.handleRemove)
 	s.route("POST", "/cluster/transfer-leader", kindWrite, allowHead, s.handleTransfer)
+	s.route("GET", "/v1/snapshot", kindPublic, allowPublic, s.authorized(allowHead, s.handleSnapshotSave))
+	s.route("PUT", "/v1/snapshot", kindPublic, allowPublic, s.authorized(allowHead, s.handleSnapshotRestore))
 }
 
 // authorized wraps a locally served handler with authentication, for routes

@@ -55,9 +55,9 @@ type call struct {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 
 func (s *Server) route(method, path string, k kind, who allow, h handlerFunc) {
-	s.router.HandleFunc(method+" "+path, func(w http.ResponseWriter, r *http.Request) {
+	s.router.HandleFunc(method+" "+path, s.metrics.instrument(method, path, func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, k, who, h)
-	})
+	}))
 	s.routeList = append(s.routeList, method+" "+path)
 	if s.methods[path] == nil {
 		// The path with any method, for the 405 of a method it has not.

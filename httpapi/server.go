@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
@@ -53,6 +54,12 @@ type Config struct {
 	// DisableRelay makes this node forward every request to the leader as
 	// its own HTTP exchange instead of over the relay connection.
 	DisableRelay bool
+	// Metrics is the registry the server's metrics join (nil: one of its
+	// own); the caller may register more in it (Go runtime, raft's).
+	Metrics *prometheus.Registry
+	// SnapshotDir holds a restore's upload while it is checked (default
+	// the system's temporary directory).
+	SnapshotDir string
 }
 
 // Server is the HTTP API of one node.
@@ -86,6 +93,7 @@ type Server struct {
 	relayKey string
 	relaySrv *wire.Server // followers' relays, served as leader
 	muxSrv   *wire.Server // clients' mux connections
+	metrics  *metrics
 	// draining ends when Shutdown begins: long polls answer at once.
 	draining     context.Context
 	stopDraining context.CancelFunc
@@ -115,6 +123,11 @@ func New(cfg Config, c Cluster, q *queue.Service) (*Server, error) {
 	if err := s.uiTemplates(); err != nil {
 		return nil, fmt.Errorf("httpapi: web UI templates: %w", err)
 	}
+	m, err := newMetrics(s, cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: metrics: %w", err)
+	}
+	s.metrics = m
 	s.routes()
 	s.relaySrv = &wire.Server{Handler: s.router, MaxFrame: wire.MaxFrame}
 	s.muxSrv = &wire.Server{

@@ -225,3 +225,8 @@ func (s *Service) Propose(ctx context.Context, t fsm.CommandType, cmd interface{
 	}
 	return res, index, nil
 }
+
+// Local returns a consistent view of this node's state machine as it is,
+// without waiting for anything: for figures (metrics), never for answers
+// that promise consistency.
+func (s *Service) Local() *fsm.Reader { return s.state.Read() }

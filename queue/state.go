@@ -52,13 +52,14 @@ func (s *Service) SystemState() *SystemState {
 		}
 		return d
 	}
-	queued, _, _ := r.List(fsm.ListFilter{State: fsm.StateQueued, Limit: 1 << 30})
-	for _, j := range queued {
-		d := get(j.Stream)
-		d.Queued++
-		if d.OldestQueued == 0 || j.UpdatedAt < d.OldestQueued {
-			d.OldestQueued = j.UpdatedAt
+	// From the per-stream counts: no walk of the queued jobs.
+	for _, sc := range r.StreamCounts() {
+		if sc.State == fsm.StateQueued {
+			get(sc.Stream).Queued = sc.N
 		}
+	}
+	for stream, at := range r.OldestQueued() {
+		get(stream).OldestQueued = at
 	}
 	for _, a := range out.Agents {
 		for _, j := range a.Jobs {

@@ -92,9 +92,18 @@ func (s *Service) Reaper(interval, grace time.Duration) func(context.Context) {
 			return fsm.CmdReap, &fsm.ReapCommand{Now: now, Max: sweepBatch}
 		},
 		done: func(res *fsm.Result) {
-			for _, j := range res.Jobs {
-				logger.Info("lease expired", "job", j.ID, "now", j.State, "attempts", j.Attempts)
+			// One line per sweep (a sweep may take back thousands of leases
+			// after a worker fleet dies); the jobs at debug level.
+			if len(res.Jobs) == 0 {
+				return
 			}
+			by := map[fsm.State]int{}
+			for _, j := range res.Jobs {
+				by[j.State]++
+				logger.Debug("lease expired", "job", j.ID, "now", j.State, "attempts", j.Attempts)
+			}
+			logger.Info("leases expired", "jobs", len(res.Jobs), "requeued", by[fsm.StateQueued],
+				"dead", by[fsm.StateDead], "failed", by[fsm.StateFailed])
 		},
 	}
 	return sw.run

@@ -3,8 +3,8 @@
 # `bin/spine-bench --local`, which
 # starts a 3-node cluster of real processes (internal/testcluster) in a temp
 # dir on 127.0.0.1, runs phases A create / B lifecycle / C mixed (defaults:
-# 20000 jobs, 16 producers, 16 workers, 256-byte payload, as
-# shared/peerbench), stops the nodes by pid and removes the temp dir.
+# 20000 jobs, 16 producers, 16 workers, 256-byte payload, the
+# shape of the NATS comparison in docs/performance.md), stops the nodes by pid and removes the temp dir.
 # The last line of output is one JSON object; the exit status is non-zero on
 # any error or lost job.
 #

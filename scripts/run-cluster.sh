@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
-# Starts a local Spine cluster of NODES (default 3) nodes in the foreground.
-# Data lives under DATA (default ./data/<node>); dev tokens are generated once
-# into DATA/tokens.env and printed. Ctrl-C stops every node this script started.
+# Starts a local Spine cluster in the foreground (make run).
+#
+#   NODES      number of nodes (default 3): n1 bootstraps, the others join it
+#   BASE_PORT  HTTP port of n1 (default 36725); node i listens on
+#              BASE_PORT+10(i-1) (HTTP), +1 (Raft) and +2 (gossip), all on 127.0.0.1
+#   DATA       data directory (default ./data): DATA/nI is node i's data dir
+#   BIN        the spine binary (default ./bin/spine)
+#
+# Dev tokens are generated once into DATA/tokens.env and printed; each
+# node's pid and the full command that started it are printed and written
+# to DATA/nodes.txt (run a line's command again to restart a node you
+# killed). Ctrl-C (or SIGTERM) stops every node this script started and
+# exits 0 when they stopped cleanly.
 set -euo pipefail
 
 NODES=${NODES:-3}
@@ -12,27 +22,65 @@ export LEASE_SECONDS=${LEASE_SECONDS:-300}
 export REAPER_INTERVAL_MS=${REAPER_INTERVAL_MS:-1000}
 
 mkdir -p "$DATA"
+# Absolute paths: the printed commands work from any directory.
+DATA=$(cd "$DATA" && pwd)
+bin_arg=$BIN
+case "$BIN" in
+  /*) ;;
+  */*) BIN="$(cd "$(dirname "$BIN")" 2>/dev/null && pwd)/$(basename "$BIN")" || BIN= ;;
+  *) BIN=$(command -v "$BIN" || true) ;;
+esac
+if [ ! -x "$BIN" ]; then
+  echo "run-cluster: BIN=$bin_arg is not an executable spine binary (make build builds bin/spine)" >&2
+  exit 1
+fi
+
 if [ ! -f "$DATA/tokens.env" ]; then
   gen() { head -c 18 /dev/urandom | base64 | tr -d '/+=' ; }
-  umask 077
-  {
-    echo "HEAD_TOKEN=head-$(gen)"
-    echo "LEFT_CLAW_TOKEN=left-$(gen)"
-    echo "RIGHT_CLAW_TOKEN=right-$(gen)"
-  } > "$DATA/tokens.env"
+  (
+    umask 077
+    {
+      echo "HEAD_TOKEN=head-$(gen)"
+      echo "LEFT_CLAW_TOKEN=left-$(gen)"
+      echo "RIGHT_CLAW_TOKEN=right-$(gen)"
+    } > "$DATA/tokens.env"
+  )
 fi
 set -a; . "$DATA/tokens.env"; set +a
 
 pids=()
+# stop sends SIGTERM to every node still running and waits for them; it
+# returns 1 if one of them exited with an error.
 stop() {
   trap - INT TERM EXIT
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  echo "stopped ${#pids[@]} nodes"
+  local p rc=0 running=()
+  for p in ${pids[@]+"${pids[@]}"}; do
+    if kill -TERM "$p" 2>/dev/null; then running+=("$p"); fi
+  done
+  for p in ${running[@]+"${running[@]}"}; do
+    local s=0
+    wait "$p" 2>/dev/null || s=$?
+    # 130/143: the node was ended by the terminal's SIGINT or our SIGTERM
+    # before it could handle it; that is a stop too.
+    case $s in
+      0|130|143) ;;
+      *) echo "node pid $p exited with status $s" >&2; rc=1 ;;
+    esac
+  done
+  echo "stopped ${#running[@]} nodes"
+  return $rc
 }
-trap stop INT TERM EXIT
+trap 'stop; exit $?' INT TERM
+trap 'rc=$?; stop || true; exit $rc' EXIT
+
+nodes_txt="$DATA/nodes.txt"
+{
+  echo "# Nodes started by scripts/run-cluster.sh on $(date '+%Y-%m-%d %H:%M:%S'): ID PID COMMAND."
+  echo "# To restart a node you stopped, run its COMMAND (from any directory); stop that one yourself."
+} > "$nodes_txt"
 
 urls=()
+cmds=()
 for i in $(seq 1 "$NODES"); do
   http=$((BASE_PORT + (i - 1) * 10)); raft=$((http + 1)); gossip=$((http + 2))
   urls+=("http://127.0.0.1:$http")
@@ -40,8 +88,17 @@ for i in $(seq 1 "$NODES"); do
         --raft-addr "127.0.0.1:$raft" --gossip-addr "127.0.0.1:$gossip")
   if [ "$i" = 1 ]; then args+=(--bootstrap); else args+=(--join "${urls[0]}"); fi
   mkdir -p "$DATA/n$i"
-  "$BIN" "${args[@]}" 2> >(sed -u "s/^/[n$i] /" >&2) &
+  # Each line of the node's log prefixed with its id; the prefixer ignores
+  # Ctrl-C so that it outlives the node's last lines (a node writing to a
+  # closed pipe would die of SIGPIPE while it shuts down).
+  "$BIN" "${args[@]}" 2> >(trap '' INT TERM; exec sed -u "s/^/[n$i] /" >&2) &
   pids+=($!)
+  # The command as a shell would run it: the tokens from tokens.env, the
+  # environment this script sets, and the binary with the same arguments.
+  cmd="(set -a; . $(printf '%q' "$DATA/tokens.env"); set +a; LEASE_SECONDS=$(printf '%q' "$LEASE_SECONDS") REAPER_INTERVAL_MS=$(printf '%q' "$REAPER_INTERVAL_MS") exec $(printf '%q ' "$BIN" "${args[@]}"))"
+  cmd=${cmd/% )/)}
+  cmds+=("$cmd")
+  echo "n$i $! $cmd" >> "$nodes_txt"
 done
 
 addrs=$(IFS=,; echo "${urls[*]}")
@@ -53,18 +110,49 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 
-cat <<MSG
+echo
+echo "Spine: $NODES-node cluster up (data in $DATA)."
+echo "  URLs:  ${urls[*]}"
+echo "  HEAD_TOKEN=$HEAD_TOKEN"
+echo "  LEFT_CLAW_TOKEN=$LEFT_CLAW_TOKEN"
+echo "  RIGHT_CLAW_TOKEN=$RIGHT_CLAW_TOKEN"
+echo "  (all three are in $DATA/tokens.env)"
+echo
+echo "Nodes (also in $nodes_txt):"
+for i in $(seq 1 "$NODES"); do
+  echo "  n$i  pid ${pids[$((i - 1))]}  ${urls[$((i - 1))]}"
+  echo "      ${cmds[$((i - 1))]}"
+done
+echo
+echo "Try, in another shell:"
+echo "  export SPINE_ADDRS=$addrs SPINE_TOKEN=$HEAD_TOKEN"
+echo "  $BIN cluster status --output table"
+echo "  $BIN jobs create --payload '{\"task\":\"hello\"}'"
+if [ "$DATA" = "$(pwd)/data" ]; then
+  echo "  (In $(pwd), spine finds HEAD_TOKEN in ./data/tokens.env by itself when SPINE_TOKEN is not set.)"
+fi
+echo "Ctrl-C stops all nodes."
+echo
 
-Spine: $NODES-node cluster up.
-  URLs:              ${urls[*]}
-  HEAD_TOKEN=$HEAD_TOKEN
-  LEFT_CLAW_TOKEN=$LEFT_CLAW_TOKEN
-  RIGHT_CLAW_TOKEN=$RIGHT_CLAW_TOKEN
-Try:
-  export SPINE_ADDRS=$addrs SPINE_TOKEN=\$HEAD_TOKEN   # or: set -a; . $DATA/tokens.env; set +a
-  $BIN cluster status --output table
-  $BIN jobs create --payload '{"task":"hello"}'
-Ctrl-C stops all nodes.
-
-MSG
-wait
+# Watch the nodes until Ctrl-C or SIGTERM (which land in stop). A node that
+# exits by itself, or that you kill, is reported; the others keep running.
+# (Polling, with the shell's own "Killed" notices silenced, keeps this to
+# what bash 3.2 has: no wait -n.)
+set +e
+reported=()
+left=${#pids[@]}
+while [ "$left" -gt 0 ]; do
+  sleep 1 & wait $! 2>/dev/null
+  for i in "${!pids[@]}"; do
+    p=${pids[$i]}
+    [ -n "${reported[$i]:-}" ] && continue
+    kill -0 "$p" 2>/dev/null && continue
+    wait "$p" 2>/dev/null; s=$?
+    if [ "$s" -gt 128 ]; then why="was killed (SIG$(kill -l $((s - 128))))"; else why="exited with status $s"; fi
+    echo "run-cluster: n$((i + 1)) (pid $p) $why; the others keep running. Its command is in $nodes_txt." >&2
+    reported[$i]=1
+    left=$((left - 1))
+  done
+done
+echo "run-cluster: every node this script started has exited" >&2
+exit 1

@@ -29,6 +29,10 @@ import (
 // SPINE_ADDRS says otherwise.
 const defaultAddr = "http://127.0.0.1:36725"
 
+// localTokensFile is where make run (scripts/run-cluster.sh) and spine run
+// keep a local cluster's dev tokens, relative to the directory they ran in.
+const localTokensFile = "data/tokens.env"
+
 // cliEnv is everything a CLI verb touches outside its arguments.
 type cliEnv struct {
 	ctx    context.Context
@@ -36,13 +40,35 @@ type cliEnv struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// tokensFile is read for its HEAD_TOKEN when neither --token nor
+	// SPINE_TOKEN gives a token and it exists; "" reads nothing.
+	tokensFile string
 }
 
 // osEnv runs a verb against the process's streams and environment; the
 // context ends on SIGINT/SIGTERM.
 func osEnv() (*cliEnv, context.CancelFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	return &cliEnv{ctx: ctx, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, stop
+	return &cliEnv{ctx: ctx, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv,
+		tokensFile: localTokensFile}, stop
+}
+
+// token returns the bearer token of a client verb and where it came from:
+// --token, else SPINE_TOKEN, else the HEAD_TOKEN of the local cluster's
+// tokens file (./data/tokens.env) when that file exists. A flag or the
+// environment always wins over the file; none of the three gives "".
+func (env *cliEnv) token(flag string) (token, from string) {
+	switch {
+	case flag != "":
+		return flag, "--token"
+	case env.getenv("SPINE_TOKEN") != "":
+		return env.getenv("SPINE_TOKEN"), "SPINE_TOKEN"
+	case env.tokensFile != "":
+		if t := headToken(env.tokensFile); t != "" {
+			return t, "HEAD_TOKEN of " + env.tokensFile
+		}
+	}
+	return "", ""
 }
 
 // verb is one CLI subcommand such as "jobs create". setup defines its
@@ -58,10 +84,11 @@ type verb struct {
 // command is one verb's invocation: the client flags every verb shares,
 // its positional-argument bounds and its cobra command.
 type command struct {
-	env      *cliEnv
-	g        *clientFlags
-	cmd      *cobra.Command
-	min, max int
+	env       *cliEnv
+	g         *clientFlags
+	cmd       *cobra.Command
+	min, max  int
+	tokenFrom string // where client() found the token ("": none)
 }
 
 // nargs sets how many positional arguments the verb takes.
@@ -79,7 +106,7 @@ type clientFlags struct {
 // register defines the client flags on pf.
 func (g *clientFlags) register(pf *pflag.FlagSet) {
 	pf.StringSliceVar(&g.addrs, "addr", nil, "node base URL; repeatable or comma-separated (env SPINE_ADDRS, default "+defaultAddr+")")
-	pf.StringVar(&g.token, "token", "", "bearer token (env SPINE_TOKEN)")
+	pf.StringVar(&g.token, "token", "", "bearer token (env SPINE_TOKEN; default: HEAD_TOKEN from ./"+localTokensFile+" when that file exists, as make run writes it)")
 	pf.StringVarP(&g.output, "output", "o", "json", "output format: json or table")
 	pf.DurationVar(&g.timeout, "timeout", 15*time.Second, "timeout of each request")
 	pf.DurationVar(&g.retryFor, "retry-for", 10*time.Second, "keep retrying this long while the cluster is unavailable (0: one try)")
@@ -136,8 +163,13 @@ func newRoot(env *cliEnv) *cobra.Command {
 		Long: `Spine: a replicated job queue for AI-agent workers.
 
 One binary: "spine serve" runs a node; every other command is a client of a
-cluster (--addr or SPINE_ADDRS, --token or SPINE_TOKEN).`,
-		Version:       version,
+cluster: --addr or SPINE_ADDRS names its nodes (default ` + defaultAddr + `),
+--token or SPINE_TOKEN the bearer token (default: HEAD_TOKEN from
+./` + localTokensFile + ` when that file exists, as "make run" writes it).
+A command marked (head) needs a head token, one marked (claws) a claw's.
+Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 unavailable,
+6 unauthorized or forbidden.`,
+		Version:       currentVersion(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -171,12 +203,13 @@ cluster (--addr or SPINE_ADDRS, --token or SPINE_TOKEN).`,
 		{"jobs", "Create, list, claim and finish jobs (v0 API)", jobVerbs},
 		{"blobs", "Store and read blobs", blobVerbs},
 		{"cluster", "Inspect and change the cluster's membership", clusterVerbs},
+		{"snapshot", "Back up and restore the cluster's state", snapshotVerbs},
 	} {
 		root.AddCommand(group(env, g, grp.name, grp.short, "queue", grp.verbs))
 	}
 	root.AddCommand(versionCommand(env))
 	root.AddCommand(&cobra.Command{
-		Use: "bench", Hidden: true,
+		Use: "bench", Hidden: true, Short: "Moved: the benchmark is spine-bench (make bench)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fmt.Fprintln(env.stderr, "spine: the benchmark is its own command: spine-bench (make bench builds and runs it)")
 			return exitCodeError(exitUsage)
@@ -185,6 +218,7 @@ cluster (--addr or SPINE_ADDRS, --token or SPINE_TOKEN).`,
 	})
 	addDevqCommands(env, g, root)
 	addControlPlaneCommands(env, g, root)
+	addExamples(root)
 	return root
 }
 
@@ -248,10 +282,8 @@ func (c *command) client() (*client.Client, error) {
 	if len(addrs) == 0 {
 		addrs = []string{defaultAddr}
 	}
-	token := c.g.token
-	if token == "" {
-		token = c.env.getenv("SPINE_TOKEN")
-	}
+	token, from := c.env.token(c.g.token)
+	c.tokenFrom = from
 	retry := client.RetryPolicy{MaxAttempts: 8, BaseDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second, MaxElapsed: c.g.retryFor}
 	if c.g.retryFor <= 0 {
 		retry = client.RetryPolicy{MaxAttempts: 1}
@@ -290,10 +322,20 @@ func (c *command) print(v any, table func(io.Writer, any)) error {
 	return err
 }
 
-// fail prints err as "spine: <message>" and returns its exit code.
+// fail prints err as "spine: <message>" and returns its exit code. A
+// refused token is followed by where the token came from.
 func (c *command) fail(err error) int {
 	fmt.Fprintf(c.env.stderr, "spine: %v\n", err)
-	return exitCode(err)
+	code := exitCode(err)
+	if code == exitAuth {
+		switch c.tokenFrom {
+		case "":
+			fmt.Fprintf(c.env.stderr, "spine: no token was given: use --token or SPINE_TOKEN (or run from the directory of make run, whose ./%s has one)\n", localTokensFile)
+		default:
+			fmt.Fprintf(c.env.stderr, "spine: (the token came from %s)\n", c.tokenFrom)
+		}
+	}
+	return code
 }
 
 // exitCode maps an error of the client to the CLI's exit codes.

@@ -6,16 +6,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spine-queue/spine/client"
 )
 
 var clusterVerbs = []verb{
-	{"status", "", "Show the cluster's members and Raft state (head).", clusterStatus},
-	{"join", "", "Add a node as a voter (head). Idempotent.", clusterJoin},
-	{"remove", "", "Remove a node (head). Idempotent.", clusterRemove},
-	{"transfer-leader", "", "Hand leadership to another voter (head).", clusterTransferLeader},
+	{"status", "", "Show the cluster's members (alive or not), its leader and Raft state (head).", clusterStatus},
+	{"join", "--node-id ID --raft-addr HOST:PORT", "Add a node as a voter (head). Idempotent.", clusterJoin},
+	{"remove", "--node-id ID", "Remove a node (head). Idempotent.", clusterRemove},
+	{"transfer-leader", "", "Hand leadership to another voter (head); prints the status once the new leader is known.", clusterTransferLeader},
 }
 
 var blobVerbs = []verb{
@@ -63,13 +64,56 @@ func clusterRemove(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string
 }
 
 func clusterTransferLeader(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
-	to := fs.String("to", "", "node id to hand leadership to (default: any voter)")
+	to := fs.String("to", "", "node id to hand leadership to (default: the voter Raft picks)")
+	wait := fs.Duration("wait", 10*time.Second, "wait up to this long for the new leader to be known before printing the status (0: print the old leader's answer at once)")
 	c.nargs(0, 0)
 	return func(_ []string) int {
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-			return cl.ClusterTransferLeader(ctx, *to)
+			var old string
+			if before, err := cl.ClusterStatus(ctx); err == nil {
+				old = before.Leader.ID
+			}
+			st, err := cl.ClusterTransferLeader(ctx, *to)
+			if err != nil || *wait <= 0 {
+				return st, err
+			}
+			return awaitNewLeader(ctx, cl, st, old, *to, *wait, env.stderr), nil
 		}, clusterTable)
 	}
+}
+
+// awaitNewLeader polls the cluster's status until it names the leader a
+// transfer from old (to to, when given) made, for at most wait, and
+// returns the latest status. The old leader answers a transfer before the
+// election it started is over, so its answer names no leader.
+func awaitNewLeader(ctx context.Context, cl *client.Client, st *client.ClusterStatus, old, to string, wait time.Duration, stderr io.Writer) *client.ClusterStatus {
+	done := func(st *client.ClusterStatus) bool {
+		id := st.Leader.ID
+		switch {
+		case id == "":
+			return false
+		case to != "":
+			return id == to
+		default:
+			return id != old || old == ""
+		}
+	}
+	deadline := time.Now().Add(wait)
+	for !done(st) {
+		if time.Now().After(deadline) {
+			fmt.Fprintf(stderr, "spine: note: no new leader known after %v; this is the latest status\n", wait)
+			return st
+		}
+		select {
+		case <-ctx.Done():
+			return st
+		case <-time.After(100 * time.Millisecond):
+		}
+		if next, err := cl.ClusterStatus(ctx); err == nil {
+			st = next
+		}
+	}
+	return st
 }
 
 // clusterTable prints the Raft state and one row per member.

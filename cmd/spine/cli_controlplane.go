@@ -17,7 +17,7 @@ import (
 // The control plane's registry verbs (docs/controlplane.md).
 
 var gatewayVerbs = []verb{
-	{"register", "ID", "Register a gateway at --address with --capacity, or update it.", gatewayRegister},
+	{"register", "ID --address URL", "Register a gateway at --address with --capacity, or update it.", gatewayRegister},
 	{"list", "", "List the registered gateways.", gatewayList},
 	{"show", "ID", "Show a gateway.", gatewayShow},
 	{"deregister", "ID", "Remove a gateway and its workers.", gatewayDeregister},
@@ -25,7 +25,7 @@ var gatewayVerbs = []verb{
 }
 
 var workerVerbs = []verb{
-	{"register", "ID", "Register a worker of --gateway with --capacity and capabilities, or update it.", workerRegister},
+	{"register", "ID --gateway GATEWAY", "Register a worker of --gateway with --capacity and capabilities, or update it.", workerRegister},
 	{"list", "", "List the registered workers (--gateway: of one).", workerList},
 	{"show", "ID", "Show a worker.", workerShow},
 	{"deregister", "ID", "Remove a worker.", workerDeregister},

@@ -30,7 +30,7 @@ var sessionVerbs = []verb{
 }
 
 var streamVerbs = []verb{
-	{"create", "NAME", "Create a stream in a session, with the instructions every claim hands its worker (head).", streamCreate},
+	{"create", "NAME --session SESSION", "Create a stream in a session, with the instructions every claim hands its worker (head).", streamCreate},
 	{"list", "", "List streams, with their queued and running counts.", streamList},
 	{"show", "NAME", "Show a stream with its full instructions.", streamShow},
 	{"end", "NAME", "End a stream: no new tasks; its queued tasks stay unclaimed (head).", streamEnd},
@@ -38,14 +38,14 @@ var streamVerbs = []verb{
 
 // devqVerbs are top-level commands.
 var devqVerbs = []verb{
-	{"enqueue", "TOOL [PAYLOAD]", "Queue a task of a registered tool in a stream (head); PAYLOAD is JSON ('-': stdin).", devEnqueue},
-	{"tasks", "", "List tasks (--status queued|running|succeeded|failed, --stream, --stale).", devTasks},
+	{"enqueue", "TOOL [PAYLOAD] --stream STREAM", "Queue a task of a registered tool in a stream (head); PAYLOAD is JSON ('-': stdin).", devEnqueue},
+	{"tasks", "", "List tasks (--status queued|running|succeeded|failed, --stream; --stale: running past their timeout).", devTasks},
 	{"task", "ID", "Show a task with its stream's instructions.", devTask},
 	{"requeue", "ID", "Clone a failed task under a new id, queued (head).", devRequeue},
-	{"peek", "", "Print the next queued task of --stream as one line of JSON (nothing when none); claims nothing.", devPeek},
-	{"claim", "", "Claim the next task of --stream: one line of JSON with its stream's instructions (nothing when none).", devClaim},
-	{"complete", "ID", "Complete a claimed task; --result must be a JSON object with a string \"summary\".", devComplete},
-	{"fail", "ID", "Fail a claimed task with --error.", devFail},
+	{"peek", "--stream STREAM", "Print the next queued task of --stream as one line of JSON (nothing when none); claims nothing.", devPeek},
+	{"claim", "--stream STREAM", "Claim the next task of --stream: one line of JSON with its stream's instructions (nothing when none).", devClaim},
+	{"complete", "ID --result JSON", "Complete a claimed task; --result must be a JSON object with a string \"summary\".", devComplete},
+	{"fail", "ID --error TEXT", "Fail a claimed task with --error.", devFail},
 	{"heartbeat", "ID", "Push a claimed task's stale and auto-fail marks back.", devHeartbeat},
 	{"purge", "", "Delete finished tasks older than --older-than (default: the registry's retention) (head).", devPurge},
 	{"status", "", "Show active sessions, streams and task counts.", devStatus},
@@ -183,7 +183,7 @@ func streamsTable(w io.Writer, v any) {
 func devEnqueue(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	var p client.EnqueueParams
 	fs.StringVar(&p.Stream, "stream", "", "the stream to queue the task in (required)")
-	fs.Int64Var(&p.Timeout, "timeout", 0, "the task's timeout in seconds (default: the tool's, else its task class's)")
+	fs.Int64Var(&p.Timeout, "timeout", 0, "the task's timeout in seconds (default: the tool's, else its task class's); not the request timeout, which stays 15s here")
 	fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating an enqueue with the same key answers the first task (default: a fresh UUID)")
 	c.nargs(1, 2)
 	return func(pos []string) int {
@@ -328,8 +328,8 @@ func devComplete(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) 
 	result := fs.String("result", "", `the result: a JSON object with a string "summary" (required; '-': stdin)`)
 	fs.StringVar(&p.Stdout, "stdout", "", "captured stdout")
 	fs.StringVar(&p.Stderr, "stderr", "", "captured stderr")
-	fs.StringVar(&p.LeaseToken, "lease-token", "", "the claim's lease token (default: the one spine claim saved)")
-	fs.StringVar(&p.AttemptID, "attempt-id", "", "the claim's attempt id (default: the one spine claim saved)")
+	fs.StringVar(&p.LeaseToken, "lease-token", "", "the claim's lease token (default: the one spine claim saved under env SPINE_LEASE_DIR, else $XDG_STATE_HOME/spine/leases or ~/.local/state/spine/leases)")
+	fs.StringVar(&p.AttemptID, "attempt-id", "", "the claim's attempt id (default: the one spine claim saved with its lease token)")
 	c.nargs(1, 1)
 	return func(pos []string) int {
 		raw, err := readJSONArg(env, "result", *result, "")
@@ -359,8 +359,8 @@ func devFail(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int 
 	fs.StringVar(&p.Error, "error", "", "what went wrong (required)")
 	fs.StringVar(&p.Stdout, "stdout", "", "captured stdout")
 	fs.StringVar(&p.Stderr, "stderr", "", "captured stderr")
-	fs.StringVar(&p.LeaseToken, "lease-token", "", "the claim's lease token (default: the one spine claim saved)")
-	fs.StringVar(&p.AttemptID, "attempt-id", "", "the claim's attempt id (default: the one spine claim saved)")
+	fs.StringVar(&p.LeaseToken, "lease-token", "", "the claim's lease token (default: the one spine claim saved under env SPINE_LEASE_DIR, else $XDG_STATE_HOME/spine/leases or ~/.local/state/spine/leases)")
+	fs.StringVar(&p.AttemptID, "attempt-id", "", "the claim's attempt id (default: the one spine claim saved with its lease token)")
 	c.nargs(1, 1)
 	return func(pos []string) int {
 		if strings.TrimSpace(p.Error) == "" {
@@ -379,7 +379,7 @@ func devFail(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int 
 
 func devHeartbeat(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	var p client.TaskHeartbeatParams
-	fs.StringVar(&p.LeaseToken, "lease-token", "", "the claim's lease token (default: the one spine claim saved)")
+	fs.StringVar(&p.LeaseToken, "lease-token", "", "the claim's lease token (default: the one spine claim saved under env SPINE_LEASE_DIR, else $XDG_STATE_HOME/spine/leases or ~/.local/state/spine/leases)")
 	c.nargs(1, 1)
 	return func(pos []string) int {
 		fillLease(env, pos[0], &p.LeaseToken, &p.AttemptID)

@@ -11,7 +11,7 @@ import (
 
 var jobVerbs = []verb{
 	{"create", "[-]", "Create a job (head). The payload is JSON from --payload, --payload-file, or stdin with '-'.", jobsCreate},
-	{"list", "", "List jobs one page at a time; --dlq lists failed and dead jobs.", jobsList},
+	{"list", "", "List jobs one page at a time; --dlq lists failed and dead jobs, --local reads the answering node only.", jobsList},
 	{"get", "ID", "Show one job.", jobsGet},
 	{"events", "ID", "Show a job's event history.", jobsEvents},
 	{"attempts", "ID", "Show a job's attempts.", jobsAttempts},
@@ -67,10 +67,18 @@ func jobsList(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int
 	fs.StringVar(&p.Target, "target", "", "only jobs targeted at this role or worker")
 	fs.IntVar(&p.Limit, "limit", 0, "page size, 1-1000 (server default 100)")
 	fs.StringVar(&p.Cursor, "cursor", "", "nextCursor of the previous page")
-	fs.BoolVar(&p.Stale, "stale", false, "read the answering node's state without asking the leader")
+	fs.BoolVar(&p.Stale, "local", false, "read the answering node's own state without going to the leader: faster, and may lag the latest writes")
+	// --stale was this flag's name; the developer queue's "stale tasks"
+	// (spine tasks --stale) mean something else.
+	stale := fs.Bool("stale", false, "deprecated: use --local")
+	_ = fs.MarkHidden("stale")
 	dlq := fs.Bool("dlq", false, "list the dead-letter queue (failed and dead jobs, head) instead")
 	c.nargs(0, 0)
 	return func(_ []string) int {
+		if fs.Changed("stale") {
+			fmt.Fprintln(env.stderr, "spine: note: jobs list --stale is deprecated and will be removed; use --local (a read from the answering node)")
+			p.Stale = p.Stale || *stale
+		}
 		p.Status = client.JobStatus(*status)
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
 			if *dlq {

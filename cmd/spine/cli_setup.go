@@ -41,7 +41,7 @@ func setupCommand(env *cliEnv) *cobra.Command {
 	fs.StringSliceVar(&dirs, "script-dir", nil, "a directory to index for scripts (repeatable)")
 	classes := []string{"FAST_SCRIPT", "MEDIUM_SCRIPT", "LLM_LITE", "LLM_HEAVY"}
 	for _, c := range classes {
-		timeouts[c] = fs.Int64(strings.ToLower(strings.ReplaceAll(c, "_", "-"))+"-timeout", 0, c+" timeout in seconds")
+		timeouts[c] = fs.Int64(strings.ToLower(strings.ReplaceAll(c, "_", "-"))+"-timeout", 0, c+" timeout in seconds (default: spine.yml's, else the built-in one)")
 	}
 	fs.IntVar(&port, "port", 0, "the HTTP port of a local cluster spine run starts")
 	fs.BoolVar(&yes, "yes", false, "ask nothing: the flags, else the current values, else the defaults")

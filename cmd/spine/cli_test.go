@@ -280,7 +280,7 @@ func TestClusterVerbs(t *testing.T) {
 	if code, _, _ := cliRun(t, env, "", "cluster", "remove", "--node-id", "n2"); code != exitOK || f.last().body["node_id"] != "n2" {
 		t.Fatalf("remove: exit %d body %v", code, f.last().body)
 	}
-	if code, _, _ := cliRun(t, env, "", "cluster", "transfer-leader", "--to", "n3"); code != exitOK || f.last().body["to"] != "n3" {
+	if code, _, _ := cliRun(t, env, "", "cluster", "transfer-leader", "--to", "n3", "--wait", "0"); code != exitOK || f.last().body["to"] != "n3" {
 		t.Fatalf("transfer: exit %d body %v", code, f.last().body)
 	}
 	if code, _, _ := cliRun(t, env, "", "cluster", "remove"); code != exitUsage {
@@ -380,10 +380,10 @@ func TestVersion(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &b); code != 0 || err != nil {
 		t.Fatalf("exit %d, %v: %s", code, err, out)
 	}
-	if b.Version != version || b.Go == "" || b.Commands != int(fsm.LatestCommand()) || b.Snapshots != fsm.SnapshotVersion {
+	if b.Version != currentVersion() || b.Go == "" || b.Commands != int(fsm.LatestCommand()) || b.Snapshots != fsm.SnapshotVersion {
 		t.Fatalf("version: %+v", b)
 	}
-	if code, out, _ := cliRun(t, nil, "", "version"); code != 0 || !strings.HasPrefix(out, "spine "+version+"\n") ||
+	if code, out, _ := cliRun(t, nil, "", "version"); code != 0 || !strings.HasPrefix(out, "spine "+currentVersion()+"\n") ||
 		!strings.Contains(out, fmt.Sprintf("applies commands up to %d", fsm.LatestCommand())) {
 		t.Fatalf("exit %d: %s", code, out)
 	}

@@ -5,7 +5,9 @@ package main
 
 import "os"
 
-// version is set by the linker in release builds.
+// version is set by the linker: make build passes
+// -ldflags "-X main.version=$(git describe --tags --always --dirty)".
+// Unstamped, spine version reports the VCS revision instead (version.go).
 var version = "dev"
 
 func main() {

@@ -24,6 +24,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	gometrics "github.com/hashicorp/go-metrics/compat"
+	gometricsprom "github.com/hashicorp/go-metrics/compat/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/spine-queue/spine"
 	"github.com/spine-queue/spine/cluster"
@@ -42,6 +45,8 @@ type serveConfig struct {
 	MaxBlobBytes                                                   int64
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout          time.Duration
 	LogLevel                                                       string
+	LogJSON                                                        bool
+	MetricsAddr                                                    string
 	LogBackend                                                     string
 	NoRelay                                                        bool
 	SerialLogWrite                                                 bool
@@ -89,7 +94,7 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&c.NodeID, "node-id", envOr("SPINE_NODE_ID", host), "unique id of this node (env SPINE_NODE_ID; default the hostname)")
 	fs.StringVar(&c.DataDir, "data-dir", envOr("SPINE_DATA_DIR", "./data"), "where this node keeps its Raft log and snapshots (env SPINE_DATA_DIR)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", hostPort, "HTTP listen address (env SPINE_HOST:SPINE_PORT)")
-	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", envOr("SPINE_ADVERTISE_HTTP", ""), "HTTP base URL other nodes use to reach this one (default http://<http-addr>)")
+	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", envOr("SPINE_ADVERTISE_HTTP", ""), "HTTP base URL other nodes use to reach this one (env SPINE_ADVERTISE_HTTP; default http://<http-addr>)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", envOr("SPINE_RAFT_ADDR", "127.0.0.1:36726"), "Raft TCP address, bound and advertised (env SPINE_RAFT_ADDR)")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", envOr("SPINE_GOSSIP_ADDR", "127.0.0.1:36727"), "memberlist gossip address (env SPINE_GOSSIP_ADDR)")
 	fs.BoolVar(&c.Bootstrap, "bootstrap", envBool("SPINE_BOOTSTRAP"), "start a new cluster with this node as its first member (env SPINE_BOOTSTRAP)")
@@ -102,6 +107,8 @@ func parseServe(args []string) (*serveConfig, error) {
 	slack := fs.String("timer-slack", envOr("SPINE_TIMER_SLACK", "5ms"), "how late the kernel may wake this process's timed sleeps to batch wake-ups (Linux; 0 keeps the inherited value). Fewer wake-ups: more jobs/s at less CPU (env SPINE_TIMER_SLACK)")
 	renew := fs.String("lease-renew-fraction", envOr("SPINE_LEASE_RENEW_FRACTION", "0.1"), "a heartbeat is written to the log only when it moves the lease's expiry by at least this fraction of the lease; a sooner one is answered from the committed lease (0 to 0.5; 0 writes every heartbeat) (env SPINE_LEASE_RENEW_FRACTION)")
 	fs.StringVar(&c.LogLevel, "log-level", envOr("SPINE_LOG_LEVEL", "info"), "trace, debug, info, warn or error (env SPINE_LOG_LEVEL)")
+	fs.BoolVar(&c.LogJSON, "log-json", envBool("SPINE_LOG_JSON"), "write logs as JSON lines (hclog's format) instead of text (env SPINE_LOG_JSON)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", envOr("SPINE_METRICS_ADDR", ""), "also serve /metrics (Prometheus) on this address with no token; the API port's /metrics needs a head token (env SPINE_METRICS_ADDR)")
 	fs.DurationVar(&c.HeartbeatTimeout, "raft-heartbeat-timeout", 0, "Raft heartbeat timeout (env SPINE_RAFT_HEARTBEAT_TIMEOUT_MS; default 500ms)")
 	fs.DurationVar(&c.ElectionTimeout, "raft-election-timeout", 0, "Raft election timeout (env SPINE_RAFT_ELECTION_TIMEOUT_MS; default 500ms)")
 	fs.DurationVar(&c.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, "Raft leader lease timeout (env SPINE_RAFT_LEADER_LEASE_TIMEOUT_MS; default 500ms)")
@@ -248,7 +255,7 @@ func runServe(args []string) int {
 		return exitUsage
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "spine", Level: hclog.LevelFromString(cfg.LogLevel), Output: os.Stderr,
-		TimeFormat: "2006-01-02T15:04:05.000Z07:00"}).With("node", cfg.NodeID)
+		JSONFormat: cfg.LogJSON, TimeFormat: "2006-01-02T15:04:05.000Z07:00"}).With("node", cfg.NodeID)
 	// Before anything is opened: this may re-execute the binary in place.
 	if err := timerslack.Apply(cfg.TimerSlack); err != nil {
 		logger.Warn("timer slack not applied; the node runs with the inherited one", "error", err)
@@ -287,6 +294,22 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
 	}
+	// Metrics: the API's own, Go's runtime and the process, and what
+	// hashicorp/raft and memberlist emit through go-metrics.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	inmem, err := collectMetrics(reg, cfg.Pprof)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	var metricsLn net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+	}
 	headTok := firstHeadToken()
 	node, err := cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, GossipAddr: cfg.GossipAddr, HTTPAddr: cfg.AdvertiseHTTP,
@@ -304,7 +327,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		Now: func() time.Time { return time.Now().Add(offset) }}, node, machine)
 	api, err := httpapi.New(httpapi.Config{
 		Tokens: cfg.Tokens, SkillMD: skill, CPUSeconds: cpuSeconds, TimerSlack: timerslack.Now,
-		Logger: logger, DisableRelay: cfg.NoRelay,
+		Logger: logger, DisableRelay: cfg.NoRelay, Metrics: reg, SnapshotDir: cfg.DataDir,
 	}, node, svc)
 	if err != nil {
 		node.Shutdown()
@@ -321,7 +344,13 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 
 	handler := api.Handler()
 	if cfg.Pprof {
-		handler = withPprof(handler, cfg.Tokens, collectMetrics())
+		handler = withPprof(handler, cfg.Tokens, inmem)
+	}
+	if metricsLn != nil {
+		msrv := &http.Server{Handler: metricsMux(api.MetricsHandler()), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = msrv.Serve(metricsLn) }()
+		defer msrv.Close()
+		logger.Info("serving metrics", "addr", metricsLn.Addr().String())
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -372,19 +401,35 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	return nil
 }
 
-// collectMetrics keeps the metrics hashicorp/raft and memberlist emit
-// (commit time, log dispatch and fsync, AppendEntries round trips, FSM
-// apply; go-metrics names) in memory: ten-second intervals, the last
-// minute of them. Only with --pprof: it is a diagnostic, as the profiler.
-func collectMetrics() *gometrics.InmemSink {
-	sink := gometrics.NewInmemSink(10*time.Second, time.Minute)
+// collectMetrics bridges the metrics hashicorp/raft and memberlist emit
+// (commit time, log dispatch, AppendEntries round trips, FSM apply;
+// go-metrics names under "spine_") into reg. With pprof it also keeps them
+// in memory, ten-second intervals of the last minute, for /debug/metrics.
+func collectMetrics(reg prometheus.Registerer, inmem bool) (*gometrics.InmemSink, error) {
+	prom, err := gometricsprom.NewPrometheusSinkFrom(gometricsprom.PrometheusOpts{Registerer: reg, Expiration: time.Minute, Name: "spine_gometrics"})
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	sinks := gometrics.FanoutSink{prom}
+	var mem *gometrics.InmemSink
+	if inmem {
+		mem = gometrics.NewInmemSink(10*time.Second, time.Minute)
+		sinks = append(sinks, mem)
+	}
 	conf := gometrics.DefaultConfig("spine")
 	conf.EnableHostname = false
-	conf.EnableRuntimeMetrics = false
-	if _, err := gometrics.NewGlobal(conf, sink); err != nil {
-		return nil
+	conf.EnableRuntimeMetrics = false // the Go collector has them
+	if _, err := gometrics.NewGlobal(conf, sinks); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	return sink
+	return mem, nil
+}
+
+// metricsMux serves /metrics alone, for the metrics listener.
+func metricsMux(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	return mux
 }
 
 // withPprof serves the Go profiler under /debug/pprof/ and the metrics of

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics/compat"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spine-queue/spine/httpapi"
 )
@@ -86,16 +87,31 @@ func TestServeLeaseRenewFractionSetting(t *testing.T) {
 
 // With --pprof a node serves its profiler and the raft metrics of the last
 // intervals, to head tokens only; everything else still reaches the API.
+// Raft's metrics reach the Prometheus registry with or without it.
 func TestDebugEndpoints(t *testing.T) {
 	tokens := &httpapi.Tokens{}
 	tokens.Add(httpapi.RoleHead, "h")
 	tokens.Add(httpapi.RoleLeftClaw, "l")
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "api") })
-	sink := collectMetrics()
-	if sink == nil {
-		t.Fatal("no metrics sink")
+	reg := prometheus.NewRegistry()
+	sink, err := collectMetrics(reg, true)
+	if err != nil || sink == nil {
+		t.Fatalf("no metrics sink: %v", err)
 	}
 	gometrics.MeasureSince([]string{"raft", "commitTime"}, time.Now().Add(-3*time.Millisecond))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridged := false
+	for _, f := range families {
+		if f.GetName() == "spine_raft_commitTime" && len(f.Metric) == 1 && f.Metric[0].GetSummary().GetSampleCount() == 1 {
+			bridged = true
+		}
+	}
+	if !bridged {
+		t.Fatalf("raft's commitTime did not reach the Prometheus registry: %v", families)
+	}
 	h := withPprof(api, tokens, sink)
 	get := func(path, tok string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest("GET", path, nil)

@@ -25,8 +25,45 @@ type buildInfo struct {
 	Snapshots int    `json:"snapshot_version"` // the newest snapshot version it writes and reads
 }
 
+// versionString is the version spine reports: the one the linker stamped
+// (make build stamps git describe --tags --always --dirty), else, for a
+// plain go build or go install from a git checkout, the commit it was
+// built from ("dev-" and 12 hex digits, "-dirty" with uncommitted
+// changes), else "dev".
+func versionString(stamped string, settings []debug.BuildSetting) string {
+	if stamped != "" && stamped != "dev" {
+		return stamped
+	}
+	rev, dirty := "", false
+	for _, s := range settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	v := "dev-" + rev[:min(12, len(rev))]
+	if dirty {
+		v += "-dirty"
+	}
+	return v
+}
+
+// currentVersion is versionString of this binary.
+func currentVersion() string {
+	var settings []debug.BuildSetting
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		settings = bi.Settings
+	}
+	return versionString(version, settings)
+}
+
 func readBuildInfo() buildInfo {
-	b := buildInfo{Version: version, Commands: int(fsm.LatestCommand()), Snapshots: fsm.SnapshotVersion}
+	b := buildInfo{Version: currentVersion(), Commands: int(fsm.LatestCommand()), Snapshots: fsm.SnapshotVersion}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		b.Go, b.Module = bi.GoVersion, bi.Main.Path+" "+bi.Main.Version
 		for _, s := range bi.Settings {
@@ -47,7 +84,14 @@ func versionCommand(env *cliEnv) *cobra.Command {
 	asJSON := false
 	c := &cobra.Command{
 		Use: "version", Short: "Print the version, the build, and the commands and snapshot version the state machine applies",
-		Args: cobra.NoArgs,
+		Long: `Print the version, the build, and the commands and snapshot version the state machine applies.
+
+The version is the one "make build" stamped (git describe --tags --always --dirty);
+a binary built with plain "go build" from a git checkout reports the commit it was
+built from, as dev-<12 hex digits>[-dirty]. Before a rolling upgrade, compare the
+state machine lines of the old and the new binary.`,
+		Example: "  spine version\n  spine version --json",
+		Args:    cobra.NoArgs,
 		Run: func(cmd *cobra.Command, args []string) {
 			b := readBuildInfo()
 			if asJSON {

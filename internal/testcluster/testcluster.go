@@ -64,6 +64,9 @@ type Options struct {
 	Logf func(format string, args ...interface{})
 	// StartTimeout bounds Start (default 60s).
 	StartTimeout time.Duration
+	// MetricsAddr gives every node a --metrics-addr of its own (a free
+	// loopback port; Node.MetricsURL).
+	MetricsAddr bool
 }
 
 // Tokens used by every cluster this package starts.
@@ -77,6 +80,7 @@ const (
 type Node struct {
 	ID         string
 	URL        string // http://127.0.0.1:port
+	MetricsURL string // with Options.MetricsAddr: its /metrics without a token
 	HTTPAddr   string
 	RaftAddr   string
 	GossipAddr string
@@ -204,6 +208,14 @@ func startOnce(opts Options, deadline time.Time) (*Cluster, error) {
 		n.URL = "http://" + n.HTTPAddr
 		n.args = []string{"serve", "--node-id", n.ID, "--data-dir", n.DataDir, "--http-addr", n.HTTPAddr,
 			"--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr}
+		if opts.MetricsAddr {
+			addr, err := FreePort(false)
+			if err != nil {
+				return nil, err
+			}
+			n.MetricsURL = "http://" + addr + "/metrics"
+			n.args = append(n.args, "--metrics-addr", addr)
+		}
 		if i == 1 {
 			n.args = append(n.args, "--bootstrap")
 		} else {

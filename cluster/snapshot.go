@@ -1,0 +1,63 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Backups: a snapshot of the state taken on the leader for an operator to
+// keep, and the restore of one into a running cluster (the leader installs
+// it and raft sends it to every follower).
+
+// SaveSnapshot takes a snapshot of the state on the leader, holding every
+// entry committed before the call, and opens it. The caller closes the
+// reader.
+func (n *Node) SaveSnapshot(ctx context.Context) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	if n.isShutdown() {
+		return nil, nil, ErrShutdown
+	}
+	if !n.IsLeader() {
+		return nil, nil, ErrNotLeader
+	}
+	// Every entry committed so far is applied before the snapshot is cut.
+	if err, done := n.waitFuture(ctx, n.raft.Barrier(0)); done || err != nil {
+		if done {
+			return nil, nil, err
+		}
+		return nil, nil, translateOpErr(err)
+	}
+	f := n.raft.Snapshot()
+	if err, done := n.waitFuture(ctx, f); done || err != nil {
+		if done {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("take snapshot: %w", translateOpErr(err))
+	}
+	return f.Open()
+}
+
+// RestoreSnapshot replaces the cluster's state with a snapshot's (size
+// bytes read from r): the leader installs it as a snapshot of its own at
+// an index past its log, and raft sends it to every follower. The snapshot
+// must have been checked to restore (fsm.SummarizeSnapshot): a state
+// machine that fails to restore it stops the node.
+func (n *Node) RestoreSnapshot(r io.Reader, size int64, timeout time.Duration) (uint64, error) {
+	if n.isShutdown() {
+		return 0, ErrShutdown
+	}
+	if !n.IsLeader() {
+		return 0, ErrNotLeader
+	}
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: size}
+	n.logger.Warn("restoring a snapshot: the cluster's state is being replaced", "bytes", size)
+	if err := n.raft.Restore(meta, r, timeout); err != nil {
+		return 0, translateOpErr(err)
+	}
+	idx := n.raft.LastIndex()
+	n.logger.Warn("snapshot restored; followers install it from this node", "index", idx)
+	return idx, nil
+}

@@ -1,0 +1,206 @@
+package fsm
+
+import (
+	"encoding/hex"
+	"io"
+	"sync/atomic"
+)
+
+// Figures for operators (the metrics of every node): jobs per stream and
+// state, kept as a derived index so a scrape reads a few items per stream
+// instead of walking the jobs; and counters of the job events this node
+// applied. Neither is replicated state: the index is rebuilt from the jobs
+// by a restore, and the counters are this process's own.
+
+// statItem counts the jobs of one stream in one state lane. Items with a
+// zero count are deleted, so the index holds only streams that have jobs.
+type statItem struct {
+	stream string
+	lane   stateLane
+	n      int
+}
+
+func lessStat(a, b statItem) bool {
+	if a.stream != b.stream {
+		return a.stream < b.stream
+	}
+	return a.lane < b.lane
+}
+
+// count adds d to the jobs of stream in lane.
+func (w *writer) count(stream string, lane stateLane, d int) {
+	it, _ := w.t.stats.Get(statItem{stream: stream, lane: lane})
+	it.stream, it.lane = stream, lane
+	it.n += d
+	if it.n <= 0 {
+		w.t.stats.Delete(it)
+	} else {
+		w.t.stats.ReplaceOrInsert(it)
+	}
+	w.dirty[tStats] = true
+}
+
+var laneStates = [numLanes]State{1: StateQueued, 2: StateRunning, 3: StateDone, 4: StateFailed, 5: StateDead}
+
+// StreamCount is how many jobs of one stream are in one state.
+type StreamCount struct {
+	Stream string
+	State  State
+	N      int
+}
+
+// StreamCounts returns the number of jobs per stream and state, by stream
+// name then state; states with no job are left out. Its cost grows with
+// the number of streams, not of jobs.
+func (r *Reader) StreamCounts() []StreamCount {
+	var out []StreamCount
+	r.view().stats.Ascend(func(it statItem) bool {
+		s := laneStates[it.lane]
+		if s == "" {
+			s = "unknown"
+		}
+		out = append(out, StreamCount{Stream: it.stream, State: s, N: it.n})
+		return true
+	})
+	return out
+}
+
+// OldestQueued returns, per stream with queued jobs, when the job that has
+// waited longest was last queued (unix nanoseconds): the earliest of the
+// heads of the stream's lanes (one per target), each the job its lane hands
+// out next. Its cost grows with the number of lanes, not of jobs.
+func (r *Reader) OldestQueued() map[string]int64 {
+	out := map[string]int64{}
+	q := r.view().queue
+	from := queueItem{}
+	for {
+		var head queueItem
+		found := false
+		q.AscendGreaterOrEqual(from, func(it queueItem) bool {
+			head, found = it, true
+			return false
+		})
+		if !found {
+			return out
+		}
+		if at, ok := out[head.stream]; !ok || head.j.UpdatedAt < at {
+			out[head.stream] = head.j.UpdatedAt
+		}
+		// The next lane: the first item past every item of this one.
+		from = queueItem{stream: head.stream, target: head.target + "\x00"}
+	}
+}
+
+// JobEvent counters: one per event type a job's history records
+// (EventCreated…), and AutoFailed for tasks the reaper failed.
+const AutoFailed = "auto_failed"
+
+// countedEvents are the event types the counters keep, in a fixed order.
+var countedEvents = []string{EventCreated, EventClaimed, EventStarted, EventCompleted, EventFailed,
+	EventReleased, EventReaped, EventDead, EventRedriven, EventRouted, EventComment, AutoFailed}
+
+type eventCounts struct {
+	// from: entries at or below this index are not counted (a restarted
+	// node replaying its log counted them in its previous life).
+	from atomic.Uint64
+	n    [16]atomic.Uint64
+}
+
+func eventSlot(typ string) int {
+	for i, e := range countedEvents {
+		if e == typ {
+			return i
+		}
+	}
+	return -1
+}
+
+// countEvents counts the events j gained over old.
+func (a *applier) countEvents(old, j *Job) {
+	if a.events == nil || a.index <= a.events.from.Load() || j == nil {
+		return
+	}
+	n := 0
+	if old != nil {
+		n = len(old.History)
+	}
+	for i := n; i < len(j.History); i++ {
+		ev := &j.History[i]
+		if k := eventSlot(ev.Type); k >= 0 {
+			a.events.n[k].Add(1)
+		}
+		if ev.Type == EventReaped && j.Error != nil && j.Error.Code == AutoFailCode && ev.To == StateFailed {
+			a.events.n[eventSlot(AutoFailed)].Add(1)
+		}
+	}
+}
+
+// CountEventsAfter makes the event counters skip entries at or below index:
+// a node sets it to its log's last index before it starts replaying.
+func (f *FSM) CountEventsAfter(index uint64) { f.events.from.Store(index) }
+
+// EventCounts returns how many job events of each type this node applied
+// since it started (heartbeats are not counted), by type.
+func (f *FSM) EventCounts() map[string]uint64 {
+	out := make(map[string]uint64, len(countedEvents))
+	for i, e := range countedEvents {
+		out[e] = f.events.n[i].Load()
+	}
+	return out
+}
+
+// EventCounts is FSM.EventCounts, for a holder of a Reader.
+func (r *Reader) EventCounts() map[string]uint64 { return r.f.EventCounts() }
+
+// Summary counts what a state holds: what `spine snapshot inspect` shows
+// of a backup, and what a restore is checked against.
+type Summary struct {
+	// Index is the Raft index of the last entry the state holds.
+	Index      uint64        `json:"index"`
+	Jobs       map[State]int `json:"jobs"`
+	Streams    int           `json:"streams"`
+	Sessions   int           `json:"sessions"`
+	Blobs      int           `json:"blobs"`
+	Gateways   int           `json:"gateways"`
+	Workers    int           `json:"workers"`
+	FeedEvents int           `json:"feed_events"`
+	// Registry is whether a tool registry (spine.yml) is loaded.
+	Registry bool `json:"registry"`
+	// StateHash is the running hash of the commands the state was built
+	// from ("" when unknown).
+	StateHash string `json:"state_hash,omitempty"`
+}
+
+// Summary counts the view's contents.
+func (r *Reader) Summary() Summary {
+	t := r.view()
+	s := Summary{Index: t.index, Jobs: map[State]int{}, Streams: t.streams.Len(), Sessions: t.sessions.Len(),
+		Blobs: t.blobs.Len(), Gateways: t.gateways.Len(), Workers: t.workers.Len(), Registry: t.registry != nil}
+	for lane, st := range laneStates {
+		if st != "" {
+			s.Jobs[st] = t.lanes[lane].Len()
+		}
+	}
+	if oldest := t.feed.oldest(); oldest != 0 {
+		s.FeedEvents = int(t.feed.latest - oldest + 1)
+	}
+	return s
+}
+
+// SummarizeSnapshot reads a snapshot as Restore would, into a state
+// machine of its own, and summarizes it: a snapshot it reads whole is one a
+// node can restore.
+func SummarizeSnapshot(rc io.ReadCloser) (Summary, error) {
+	f, err := New(Config{})
+	if err != nil {
+		return Summary{}, err
+	}
+	if err := f.Restore(rc); err != nil {
+		return Summary{}, err
+	}
+	s := f.Read().Summary()
+	if _, h, ok := f.StateHash(); ok {
+		s.StateHash = hex.EncodeToString(h[:])
+	}
+	return s, nil
+}
