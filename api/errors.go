@@ -44,6 +44,11 @@ const (
 	// CodeOutcomeUnknown: 503, the write was proposed but its fate is
 	// unknown; retry at once with the same idempotency key or lease token.
 	CodeOutcomeUnknown = "outcome_unknown"
+	// CodeUnsupportedMediaType: 415, a body sent as something other than
+	// JSON (Content-Type must be application/json, or absent).
+	CodeUnsupportedMediaType = "unsupported_media_type"
+	// CodeHeadersTooLarge: 431, the request's headers are over the limit.
+	CodeHeadersTooLarge = "headers_too_large"
 	// CodeInternal: 500, a bug.
 	CodeInternal = "internal"
 )

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 )
@@ -270,7 +271,11 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var in jobCreateJSON
-	if err := json.Unmarshal(b, &in); err != nil {
+	// Strict: a misspelt field would otherwise be ignored and its default
+	// used (the decoder of the body does not see inside this method).
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&in); err != nil {
 		return err
 	}
 	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey}

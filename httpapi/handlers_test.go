@@ -535,13 +535,14 @@ func TestJobLifecycleV0(t *testing.T) {
 func TestClaimErrors(t *testing.T) {
 	e := newEnv(t)
 	id := e.create(map[string]interface{}{"target": RoleRightClaw})["id"].(string)
-	e.do("POST", "/jobs/"+id+"/claim", leftTok, `{}`).apiErr(t, http.StatusForbidden, api.CodeTargetMismatch)
+	// A job targeted at another role is not found, as a read of it is.
+	e.do("POST", "/jobs/"+id+"/claim", leftTok, `{}`).apiErr(t, http.StatusNotFound, api.CodeNotFound)
 	e.do("POST", "/jobs/nope/claim", leftTok, `{}`).apiErr(t, http.StatusNotFound, api.CodeNotFound)
 	e.do("POST", "/jobs/"+id+"/claim", leftTok, `{"workerId":1}`).apiErr(t, 400, api.CodeInvalidRequest)
 	// A job targeted at a worker id is claimable by that worker.
 	w := e.create(map[string]interface{}{"target": "w-7"})["id"].(string)
-	e.do("POST", "/jobs/"+w+"/claim", leftTok, `{"workerId":"w-8"}`).apiErr(t, http.StatusForbidden, api.CodeTargetMismatch)
-	e.do("POST", "/jobs/"+w+"/claim", leftTok, `{}`).apiErr(t, http.StatusForbidden, api.CodeTargetMismatch)
+	e.do("POST", "/jobs/"+w+"/claim", leftTok, `{"workerId":"w-8"}`).apiErr(t, http.StatusNotFound, api.CodeNotFound)
+	e.do("POST", "/jobs/"+w+"/claim", leftTok, `{}`).apiErr(t, http.StatusNotFound, api.CodeNotFound)
 	if r := e.do("POST", "/jobs/"+w+"/claim", leftTok, `{"workerId":"w-7"}`); r.Code != http.StatusOK || r.json(t)["workerId"] != "w-7" {
 		t.Fatalf("claim by the targeted worker: %d %s", r.Code, r.Body)
 	}

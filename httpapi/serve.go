@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
+	"github.com/spine-queue/spine/fsm"
 	"github.com/spine-queue/spine/queue"
 )
 
@@ -50,6 +54,8 @@ type call struct {
 	consistent bool
 	// minIndex is the caller's X-Spine-Min-Index (0: none).
 	minIndex uint64
+	// contentType is the request's Content-Type, for decode.
+	contentType string
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
@@ -111,8 +117,35 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow
 			s.logger.Debug("caller left before the answer", "path", r.URL.Path)
 			return
 		}
-		s.writeError(w, err)
+		s.writeError(w, s.forCaller(r, c.role, err))
 	}
+}
+
+// forCaller keeps a refusal from showing a job its caller may not read: to
+// a claw, a job targeted at another role does not exist, whether it reads
+// it or tries to claim, heartbeat or finish it, so the refusal is the read's
+// 404 and carries no job.
+func (s *Server) forCaller(r *http.Request, role string, err error) error {
+	if role == "" || role == fsm.HeadRole {
+		return err
+	}
+	var refusal *queue.Refusal
+	id := r.PathValue("id")
+	switch {
+	case errors.As(err, &refusal) && refusal.Job != nil:
+		j := refusal.Job
+		if queue.Visible(role, j) || (j.Lease != nil && j.Lease.Owner == role) {
+			return err
+		}
+		id = j.ID
+	case errors.Is(err, fsm.ErrTargetMismatch) && id != "":
+		if _, lerr := s.queue.Job(role, id); !errors.Is(lerr, fsm.ErrNotFound) {
+			return err
+		}
+	default:
+		return err
+	}
+	return errorf(http.StatusNotFound, api.CodeNotFound, "job %s: not found", id)
 }
 
 // routeTemplate is the route's path pattern ("/jobs/{id}"), else the path.
@@ -205,6 +238,7 @@ func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, c *call, h h
 		}
 	}
 	c.body = body
+	c.contentType = r.Header.Get("Content-Type")
 	if s.cluster.IsLeader() {
 		return h(w, r, c)
 	}
@@ -223,20 +257,160 @@ func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, c *call, h h
 	return s.forward(w, r, c, h)
 }
 
-// decode parses a JSON request body into v. An empty body is an empty object.
+// decode parses a JSON request body into v. An empty body is an empty
+// object. The body must be one JSON object of v's fields: an unknown field
+// (a misspelt one would otherwise be ignored and its default used), a value
+// of the wrong type, trailing data or a body sent as another media type is
+// refused, naming what is wrong.
 func decode(c *call, v interface{}) error {
 	if len(c.body) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(c.body, v); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) {
-			if ute.Type == reflect.TypeFor[api.JobError]() {
-				return badRequest("%s must be a string or {code, message, stack, retryable}", ute.Field)
-			}
-			return badRequest("field %q must be %s", ute.Field, ute.Type)
-		}
-		return errorf(http.StatusBadRequest, api.CodeInvalidJSON, "malformed JSON body: %v", err)
+	if err := jsonMediaType(c.contentType); err != nil {
+		return err
+	}
+	d := json.NewDecoder(bytes.NewReader(c.body))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return bodyError(err, v)
+	}
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
+		return errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the body must be one JSON object, with nothing after it")
 	}
 	return nil
+}
+
+// jsonMediaType refuses a body declared as anything but JSON. A request
+// with no Content-Type is read as JSON.
+func jsonMediaType(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return errorf(http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType,
+		"the body must be JSON, sent with Content-Type: application/json (got %q)", ct)
+}
+
+// bodyError turns a JSON decoding error into the answer that says what is
+// wrong in the caller's terms (JSON types and field names, never Go's).
+func bodyError(err error, v interface{}) error {
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &ute) {
+		if ute.Field == "" {
+			return badRequest("the body must be a JSON object, not %s", ute.Value)
+		}
+		if ute.Type == reflect.TypeFor[api.JobError]() {
+			return badRequest("%s must be a string or {code, message, stack, retryable}", ute.Field)
+		}
+		msg := fmt.Sprintf("field %q must be %s, not %s", ute.Field, jsonKind(ute.Type), ute.Value)
+		if r, ok := fieldRanges[ute.Field]; ok {
+			msg += " (" + r + ")"
+		}
+		return badRequest("%s", msg)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		msg := fmt.Sprintf("unknown field %q", name)
+		if near := nearestField(v, name); near != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		return badRequest("%s; the fields are documented in docs/api.md", msg)
+	}
+	return errorf(http.StatusBadRequest, api.CodeInvalidJSON, "malformed JSON body: %v", err)
+}
+
+// fieldRanges says what a numeric field allows, for the answer to a value
+// JSON cannot give it (1e12 for an integer, a fraction).
+var fieldRanges = map[string]string{
+	"max_wait_ms":  "a whole number of milliseconds, 0 or more; waits are capped at 30000",
+	"maxAttempts":  "a whole number, 1 or more",
+	"leaseSeconds": "a whole number of seconds, 1 or more",
+	"lease_ms":     "a whole number of milliseconds",
+	"timeout":      "a whole number of seconds",
+	"limit":        "a whole number from 1",
+	"capacity":     "a whole number, 0 or more",
+}
+
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another JSON type"
+}
+
+// nearestField is the JSON field of v's struct closest to name (a
+// misspelling: at most two edits, or the same letters in another case),
+// or "".
+func nearestField(v interface{}, name string) string {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return ""
+	}
+	best, bestD := "", 3
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				walk(f.Type)
+				continue
+			}
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if tag == "-" || !f.IsExported() {
+				continue
+			}
+			if tag == "" {
+				tag = f.Name
+			}
+			d := editDistance(strings.ToLower(tag), strings.ToLower(name))
+			if d < bestD {
+				best, bestD = tag, d
+			}
+		}
+	}
+	walk(t)
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -153,8 +153,34 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 		}
+		if n := headerBytes(r); n > MaxHeaderBytes {
+			s.setLeaderHeaders(w)
+			s.writeError(w, errorf(http.StatusRequestHeaderFieldsTooLarge, api.CodeHeadersTooLarge,
+				"the request's headers and URL are %d bytes, over the limit of %d", n, MaxHeaderBytes))
+			return
+		}
 		s.router.ServeHTTP(w, r)
 	})
+}
+
+// MaxHeaderBytes caps a request's header fields and URL: what a client
+// sends there is a token, a few ids and cursors. (http.Server's own
+// limit, far higher, answers in plain text; spine serve sets it to
+// 1 MiB.)
+const MaxHeaderBytes = 32 << 10
+
+// headerBytes counts a request's URL and header fields as sent.
+func headerBytes(r *http.Request) int {
+	n := len(r.RequestURI)
+	if n == 0 { // a request read from a mux or relay frame
+		n = len(r.URL.String())
+	}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
 }
 
 // Shutdown drains the mux and relay connections this node serves: each

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -548,5 +549,62 @@ func TestSnapshotSaveWipeRestore(t *testing.T) {
 	apiWant(t, apiDo(t, "POST", l3.URL+"/jobs/"+q.ID+"/complete", apiLeft, map[string]interface{}{"leaseToken": cj.LeaseToken, "attemptId": cj.AttemptID, "result": map[string]bool{"ok": true}}), http.StatusOK)
 	if err := c2.Restart(l2); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Bad input through a follower (forwarded to the leader) and through the
+// real HTTP server: each refused with the API's JSON error naming what is
+// wrong, and nothing created.
+func TestBadInputOnThreeNodes(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	_, fs := apiRoles(t, c)
+	f := fs[0].URL
+	stream := "badinput-" + strings.ToLower(t.Name()[:4])
+	for _, tc := range []struct {
+		name, path, ctype, body, token string
+		status                         int
+		code, says                     string
+	}{
+		{"misspelt field", "/jobs", "application/json", `{"stream":"` + stream + `","payload":{},"maxAtempts":2}`, apiHead, 400, "invalid_request", `did you mean "maxAttempts"`},
+		{"text/plain", "/jobs", "text/plain", `{"stream":"` + stream + `","payload":{}}`, apiHead, 415, "unsupported_media_type", "application/json"},
+		{"an array", "/jobs", "application/json", `[{"stream":"` + stream + `"}]`, apiHead, 400, "invalid_request", "JSON object"},
+		{"1e12", "/internal/worker/claim", "application/json", `{"worker_id":"w","streams":["` + stream + `"],"max_wait_ms":1e12}`, apiLeft, 400, "invalid_request", "capped at 30000"},
+	} {
+		r := apiDo(t, "POST", f+tc.path, tc.token, tc.body, "Content-Type", tc.ctype)
+		apiWantError(t, r, tc.status, tc.code)
+		var eb api.ErrorBody
+		if err := json.Unmarshal(r.Body, &eb); err != nil || !strings.Contains(eb.Error.Message, tc.says) {
+			t.Errorf("%s: %s does not say %q", tc.name, r.Body, tc.says)
+		}
+	}
+	big := strings.Repeat("h", 100<<10)
+	apiWantError(t, apiDo(t, "GET", f+"/jobs", apiHead, nil, "X-Big", big), http.StatusRequestHeaderFieldsTooLarge, api.CodeHeadersTooLarge)
+	if jobs := apiListAll(t, f, apiHead, url.Values{"stream": {stream}, "consistent": {""}}); len(jobs) != 0 {
+		t.Fatalf("refused creates made jobs: %+v", jobs)
+	}
+
+	// A slow client (headers never finished) is cut off by the node's
+	// header timeout, and holds nothing up meanwhile.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+apiHead+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	apiWant(t, apiDo(t, "GET", f+"/health", "", nil), http.StatusOK)
+	_ = conn.SetReadDeadline(time.Now().Add(40 * time.Second))
+	buf := make([]byte, 512)
+	for {
+		_, err := conn.Read(buf)
+		if err == nil {
+			continue // a 408 answer, then the close
+		}
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatal("a client that never finished its headers was not cut off within 40 s")
+		}
+		break
 	}
 }

@@ -355,6 +355,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    1 << 20, // past httpapi.MaxHeaderBytes the API answers 431 in JSON
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      90 * time.Second, // long-poll claims wait up to 30 s
 		IdleTimeout:       120 * time.Second,
