@@ -3,6 +3,7 @@ module github.com/spine-queue/spine
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/btree v1.1.3
 	github.com/google/uuid v1.6.0

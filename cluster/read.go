@@ -25,6 +25,8 @@ func (n *Node) VerifyLeader(ctx context.Context) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
+	start := time.Now()
+	term := n.raft.CurrentTerm()
 	err, ctxDone := n.waitFuture(ctx, n.raft.VerifyLeader())
 	if ctxDone {
 		return err
@@ -35,7 +37,46 @@ func (n *Node) VerifyLeader(ctx context.Context) error {
 		}
 		return fmt.Errorf("%w: %v", ErrNotLeader, err)
 	}
-	return nil
+	return n.quorumSince(ctx, term, start)
+}
+
+// quorumSince waits until a quorum of voters has accepted AppendEntries of
+// term sent after start. raft's VerifyLeader counts any successful answer
+// that arrives after it begins, including one to a request sent before: a
+// leader paused (SIGSTOP, a stalled VM) while a new one was elected finds,
+// on waking, answers its followers gave before the election waiting in its
+// sockets, and would confirm itself on them. An answer to a request sent
+// after the verification began cannot predate it. Heartbeats go out every
+// tenth of the heartbeat timeout, so a leader that is one waits about that
+// long at most; one that is not gives up after the leader lease.
+func (n *Node) quorumSince(ctx context.Context, term uint64, start time.Time) error {
+	cfg := n.raft.GetConfiguration().Configuration()
+	voters := make([]raft.ServerID, 0, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, s.ID)
+		}
+	}
+	deadline := time.NewTimer(max(n.cfg.LeaderLeaseTimeout, 100*time.Millisecond))
+	defer deadline.Stop()
+	for {
+		if n.raft.CurrentTerm() != term || n.raft.State() != raft.Leader {
+			return fmt.Errorf("%w: leadership changed while it was being confirmed", ErrNotLeader)
+		}
+		ok, fresh := n.lease.ackedSince(raft.ServerID(n.cfg.NodeID), term, voters, start)
+		if ok {
+			return nil
+		}
+		select {
+		case <-fresh:
+		case <-deadline.C:
+			return fmt.Errorf("%w: no quorum answered after the leadership check began", ErrNotLeader)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.shutdownCh:
+			return ErrShutdown
+		}
+	}
 }
 
 // ConsistentIndex implements a linearizable read index: on the ready leader it

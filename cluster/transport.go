@@ -122,10 +122,13 @@ func (p *clampPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raf
 type readLease struct {
 	timeout time.Duration // LeaderLeaseTimeout
 
-	mu          sync.Mutex
-	term        uint64
-	since       time.Time                   // send time of the first accepted AppendEntries in term
-	acked       map[raft.ServerID]time.Time // send time of the latest accepted AppendEntries in term
+	mu    sync.Mutex
+	term  uint64
+	since time.Time                   // send time of the first accepted AppendEntries in term
+	acked map[raft.ServerID]time.Time // send time of the latest accepted AppendEntries in term
+	// fresh is closed when an answer moves a follower's acked time
+	// (ackedSince waits on it); nil when nobody waits.
+	fresh       chan struct{}
 	transfering int
 
 	// gossiped is, on the leader, the followers it last gossiped as not
@@ -153,7 +156,37 @@ func (l *readLease) answered(id raft.ServerID, term uint64, sent time.Time, resp
 	}
 	if sent.After(l.acked[id]) {
 		l.acked[id] = sent
+		if l.fresh != nil {
+			close(l.fresh)
+			l.fresh = nil
+		}
 	}
+}
+
+// ackedSince reports whether a quorum of voters (self counted) accepted, in
+// term, AppendEntries sent at or after start; if not, it returns a channel
+// closed when another answer is recorded.
+func (l *readLease) ackedSince(self raft.ServerID, term uint64, voters []raft.ServerID, start time.Time) (bool, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, isVoter := 0, false
+	for _, v := range voters {
+		if v == self {
+			n++
+			isVoter = true
+			continue
+		}
+		if t, ok := l.acked[v]; ok && term == l.term && !t.Before(start) {
+			n++
+		}
+	}
+	if isVoter && n > len(voters)/2 {
+		return true, nil
+	}
+	if l.fresh == nil {
+		l.fresh = make(chan struct{})
+	}
+	return false, l.fresh
 }
 
 // holds reports whether a leader of term whose voters are voters (itself

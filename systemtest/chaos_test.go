@@ -15,7 +15,8 @@ import (
 // a dozen clients doing random operations on a small pool of jobs through
 // random nodes while the leader is killed or paused and followers are
 // paused, then every node made leader in turn must answer the same state
-// for every job, and the replicas' state hashes must agree. The short form
+// for every job, every job's history must be linearizable against the job
+// model (porcupine), and the replicas' state hashes must agree. The short form
 // (35 s of load, each kind of fault at least once) runs in `make test`;
 // `make chaos` runs it for minutes.
 //
@@ -91,6 +92,20 @@ func TestChaos(t *testing.T) {
 			}
 			if rep.Verified && !rep.HashesAgree {
 				t.Error("the replicas' state hashes do not agree (see the violation)")
+			}
+			// The porcupine check of every job's history against the job
+			// model: its failures are failing jobs (above); an undecided
+			// check is not a pass, but not a failure of the server either.
+			if l := rep.Linearizability; rep.Verified {
+				if !l.Ran || l.Jobs == 0 {
+					t.Errorf("the linearizability check did not run: %+v", l)
+				}
+				if len(l.Illegal) > 0 {
+					t.Errorf("%d jobs not linearizable (porcupine); visualization: %s", len(l.Illegal), l.Visualization)
+				}
+				if len(l.Unknown) > 0 {
+					t.Logf("WARNING: the linearizability check did not decide %d jobs in time (not a pass): %v", len(l.Unknown), l.Unknown)
+				}
 			}
 			if !rep.OK() {
 				t.Errorf("chaos run failed: CHAOS_SEED=%d replays it; data, node logs and histories in %s", s, rep.Dir)

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -85,6 +87,9 @@ type runner struct {
 	hist  *history // nil until the cluster is up
 	pool  *pool
 	began time.Time // start of the load
+	// linViz is the porcupine visualization of the jobs the
+	// linearizability check failed (or did not decide), for writeFiles.
+	linViz *linViz
 
 	mu sync.Mutex // guards rep.Faults and rep.Violations while the load runs
 }
@@ -221,6 +226,12 @@ func (r *runner) check() {
 	}
 	probs := analyze(ops, nodes, p)
 	nums := jobNumbers(ops)
+	// The linearizability check, in addition: its problems join the
+	// others' (the same excerpts, the same failing jobs).
+	if lin := r.linearizability(ops, p, nodes, nums); len(lin) > 0 {
+		probs = append(probs, lin...)
+		sort.SliceStable(probs, func(i, j int) bool { return probs[i].JobID < probs[j].JobID })
+	}
 	byJob := map[string][]*Op{}
 	for _, op := range ops {
 		if op.JobID != "" {
@@ -251,15 +262,54 @@ func (r *runner) check() {
 	}
 }
 
+// linearizability runs the porcupine check of every job's history (the
+// final reads included) into the report, and returns the problems of the
+// jobs no linearization explains. A check that ran out of time is reported
+// as unknown, neither a pass nor a violation.
+func (r *runner) linearizability(ops []*Op, p printer, nodes []string, nums map[string]int) []Problem {
+	lease, err := strconv.Atoi(r.cfg.nodeEnv()["LEASE_SECONDS"])
+	if err != nil || lease <= 0 {
+		lease = r.cfg.LeaseSeconds
+	}
+	c := newLinChecker(lease, p, r.cfg.Clients, nodes, r.cfg.LinearizeTimeout)
+	skipped := c.load(ops, nums)
+	res := c.run()
+	res.check.Skipped = skipped
+	res.check.Illegal = sortedByNumber(res.check.Illegal, nums)
+	res.check.Unknown = sortedByNumber(res.check.Unknown, nums)
+	// The checker must catch what no server may answer, in this run's
+	// own histories.
+	tried, missed := selfTest(ops, nums, func() *linChecker {
+		return newLinChecker(lease, p, r.cfg.Clients, nodes, r.cfg.LinearizeTimeout)
+	})
+	res.check.SelfTest = fmt.Sprintf("%d of %d broken copies of job histories caught", tried-len(missed), tried)
+	for _, m := range missed {
+		r.violation("the linearizability check missed %s", m)
+	}
+	r.rep.Linearizability = res.check
+	r.linViz = res.viz
+	r.cfg.Logf("chaos: linearizability: %s", res.check.summary())
+	return res.problems
+}
+
 // writeFiles leaves the evidence of a failed run in dir: summary.txt (the
-// report), histories.txt (the whole history of each failing job) and
-// history.txt (every operation of the run).
+// report), histories.txt (the whole history of each failing job),
+// history.txt (every operation of the run) and, when the linearizability
+// check failed or did not finish, linearizability.html (porcupine's
+// visualization of those jobs' histories).
 func (r *runner) writeFiles(dir string) error {
 	if r.hist == nil {
 		return os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(r.rep.All()), 0o644)
 	}
 	ops, labels := r.hist.snapshot()
 	p := printer{began: r.began, labels: labels}
+	if r.linViz != nil {
+		path := filepath.Join(dir, VisualizationFile)
+		if err := r.linViz.write(path, r.rep.Faults); err != nil {
+			return fmt.Errorf("linearizability visualization: %w", err)
+		}
+		r.rep.Linearizability.Visualization = path
+	}
 	var hs strings.Builder
 	fmt.Fprintf(&hs, "Seed %d. Each line: [start .. end] client op(args) @node the request was sent to -> answer [state attempts/max lease];\n", r.rep.Seed)
 	fmt.Fprintf(&hs, "times in seconds from the start of the run (%s); \"end\": outcome unknown; L<n>: the lease a claim answered at index n; (old): a lease the client knew to be over.\n",

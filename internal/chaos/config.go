@@ -12,10 +12,14 @@
 // nodes hold different states for a job, when an acknowledged create is
 // missing, when a job whose complete was acknowledged is later seen queued
 // or running, or when the replicas' state hashes differ
-// (testcluster.CheckConverged). A failing run keeps its data directories,
-// node logs and the operation history, and the report quotes the history of
-// each failing job. The seed replays the schedule of faults and the
-// clients' choices (the interleaving still depends on timing).
+// (testcluster.CheckConverged). It also checks every job's history, the
+// final reads included, for linearizability with porcupine against a model
+// of one job (linmodel.go, linearize.go). A failing run keeps its data
+// directories, node logs and the operation history (and porcupine's
+// visualization of the histories that are not linearizable), and the
+// report quotes the history of each failing job. The seed replays the
+// schedule of faults and the clients' choices (the interleaving still
+// depends on timing).
 //
 // systemtest.TestChaos runs it (`make test` a short form, `make chaos` for
 // minutes); docs/drill.md describes it.
@@ -71,6 +75,10 @@ type Config struct {
 	RecoveryTimeout time.Duration
 	// Timeout is the hard bound of the whole run (Duration + 5m).
 	Timeout time.Duration
+	// LinearizeTimeout bounds each porcupine call of the linearizability
+	// check (5s); the rechecks of failing jobs take at most four times it
+	// together. A check cut short is reported as unknown, not as a pass.
+	LinearizeTimeout time.Duration
 
 	// LeaseSeconds, ReaperIntervalMS and LeaseGraceMS go into the nodes'
 	// env (2, 200, 1000): leases expire and get reaped during the run.
@@ -114,6 +122,7 @@ func (c Config) withDefaults() Config {
 	orderd(&c.PauseMin, &c.PauseMax)
 	defd(&c.RecoveryTimeout, 30*time.Second)
 	defd(&c.Timeout, c.Duration+5*time.Minute)
+	defd(&c.LinearizeTimeout, 5*time.Second)
 	def(&c.LeaseSeconds, 2)
 	def(&c.ReaperIntervalMS, 200)
 	def(&c.LeaseGraceMS, 1000)

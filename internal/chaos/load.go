@@ -9,9 +9,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spine-queue/spine/api"
@@ -101,9 +103,34 @@ type lease struct {
 
 // capture receives the status and headers of a request's answer: the
 // transport fills in the one it finds in the request's context.
+//
+// wrote is set once net/http has written the request on a connection
+// (httptrace WroteRequest). net/http replays a POST that carries an
+// Idempotency-Key (a create) on a new connection when the one it was
+// written on breaks, and then reports the new connection's dial error: a
+// dial error proves nothing was sent only when nothing was written before.
+// The multiplexed transport does not trace; its dial errors are its first.
 type capture struct {
 	status int
 	header http.Header
+	wrote  atomic.Bool
+}
+
+// withTrace returns ctx with a trace that sets cp.wrote.
+func withTrace(ctx context.Context, cp *capture) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { cp.wrote.Store(true) },
+	})
+}
+
+// classifyError is classifyTransport, knowing whether the request was
+// written on a connection before the error (see capture).
+func classifyError(err error, cp *capture) (Outcome, string) {
+	o, code := classifyTransport(err)
+	if o == Refused && cp != nil && cp.wrote.Load() {
+		return Unknown, "written, then " + lastPart(err)
+	}
+	return o, code
 }
 
 type captureKey struct{}
@@ -261,7 +288,7 @@ func (lc *loadClient) api(n node, token string) *client.Client {
 // begin starts an operation; its context carries a capture for the answer.
 func (lc *loadClient) begin(ctx context.Context, kind OpKind, n node, job, args string) (*Op, context.Context, *capture, context.CancelFunc) {
 	cp := &capture{}
-	cctx, cancel := context.WithTimeout(context.WithValue(ctx, captureKey{}, cp), lc.r.cfg.RequestTimeout+lc.r.cfg.MaxWait+time.Second)
+	cctx, cancel := context.WithTimeout(withTrace(context.WithValue(ctx, captureKey{}, cp), cp), lc.r.cfg.RequestTimeout+lc.r.cfg.MaxWait+time.Second)
 	return &Op{Client: lc.id, Kind: kind, Node: n.id, JobID: job, Args: args, Start: time.Now()}, cctx, cp, cancel
 }
 
@@ -284,7 +311,7 @@ func (lc *loadClient) finish(op *Op, cp *capture, err error) {
 			}
 		} else {
 			op.Status = 0
-			op.Outcome, op.Code = classifyTransport(err)
+			op.Outcome, op.Code = classifyError(err, cp)
 		}
 	}
 	if op.Outcome == OK {
@@ -374,7 +401,8 @@ func (lc *loadClient) raw(ctx context.Context, op *Op, n node, method, path, tok
 	}
 	op.End = time.Now()
 	if err != nil {
-		op.Outcome, op.Code = classifyTransport(err)
+		cp, _ := ctx.Value(captureKey{}).(*capture)
+		op.Outcome, op.Code = classifyError(err, cp)
 		if resp != nil {
 			op.Status, op.Outcome = resp.StatusCode, Unknown // the answer was cut off
 		}

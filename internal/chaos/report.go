@@ -41,6 +41,11 @@ type Report struct {
 	// testcluster.CheckConverged.
 	FailingJobs []FailingJob
 	HashesAgree bool
+	// Linearizability is the outcome of the porcupine check of every job's
+	// history against the job model (linearize.go). Its non-linearizable
+	// jobs are among FailingJobs and Violations; jobs it could not decide
+	// in time are only listed in it.
+	Linearizability LinCheck
 	// Verified is set when the final checks ran to the end.
 	Verified bool
 	// Violations lists every broken guarantee (those of FailingJobs
@@ -48,8 +53,10 @@ type Report struct {
 	Violations []string
 	Err        string
 	// Dir holds the nodes' data and logs and, after a failure, summary.txt,
-	// histories.txt (the failing jobs) and history.txt (every operation);
-	// empty once removed.
+	// histories.txt (the failing jobs), history.txt (every operation) and,
+	// if the linearizability check failed or did not finish for some jobs,
+	// linearizability.html (Linearizability.Visualization); empty once
+	// removed.
 	Dir string
 }
 
@@ -110,6 +117,12 @@ func (r *Report) text(all bool) string {
 		}
 		p("failing jobs: %d; state hashes agree: %s", len(r.FailingJobs), yes)
 	}
+	if l := r.Linearizability; l.Ran {
+		p("linearizability (porcupine, per job): %s", l.summary())
+		if l.Visualization != "" {
+			p("linearizability visualization (porcupine): %s", l.Visualization)
+		}
+	}
 	for i, fj := range r.FailingJobs {
 		if i == limit {
 			p("... and %d more failing jobs (summary.txt and histories.txt in the directory below)", len(r.FailingJobs)-limit)
@@ -146,4 +159,48 @@ func (r *Report) text(all bool) string {
 		p("RESULT: FAIL (replay: CHAOS_SEED=%d)", r.Seed)
 	}
 	return b.String()
+}
+
+// summary is the check's outcome in one line.
+func (l LinCheck) summary() string {
+	s := fmt.Sprintf("%d jobs, %d operations, %d worker claims of unknown outcome", l.Jobs, l.Ops, l.HiddenClaims)
+	if l.Rechecked > 0 {
+		s += fmt.Sprintf(", %d jobs checked again with them", l.Rechecked)
+	}
+	if l.Skipped > 0 {
+		s += fmt.Sprintf(", %d jobs skipped (maxAttempts unknown)", l.Skipped)
+	}
+	s += fmt.Sprintf(", %s", l.Elapsed.Round(time.Millisecond))
+	if l.Rechecked > 0 {
+		s += fmt.Sprintf(" (first check %s)", l.First.Round(time.Millisecond))
+	}
+	s += ": "
+	var verdict []string
+	if len(l.Illegal) > 0 {
+		verdict = append(verdict, fmt.Sprintf("NOT LINEARIZABLE: %d jobs (%s)", len(l.Illegal), shortIDs(l.Illegal)))
+	}
+	if len(l.Unknown) > 0 {
+		verdict = append(verdict, fmt.Sprintf("UNKNOWN for %d jobs, the check ran out of time, not a pass (%s)", len(l.Unknown), shortIDs(l.Unknown)))
+	}
+	if len(verdict) == 0 {
+		verdict = append(verdict, "ok")
+	}
+	s += strings.Join(verdict, "; ")
+	if l.SelfTest != "" {
+		s += "; self-test: " + l.SelfTest
+	}
+	return s
+}
+
+// shortIDs lists a few job ids by their first characters.
+func shortIDs(ids []string) string {
+	var out []string
+	for i, id := range ids {
+		if i == 5 {
+			out = append(out, fmt.Sprintf("and %d more", len(ids)-i))
+			break
+		}
+		out = append(out, short(id))
+	}
+	return strings.Join(out, ", ")
 }
