@@ -218,6 +218,9 @@ func openWAL(dir string, logger hclog.Logger, segmentSize int) (*wal.WAL, error)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	if err := verifyWAL(dir); err != nil {
+		return nil, err
+	}
 	vfs := newZeroAheadFS(dir)
 	logger.Debug("raft log segments", "dir", dir, "zeroed_ahead", vfs.on)
 	return openWALWith(dir, logger, segmentSize, vfs)
