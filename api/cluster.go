@@ -57,6 +57,29 @@ type Member struct {
 	RaftAddr   string `json:"raft_addr"`   // host:port, required
 	HTTPAddr   string `json:"http_addr"`   // advertised HTTP base URL
 	GossipAddr string `json:"gossip_addr"` // memberlist host:port
+	// GossipProof proves the joining node holds a gossip key of the
+	// cluster (required when gossip is encrypted): base64 HMAC-SHA256 of
+	// "spine-join:"+node_id under the key.
+	GossipProof string `json:"gossip_proof,omitempty"`
+}
+
+// KeyringAnswer is a node's gossip keyring (GET /v1/keyring and the
+// answer of a change): its keys by fingerprint, the primary first.
+type KeyringAnswer struct {
+	NodeID    string    `json:"node_id"`
+	Encrypted bool      `json:"encrypted"`
+	Keys      []KeyInfo `json:"keys"`
+}
+
+// KeyInfo names one key without revealing it.
+type KeyInfo struct {
+	Fingerprint string `json:"fingerprint"`
+	Primary     bool   `json:"primary"`
+}
+
+// KeyringRequest is the body of POST /v1/keyring/{op}: a base64 key.
+type KeyringRequest struct {
+	Key string `json:"key"`
 }
 
 // ClusterRemoveRequest is the body of POST /cluster/remove.

@@ -230,3 +230,22 @@ func (c *Client) health(ctx context.Context, addr string) (*Health, error) {
 	}
 	return &h, nil
 }
+
+// KeyringGet reads the gossip keyring of the node at base (head); keys are
+// named by fingerprint.
+func (c *Client) KeyringGet(ctx context.Context, base string, out *api.KeyringAnswer) error {
+	_, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/v1/keyring", addr: base}, out)
+	return err
+}
+
+// KeyringChange installs, uses or removes a gossip key (base64) on the node
+// at base (head). Each is idempotent.
+func (c *Client) KeyringChange(ctx context.Context, base, op, key string, out *api.KeyringAnswer) error {
+	req, err := jsonRequest(http.MethodPost, "/v1/keyring/"+op, api.KeyringRequest{Key: key})
+	if err != nil {
+		return err
+	}
+	req.addr = base
+	_, _, err = c.call(ctx, req, out)
+	return err
+}

@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,6 +79,36 @@ func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.retry = p } }
 // WithLogger sets where retries and leader changes are logged (default: nowhere).
 func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 
+// WithTLSConfig sets the TLS configuration for https addresses (default:
+// Go's, which trusts the system's roots). It has no effect with
+// [WithHTTPClient], whose transport decides.
+func WithTLSConfig(tc *tls.Config) Option { return func(c *Client) { c.tls = tc } }
+
+// WithCACertFile trusts the CA certificates in the PEM file at path, and
+// only them, for https addresses: a cluster whose nodes serve certificates
+// from its own CA (spine tls). New fails if the file cannot be read or
+// holds no certificate. It has no effect with [WithHTTPClient].
+func WithCACertFile(path string) Option {
+	return func(c *Client) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			c.optErr = fmt.Errorf("client: CA certificate: %w", err)
+			return
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			c.optErr = fmt.Errorf("client: CA certificate: %s holds no PEM certificate", path)
+			return
+		}
+		if c.tls == nil {
+			c.tls = &tls.Config{MinVersion: tls.VersionTLS12}
+		} else {
+			c.tls = c.tls.Clone()
+		}
+		c.tls.RootCAs = pool
+	}
+}
+
 // Client talks to a Spine cluster. It is safe for concurrent use.
 type Client struct {
 	addrs   []string
@@ -84,6 +117,8 @@ type Client struct {
 	timeout time.Duration
 	retry   RetryPolicy
 	log     *slog.Logger
+	tls     *tls.Config // WithTLSConfig, WithCACertFile
+	optErr  error       // an option that failed
 
 	mu          sync.Mutex
 	cur         int    // index into addrs of the seed in use
@@ -113,6 +148,9 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	if c.optErr != nil {
+		return nil, c.optErr
+	}
 	if c.http == nil {
 		// A client is shared by many goroutines (producers, a Worker's
 		// concurrency): their requests share one multiplexed connection per
@@ -123,7 +161,10 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns = 256
 		tr.MaxIdleConnsPerHost = 64
-		mux := wire.NewTransport(tr)
+		if c.tls != nil {
+			tr.TLSClientConfig = c.tls.Clone()
+		}
+		mux := wire.NewTransportTLS(tr, tr.TLSClientConfig)
 		// Blob and snapshot uploads and downloads stream over HTTP: a frame
 		// is held whole in memory on both sides.
 		mux.Bypass = func(r *http.Request) bool {

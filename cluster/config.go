@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -62,6 +63,11 @@ type Config struct {
 	// GossipAddr is host:port memberlist binds to and advertises (TCP and
 	// UDP). Required unless DisableGossip is set.
 	GossipAddr string
+	// GossipKey, if set, encrypts gossip with this key (16, 24 or 32
+	// bytes; keyring.go). DataDir/keyring.json keeps the node's keys
+	// across restarts and rotations; a key given here that the file lacks
+	// becomes its primary.
+	GossipKey []byte
 	// HTTPAddr is this node's advertised HTTP base URL, such as
 	// "http://127.0.0.1:36725". It travels in gossip metadata so every node
 	// can name the leader's URL. Required.
@@ -81,6 +87,12 @@ type Config struct {
 	// JoinToken is sent as "Authorization: Bearer <JoinToken>" on join
 	// requests.
 	JoinToken string
+	// TLS, when set, is the nodes' mutual-TLS configuration (LoadTLS):
+	// the raft transport listens and dials with it (a peer without a
+	// certificate from the cluster CA is refused before any RPC), and join
+	// and member requests to other nodes' https URLs use it. Nil: plain
+	// TCP and HTTP.
+	TLS *tls.Config
 	// FSM receives committed commands. If it implements raft.BatchingFSM
 	// (or raft.ConfigurationStore) that is preserved. Required.
 	FSM raft.FSM

@@ -169,6 +169,12 @@ func (n *Node) startMemberlist() error {
 	// A restarted node may come back on a new address under the same name;
 	// let it reclaim its name soon after the old incarnation is declared dead.
 	mc.DeadNodeReclaimTime = 10 * time.Second
+	if n.keys != nil {
+		// Every message sealed with the primary key; any key of the ring
+		// opens one; a message no key opens is dropped.
+		mc.Keyring = n.keys.ring
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	// Liveness broadcasts are sent before memberlist exists to count the
 	// members; until then there is nobody to send them to.
 	n.live.queue = &memberlist.TransmitLimitedQueue{RetransmitMult: 3, NumNodes: func() int {

@@ -20,7 +20,7 @@ const joinRequestTimeout = 5 * time.Second
 // urls with backoff 200ms..2s.
 func (n *Node) joinLoop(urls []string) {
 	defer n.wg.Done()
-	client := &http.Client{Timeout: joinRequestTimeout}
+	client := n.httpClient()
 	backoff := 200 * time.Millisecond
 	for i := 0; ; i++ {
 		if n.inConfiguration() {
@@ -121,7 +121,18 @@ func (n *Node) fetchMembers(base string) ([]Member, error) {
 	if n.cfg.JoinToken != "" {
 		req.Header.Set("Authorization", "Bearer "+n.cfg.JoinToken)
 	}
-	return n.doMembers(&http.Client{Timeout: joinRequestTimeout}, req)
+	return n.doMembers(n.httpClient(), req)
+}
+
+// httpClient is the client of join and member requests to other nodes:
+// with TLS it trusts the cluster CA and presents this node's certificate.
+func (n *Node) httpClient() *http.Client {
+	if n.cfg.TLS == nil {
+		return &http.Client{Timeout: joinRequestTimeout}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = n.cfg.TLS.Clone()
+	return &http.Client{Timeout: joinRequestTimeout, Transport: tr}
 }
 
 func (n *Node) doMembers(client *http.Client, req *http.Request) ([]Member, error) {

@@ -21,6 +21,14 @@ func (n *Node) AddVoter(ctx context.Context, m Member) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
+	if err := n.checkJoinProof(m); err != nil {
+		n.logger.Warn("join refused: no proof of a gossip key of this cluster", "id", m.ID, "addr", m.RaftAddr)
+		return err
+	}
+	if err := n.checkPeerTLS(ctx, m); err != nil {
+		n.logger.Warn("join refused: no mutual-TLS handshake with the node's raft address", "id", m.ID, "addr", m.RaftAddr, "error", err)
+		return err
+	}
 	n.learnPeers([]Member{m})
 	cfg, err := n.configuration()
 	if err != nil {

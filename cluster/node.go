@@ -25,6 +25,9 @@ type Member struct {
 	HTTPAddr string `json:"http_addr"`
 	// GossipAddr is the node's memberlist address (host:port).
 	GossipAddr string `json:"gossip_addr"`
+	// GossipProof, on a join, proves the node holds a gossip key of the
+	// cluster's ring (keyring.go); required when gossip is encrypted.
+	GossipProof string `json:"gossip_proof,omitempty"`
 }
 
 // Node is one member of a Spine cluster: it owns the raft instance, its
@@ -74,6 +77,8 @@ type Node struct {
 	observer   *raft.Observer
 	// leaderChanges counts the leader observations (metrics.go).
 	leaderChanges atomic.Uint64
+	// keys is the gossip keyring, nil without encryption (keyring.go).
+	keys *keyring
 
 	shutdownCh   chan struct{}
 	shutdownOnce sync.Once
@@ -124,6 +129,19 @@ func New(cfg Config) (*Node, error) {
 		st.close()
 		return nil, err
 	}
+	if n.cfg.DataDir != "" {
+		kr, err := openKeyring(n.cfg.DataDir, n.cfg.GossipKey)
+		if err != nil {
+			return fail(fmt.Errorf("gossip keyring: %w", err))
+		}
+		n.keys = kr
+		if kr != nil && kr.ignored {
+			n.logger.Warn("the gossip key given at start is not in this node's keyring file, which wins; rotate keys with spine keyring",
+				"file", kr.path, "key", KeyFingerprint(n.cfg.GossipKey))
+		}
+	} else if n.cfg.GossipKey != nil {
+		n.keys = &keyring{ring: mustRing(n.cfg.GossipKey)}
+	}
 
 	hasState, err := raft.HasExistingState(st.logs, st.stable, st.snaps)
 	if err != nil {
@@ -131,6 +149,14 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	n.trans = cfg.Transport
+	if n.trans == nil && cfg.TLS != nil {
+		tt, err := newTLSTransport(cfg.RaftAddr, cfg.TLS, cfg.Logger.Named("raft-net"))
+		if err != nil {
+			return fail(fmt.Errorf("raft TLS transport on %s: %w", cfg.RaftAddr, err))
+		}
+		n.trans = tt
+		n.cfg.RaftAddr = string(tt.LocalAddr())
+	}
 	if n.trans == nil {
 		advertise, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 		if err != nil {
@@ -235,7 +261,8 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 
 // self describes this node as a Member.
 func (n *Node) self() Member {
-	return Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr, GossipAddr: n.cfg.GossipAddr}
+	return Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr, GossipAddr: n.cfg.GossipAddr,
+		GossipProof: n.joinProof()}
 }
 
 // Shutdown stops the node: it cancels leader hooks, leaves memberlist, shuts

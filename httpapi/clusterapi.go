@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -107,7 +109,13 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, c *call) err
 		return badRequest("node_id and raft_addr are required")
 	}
 	if err := s.cluster.AddVoter(r.Context(), cluster.Member{ID: m.NodeID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr,
-		GossipAddr: m.GossipAddr}); err != nil {
+		GossipAddr: m.GossipAddr, GossipProof: m.GossipProof}); err != nil {
+		if errors.Is(err, cluster.ErrPeerTLS) {
+			return errorf(http.StatusForbidden, api.CodeForbidden, "%v: give the node a certificate of the cluster CA, with its raft address as a SAN", err)
+		}
+		if errors.Is(err, cluster.ErrJoinProof) {
+			return errorf(http.StatusForbidden, api.CodeForbidden, "%v: start it with the cluster's --gossip-key (or give `spine cluster join` --gossip-key)", err)
+		}
 		return err
 	}
 	s.logger.Info("node joined", "node", m.NodeID, "raft_addr", m.RaftAddr)
@@ -138,4 +146,67 @@ func (s *Server) handleTransfer(w http.ResponseWriter, r *http.Request, c *call)
 		return err
 	}
 	return s.answerStatus(w, r)
+}
+
+// keyringer is what the keyring routes need of the cluster (*cluster.Node).
+type keyringer interface {
+	Keyring() ([]cluster.KeyInfo, error)
+	KeyringChange(op string, key []byte) error
+}
+
+// The gossip keyring is each node's own (cluster/keyring.go): these routes
+// read and change the keys of the node they reach; spine keyring walks
+// every node.
+func (s *Server) handleKeyring(w http.ResponseWriter, r *http.Request, c *call) error {
+	return s.answerKeyring(w)
+}
+
+func (s *Server) answerKeyring(w http.ResponseWriter) error {
+	out := api.KeyringAnswer{NodeID: s.cluster.ID(), Keys: []api.KeyInfo{}}
+	if kr, ok := s.cluster.(keyringer); ok {
+		keys, err := kr.Keyring()
+		if err != nil && !errors.Is(err, cluster.ErrNoEncryption) {
+			return err
+		}
+		out.Encrypted = err == nil
+		for _, k := range keys {
+			out.Keys = append(out.Keys, api.KeyInfo{Fingerprint: k.Fingerprint, Primary: k.Primary})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleKeyringChange(w http.ResponseWriter, r *http.Request, c *call) error {
+	op := r.PathValue("op")
+	if op != "install" && op != "use" && op != "remove" {
+		return errorf(http.StatusNotFound, api.CodeNotFound, "no keyring operation %q (install, use or remove)", op)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err != nil {
+		return err
+	}
+	c.body, c.contentType = body, r.Header.Get("Content-Type")
+	var req api.KeyringRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	key, err := cluster.ParseGossipKey(req.Key)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	kr, ok := s.cluster.(keyringer)
+	if !ok {
+		return errorf(http.StatusConflict, api.CodeIllegalTransition, "%v", cluster.ErrNoEncryption)
+	}
+	if err := kr.KeyringChange(op, key); err != nil {
+		if errors.Is(err, cluster.ErrNoEncryption) {
+			return errorf(http.StatusConflict, api.CodeIllegalTransition, "%v", err)
+		}
+		if errors.Is(err, cluster.ErrInvalidConfig) {
+			return badRequest("%v", err)
+		}
+		return err
+	}
+	return s.answerKeyring(w)
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -14,9 +15,17 @@ import (
 	"github.com/spine-queue/spine/api/wire"
 )
 
-func newForwardClient() *http.Client {
+// newForwardClient is the client a follower forwards requests to the
+// leader with; tc (nil: none) is the nodes' TLS configuration, for https
+// URLs.
+func newForwardClient(tc *tls.Config) *http.Client {
+	if tc != nil {
+		tc = tc.Clone()
+	}
 	return &http.Client{
 		Transport: &http.Transport{
+			TLSClientConfig:     tc,
+			TLSHandshakeTimeout: 2 * time.Second,
 			DialContext:         (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConns:        1024,
 			MaxIdleConnsPerHost: 512,

@@ -66,6 +66,8 @@ func (s *Server) routes() {
 	s.route("POST", "/cluster/join", kindWrite, allowHead, s.handleJoin)
 	s.route("POST", "/cluster/remove", kindWrite, allowHead, s.handleRemove)
 	s.route("POST", "/cluster/transfer-leader", kindWrite, allowHead, s.handleTransfer)
+	s.route("GET", "/v1/keyring", kindPublic, allowPublic, s.authorized(allowHead, s.handleKeyring))
+	s.route("POST", "/v1/keyring/{op}", kindPublic, allowPublic, s.authorized(allowHead, s.handleKeyringChange))
 	s.route("GET", "/v1/snapshot", kindPublic, allowPublic, s.authorized(allowHead, s.handleSnapshotSave))
 	s.route("PUT", "/v1/snapshot", kindPublic, allowPublic, s.authorized(allowHead, s.handleSnapshotRestore))
 }

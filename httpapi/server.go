@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"html/template"
@@ -60,6 +61,13 @@ type Config struct {
 	// SnapshotDir holds a restore's upload while it is checked (default
 	// the system's temporary directory).
 	SnapshotDir string
+	// NodeTLS, when set, is the nodes' mutual-TLS configuration
+	// (cluster.LoadTLS): forwarding and the relay reach other nodes' https
+	// URLs with it, presenting this node's certificate, and the paths only
+	// nodes use (the relay's upgrade, requests marked forwarded by a node)
+	// are refused unless the caller presented a certificate that verified
+	// against the cluster CA (the listener's ClientCAs).
+	NodeTLS *tls.Config
 }
 
 // Server is the HTTP API of one node.
@@ -116,9 +124,9 @@ func New(cfg Config, c Cluster, q *queue.Service) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	s := &Server{cfg: cfg, cluster: c, queue: q, logger: cfg.Logger.Named("http"), fwd: newForwardClient(),
+	s := &Server{cfg: cfg, cluster: c, queue: q, logger: cfg.Logger.Named("http"), fwd: newForwardClient(cfg.NodeTLS),
 		relayKey: relayKey(cfg.Tokens)}
-	s.relay = &wire.Pool{Path: wire.RelayPath, Protocol: wire.RelayProtocol, Single: true}
+	s.relay = &wire.Pool{Path: wire.RelayPath, Protocol: wire.RelayProtocol, Single: true, TLS: cfg.NodeTLS}
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
 	if err := s.uiTemplates(); err != nil {
 		return nil, fmt.Errorf("httpapi: web UI templates: %w", err)
@@ -143,6 +151,12 @@ func New(cfg Config, c Cluster, q *queue.Service) (*Server, error) {
 // Handler returns the HTTP handler of the API.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.NodeTLS != nil && !nodeVerified(r) && (r.URL.Path == wire.RelayPath || r.Header.Get(api.HeaderForwardedBy) != "") {
+			s.setLeaderHeaders(w)
+			s.writeError(w, errorf(http.StatusForbidden, api.CodeForbidden,
+				"%s is for the cluster's nodes: it needs a client certificate from the cluster CA", nodeOnlyWhat(r)))
+			return
+		}
 		if r.Method == http.MethodGet {
 			switch r.URL.Path {
 			case wire.RelayPath:
@@ -161,6 +175,19 @@ func (s *Server) Handler() http.Handler {
 		}
 		s.router.ServeHTTP(w, r)
 	})
+}
+
+// nodeVerified reports whether r came over TLS with a client certificate
+// that verified against the listener's ClientCAs (the cluster CA).
+func nodeVerified(r *http.Request) bool {
+	return r.TLS != nil && len(r.TLS.VerifiedChains) > 0
+}
+
+func nodeOnlyWhat(r *http.Request) string {
+	if r.URL.Path == wire.RelayPath {
+		return "the relay"
+	}
+	return "a request marked " + api.HeaderForwardedBy
 }
 
 // MaxHeaderBytes caps a request's header fields and URL: what a client

@@ -529,7 +529,7 @@ func (n *coreExtraNode) kill() {
 
 // coreStartExtraNode starts an empty node that waits to be added by
 // `spine cluster join`; it is SIGKILLed (by pid) at the end of the test.
-func coreStartExtraNode(t *testing.T, id string) *coreExtraNode {
+func coreStartExtraNode(t *testing.T, id string, env ...string) *coreExtraNode {
 	t.Helper()
 	dir := t.TempDir()
 	httpAddr := apiFreeAddr(t)
@@ -542,6 +542,7 @@ func coreStartExtraNode(t *testing.T, id string) *coreExtraNode {
 	n.cmd = exec.Command(binary, "serve", "--node-id", id, "--data-dir", filepath.Join(dir, "data"), "--http-addr", httpAddr,
 		"--raft-addr", n.raft, "--gossip-addr", n.gossip)
 	n.cmd.Env = append(os.Environ(), "HEAD_TOKEN="+apiHead, "LEFT_CLAW_TOKEN="+apiLeft, "RIGHT_CLAW_TOKEN="+apiRight, "SPINE_LOG_LEVEL=debug")
+	n.cmd.Env = append(n.cmd.Env, env...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	n.cmd.SysProcAttr = testcluster.NodeProcAttr()
 	if err := n.cmd.Start(); err != nil {

@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -34,13 +35,26 @@ type answer struct {
 // ErrNotSent (no connection) or ErrUnsupported (the upgrade was refused:
 // use plain HTTP).
 func Dial(ctx context.Context, addr, path, protocol, key string) (*Client, error) {
+	return DialTLS(ctx, addr, path, protocol, key, nil)
+}
+
+// DialTLS is Dial that also reaches https addresses, with tc (nil: https
+// is unsupported, and plain HTTP takes over). A failed TLS handshake is
+// ErrNotSent: nothing was sent.
+func DialTLS(ctx context.Context, addr, path, protocol, key string, tc *tls.Config) (*Client, error) {
 	u, err := url.Parse(addr)
-	if err != nil || u.Scheme != "http" || u.Host == "" {
-		return nil, ErrUnsupported // TLS or odd addresses: plain HTTP
+	if err != nil || u.Host == "" || !(u.Scheme == "http" || u.Scheme == "https" && tc != nil) {
+		return nil, ErrUnsupported // TLS without a configuration, or odd addresses: plain HTTP
 	}
 	dctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	conn, err := (&net.Dialer{KeepAlive: 15 * time.Second}).DialContext(dctx, "tcp", u.Host)
+	nd := &net.Dialer{KeepAlive: 15 * time.Second}
+	var conn net.Conn
+	if u.Scheme == "https" {
+		conn, err = (&tls.Dialer{NetDialer: nd, Config: tc}).DialContext(dctx, "tcp", u.Host)
+	} else {
+		conn, err = nd.DialContext(dctx, "tcp", u.Host)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
@@ -194,6 +208,8 @@ type Pool struct {
 	// RetryUnsupported is how long an address that refused the upgrade is
 	// left alone (default one minute).
 	RetryUnsupported time.Duration
+	// TLS, when set, lets the pool dial https addresses with it (DialTLS).
+	TLS *tls.Config
 
 	mu          sync.Mutex
 	closed      bool
@@ -248,7 +264,7 @@ func (p *Pool) Get(ctx context.Context, addr, key string) (*Client, error) {
 
 func (p *Pool) dial(ctx context.Context, addr, key string, d *dial) {
 	defer close(d.done)
-	c, err := Dial(ctx, addr, p.Path, p.Protocol, key)
+	c, err := DialTLS(ctx, addr, p.Path, p.Protocol, key, p.TLS)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.dialing, addr)

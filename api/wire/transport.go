@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net/http"
@@ -12,7 +13,8 @@ import (
 // spine-mux/1 connection per node, so the requests of all of a process's
 // goroutines share reads and writes. What the protocol does not carry goes
 // to Fallback unchanged: requests without a bearer token (the connection is
-// authenticated by the first request's), https addresses, bodies over
+// authenticated by the first request's), https addresses (unless the
+// Transport came from NewTransportTLS), bodies over
 // MaxBody, requests Bypass names (whose answers may be too large to hold
 // whole, such as downloads), and nodes that refuse the upgrade (older
 // versions, proxies), which are tried again after a while.
@@ -31,12 +33,22 @@ func NewTransport(fallback http.RoundTripper) *Transport {
 	return &Transport{Fallback: fallback, pool: Pool{Path: MuxPath, Protocol: MuxProtocol}}
 }
 
+// NewTransportTLS is NewTransport that also carries https requests,
+// dialing with tc (nil: Go's defaults, which trust the system's roots).
+func NewTransportTLS(fallback http.RoundTripper, tc *tls.Config) *Transport {
+	if tc == nil {
+		tc = &tls.Config{}
+	}
+	return &Transport{Fallback: fallback, pool: Pool{Path: MuxPath, Protocol: MuxProtocol, TLS: tc}}
+}
+
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	auth := req.Header.Get("Authorization")
 	key, bearer := strings.CutPrefix(auth, "Bearer ")
 	unknownLength := req.ContentLength < 0 && req.Body != nil && req.Body != http.NoBody
-	if !bearer || req.URL.Scheme != "http" || unknownLength || !Carries(req.ContentLength) ||
+	plain, secure := req.URL.Scheme == "http", req.URL.Scheme == "https" && t.pool.TLS != nil
+	if !bearer || !(plain || secure) || unknownLength || !Carries(req.ContentLength) ||
 		(t.Bypass != nil && t.Bypass(req)) {
 		return t.Fallback.RoundTrip(req)
 	}
@@ -50,7 +62,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		body = b
 	}
 	ctx := req.Context()
-	c, err := t.pool.Get(ctx, "http://"+req.URL.Host, key)
+	c, err := t.pool.Get(ctx, req.URL.Scheme+"://"+req.URL.Host, key)
 	if errors.Is(err, ErrUnsupported) {
 		r2 := req.Clone(ctx)
 		r2.Body = io.NopCloser(bytes.NewReader(body))

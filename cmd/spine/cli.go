@@ -101,6 +101,7 @@ type clientFlags struct {
 	output   string
 	timeout  time.Duration
 	retryFor time.Duration
+	caCert   string
 }
 
 // register defines the client flags on pf.
@@ -110,6 +111,7 @@ func (g *clientFlags) register(pf *pflag.FlagSet) {
 	pf.StringVarP(&g.output, "output", "o", "json", "output format: json or table")
 	pf.DurationVar(&g.timeout, "timeout", 15*time.Second, "timeout of each request")
 	pf.DurationVar(&g.retryFor, "retry-for", 10*time.Second, "keep retrying this long while the cluster is unavailable (0: one try)")
+	pf.StringVar(&g.caCert, "ca-cert", "", "trust this CA certificate (PEM) for https:// nodes, such as the cluster CA spine tls made (env SPINE_CA_CERT; default the system's roots)")
 }
 
 // exitCodeError carries a verb's exit code out of cobra.
@@ -165,7 +167,8 @@ func newRoot(env *cliEnv) *cobra.Command {
 One binary: "spine serve" runs a node; every other command is a client of a
 cluster: --addr or SPINE_ADDRS names its nodes (default ` + defaultAddr + `),
 --token or SPINE_TOKEN the bearer token (default: HEAD_TOKEN from
-./` + localTokensFile + ` when that file exists, as "make run" writes it).
+./` + localTokensFile + ` when that file exists, as "make run" writes it),
+--ca-cert or SPINE_CA_CERT the CA to trust for https:// nodes (spine tls).
 A command marked (head) needs a head token, one marked (claws) a claw's.
 Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 unavailable,
 6 unauthorized or forbidden.`,
@@ -204,10 +207,12 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 unavailable,
 		{"blobs", "Store and read blobs", blobVerbs},
 		{"cluster", "Inspect and change the cluster's membership", clusterVerbs},
 		{"snapshot", "Back up and restore the cluster's state", snapshotVerbs},
+		{"keyring", "Rotate the gossip encryption keys of every node", keyringVerbs},
 	} {
 		root.AddCommand(group(env, g, grp.name, grp.short, "queue", grp.verbs))
 	}
 	root.AddCommand(versionCommand(env))
+	root.AddCommand(tlsCommand(env))
 	root.AddCommand(&cobra.Command{
 		Use: "bench", Hidden: true, Short: "Moved: the benchmark is spine-bench (make bench)",
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -288,7 +293,19 @@ func (c *command) client() (*client.Client, error) {
 	if c.g.retryFor <= 0 {
 		retry = client.RetryPolicy{MaxAttempts: 1}
 	}
-	return client.New(addrs, client.WithToken(token), client.WithTimeout(c.g.timeout), client.WithRetry(retry))
+	return client.New(addrs, append(c.g.tlsOptions(c.env), client.WithToken(token), client.WithTimeout(c.g.timeout), client.WithRetry(retry))...)
+}
+
+// tlsOptions are the client options of --ca-cert, else SPINE_CA_CERT.
+func (g *clientFlags) tlsOptions(env *cliEnv) []client.Option {
+	path := g.caCert
+	if path == "" {
+		path = env.getenv("SPINE_CA_CERT")
+	}
+	if path == "" {
+		return nil
+	}
+	return []client.Option{client.WithCACertFile(path)}
 }
 
 // do runs fn with a client and prints its answer with table (used for

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spine-queue/spine/client"
+	"github.com/spine-queue/spine/cluster"
 )
 
 var clusterVerbs = []verb{
@@ -39,10 +40,21 @@ func clusterJoin(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) 
 	fs.StringVar(&m.RaftAddr, "raft-addr", "", "its Raft address host:port (required)")
 	fs.StringVar(&m.HTTPAddr, "http-addr", "", "its HTTP base URL")
 	fs.StringVar(&m.GossipAddr, "gossip-addr", "", "its gossip address host:port")
+	gossipKey := fs.String("gossip-key", "", "the cluster's gossip key (base64), when gossip is encrypted: proves the node may join (env SPINE_GOSSIP_KEY)")
 	c.nargs(0, 0)
 	return func(_ []string) int {
 		if m.NodeID == "" || m.RaftAddr == "" {
 			return c.usageError("--node-id and --raft-addr are required")
+		}
+		if *gossipKey == "" {
+			*gossipKey = env.getenv("SPINE_GOSSIP_KEY")
+		}
+		if *gossipKey != "" {
+			k, err := cluster.ParseGossipKey(*gossipKey)
+			if err != nil {
+				return c.usageError(err.Error())
+			}
+			m.GossipProof = cluster.JoinProof(k, m.NodeID)
 		}
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
 			return cl.ClusterJoin(ctx, m)

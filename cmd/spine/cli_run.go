@@ -77,7 +77,7 @@ func runCommand(env *cliEnv, g *clientFlags) *cobra.Command {
 		} else {
 			fmt.Fprintf(env.stdout, "Using the cluster at %s\n", strings.Join(addrs, ", "))
 		}
-		cl, err := client.New(addrs, client.WithToken(token), client.WithTimeout(g.timeout))
+		cl, err := client.New(addrs, append(g.tlsOptions(env), client.WithToken(token), client.WithTimeout(g.timeout))...)
 		if err != nil {
 			return &usageError{cmd, err.Error()}
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -46,6 +47,7 @@ type serveConfig struct {
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout          time.Duration
 	LogLevel                                                       string
 	LogJSON                                                        bool
+	GossipKey                                                      []byte
 	MetricsAddr                                                    string
 	LogBackend                                                     string
 	NoRelay                                                        bool
@@ -60,6 +62,10 @@ type serveConfig struct {
 	// is suspect, dead.
 	HealthSuspect, HealthDead time.Duration
 	Tokens                    *httpapi.Tokens
+	// TLSCA, TLSCert, TLSKey (--tls-*; all three or none): mutual TLS
+	// between nodes (raft, forwarding, the relay, joins) and HTTPS for the
+	// API.
+	TLSCA, TLSCert, TLSKey string
 }
 
 func envOr(key, def string) string {
@@ -107,8 +113,12 @@ func parseServe(args []string) (*serveConfig, error) {
 	slack := fs.String("timer-slack", envOr("SPINE_TIMER_SLACK", "5ms"), "how late the kernel may wake this process's timed sleeps to batch wake-ups (Linux; 0 keeps the inherited value). Fewer wake-ups: more jobs/s at less CPU (env SPINE_TIMER_SLACK)")
 	renew := fs.String("lease-renew-fraction", envOr("SPINE_LEASE_RENEW_FRACTION", "0.1"), "a heartbeat is written to the log only when it moves the lease's expiry by at least this fraction of the lease; a sooner one is answered from the committed lease (0 to 0.5; 0 writes every heartbeat) (env SPINE_LEASE_RENEW_FRACTION)")
 	fs.StringVar(&c.LogLevel, "log-level", envOr("SPINE_LOG_LEVEL", "info"), "trace, debug, info, warn or error (env SPINE_LOG_LEVEL)")
+	gossipKey := fs.String("gossip-key", envOr("SPINE_GOSSIP_KEY", ""), "encrypt gossip with this base64 key (16, 24 or 32 bytes; spine keyring generate); the node keeps its keys in <data-dir>/keyring.json, where spine keyring rotates them (env SPINE_GOSSIP_KEY)")
 	fs.BoolVar(&c.LogJSON, "log-json", envBool("SPINE_LOG_JSON"), "write logs as JSON lines (hclog's format) instead of text (env SPINE_LOG_JSON)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", envOr("SPINE_METRICS_ADDR", ""), "also serve /metrics (Prometheus) on this address with no token; the API port's /metrics needs a head token (env SPINE_METRICS_ADDR)")
+	fs.StringVar(&c.TLSCA, "tls-ca", envOr("SPINE_TLS_CA", ""), "cluster CA certificate (PEM): with --tls-cert and --tls-key, raft is mutual TLS (only nodes with a certificate from this CA connect), the API is HTTPS, and forwarding presents this node's certificate (env SPINE_TLS_CA; spine tls makes a dev CA)")
+	fs.StringVar(&c.TLSCert, "tls-cert", envOr("SPINE_TLS_CERT", ""), "this node's certificate (PEM), signed by --tls-ca, with the node's addresses as SANs (env SPINE_TLS_CERT)")
+	fs.StringVar(&c.TLSKey, "tls-key", envOr("SPINE_TLS_KEY", ""), "this node's private key (PEM) (env SPINE_TLS_KEY)")
 	fs.DurationVar(&c.HeartbeatTimeout, "raft-heartbeat-timeout", 0, "Raft heartbeat timeout (env SPINE_RAFT_HEARTBEAT_TIMEOUT_MS; default 500ms)")
 	fs.DurationVar(&c.ElectionTimeout, "raft-election-timeout", 0, "Raft election timeout (env SPINE_RAFT_ELECTION_TIMEOUT_MS; default 500ms)")
 	fs.DurationVar(&c.LeaderLeaseTimeout, "raft-leader-lease-timeout", 0, "Raft leader lease timeout (env SPINE_RAFT_LEADER_LEASE_TIMEOUT_MS; default 500ms)")
@@ -145,20 +155,39 @@ Flags:
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	scheme := "http://"
+	switch set := btoi(c.TLSCA != "") + btoi(c.TLSCert != "") + btoi(c.TLSKey != ""); set {
+	case 0:
+	case 3:
+		scheme = "https://"
+	default:
+		return nil, errors.New("--tls-ca, --tls-cert and --tls-key (SPINE_TLS_CA, SPINE_TLS_CERT, SPINE_TLS_KEY) go together: give all three or none")
+	}
 	for _, u := range strings.Split(*join, ",") {
 		if u = strings.TrimSpace(u); u != "" {
 			if !strings.Contains(u, "://") {
-				u = "http://" + u
+				u = scheme + u
+			}
+			if scheme == "https://" && !strings.HasPrefix(u, scheme) {
+				return nil, fmt.Errorf("--join %s: with --tls-* the other nodes serve HTTPS; use an https:// URL", u)
 			}
 			c.Join = append(c.Join, strings.TrimRight(u, "/"))
 		}
 	}
 	if c.AdvertiseHTTP == "" {
-		c.AdvertiseHTTP = "http://" + c.HTTPAddr
+		c.AdvertiseHTTP = scheme + c.HTTPAddr
+	}
+	if scheme == "https://" && !strings.HasPrefix(c.AdvertiseHTTP, scheme) {
+		return nil, fmt.Errorf("--advertise-http %s: with --tls-* this node serves HTTPS; advertise an https:// URL", c.AdvertiseHTTP)
 	}
 	var err error
 	if c.TimerSlack, err = time.ParseDuration(*slack); err != nil || c.TimerSlack < 0 || c.TimerSlack > time.Second {
 		return nil, fmt.Errorf("--timer-slack / SPINE_TIMER_SLACK=%q must be a duration from 0 to 1s, such as 5ms", *slack)
+	}
+	if *gossipKey != "" {
+		if c.GossipKey, err = cluster.ParseGossipKey(*gossipKey); err != nil {
+			return nil, fmt.Errorf("--gossip-key / SPINE_GOSSIP_KEY: %w", err)
+		}
 	}
 	if c.LeaseRenewFraction, err = strconv.ParseFloat(*renew, 64); err != nil || !(c.LeaseRenewFraction >= 0 && c.LeaseRenewFraction <= 0.5) {
 		return nil, fmt.Errorf("--lease-renew-fraction / SPINE_LEASE_RENEW_FRACTION=%q must be a number from 0 to 0.5, such as 0.1", *renew)
@@ -236,6 +265,13 @@ Flags:
 	return c, nil
 }
 
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func tokensFromEnv() *httpapi.Tokens {
 	t := &httpapi.Tokens{}
 	for role, prefix := range map[string]string{httpapi.RoleHead: "HEAD_TOKEN", httpapi.RoleLeftClaw: "LEFT_CLAW_TOKEN", httpapi.RoleRightClaw: "RIGHT_CLAW_TOKEN"} {
@@ -289,10 +325,26 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// With --tls-*: the nodes' mutual TLS, and HTTPS for the API.
+	var nodeTLS *tls.Config
+	if cfg.TLSCA != "" {
+		if nodeTLS, err = cluster.LoadTLS(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey); err != nil {
+			return err
+		}
+	}
 	// Listen before starting Raft so a bad address fails fast.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
+	}
+	if nodeTLS != nil {
+		// Clients with tokens present no certificate; one that is
+		// presented must verify against the cluster CA, and only such a
+		// caller (a node) may use the node-to-node paths (httpapi).
+		api := nodeTLS.Clone()
+		api.ClientAuth = tls.VerifyClientCertIfGiven
+		api.NextProtos = []string{"http/1.1"} // the relay and mux are HTTP/1.1 upgrades
+		ln = tls.NewListener(ln, api)
 	}
 	// Metrics: the API's own, Go's runtime and the process, and what
 	// hashicorp/raft and memberlist emit through go-metrics.
@@ -315,7 +367,8 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, GossipAddr: cfg.GossipAddr, HTTPAddr: cfg.AdvertiseHTTP,
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, JoinToken: headTok, FSM: machine, Logger: logger,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
-		LogBackend: cfg.LogBackend, SerialLogWrite: cfg.SerialLogWrite, Commands: uint8(fsm.LatestCommand()),
+		LogBackend: cfg.LogBackend, SerialLogWrite: cfg.SerialLogWrite, Commands: uint8(fsm.LatestCommand()), TLS: nodeTLS,
+		GossipKey: cfg.GossipKey,
 	})
 	if err != nil {
 		ln.Close()
@@ -328,6 +381,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	api, err := httpapi.New(httpapi.Config{
 		Tokens: cfg.Tokens, SkillMD: skill, CPUSeconds: cpuSeconds, TimerSlack: timerslack.Now,
 		Logger: logger, DisableRelay: cfg.NoRelay, Metrics: reg, SnapshotDir: cfg.DataDir,
+		NodeTLS: nodeTLS,
 	}, node, svc)
 	if err != nil {
 		node.Shutdown()

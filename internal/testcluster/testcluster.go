@@ -8,6 +8,7 @@ package testcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +68,13 @@ type Options struct {
 	// MetricsAddr gives every node a --metrics-addr of its own (a free
 	// loopback port; Node.MetricsURL).
 	MetricsAddr bool
+	// NodeArgs, when set, gives each node (by id: "n1", "n2", ...) extra
+	// `spine serve` arguments, such as its --tls-* files.
+	NodeArgs func(id string) []string
+	// TLS, when set, is how the harness reaches nodes that serve HTTPS
+	// (NodeArgs with --tls-*): node URLs are https:// and its requests
+	// use this configuration (the cluster CA as root).
+	TLS *tls.Config
 }
 
 // Tokens used by every cluster this package starts.
@@ -186,6 +194,13 @@ var errPortTaken = errors.New("a node could not bind its port")
 
 func startOnce(opts Options, deadline time.Time) (*Cluster, error) {
 	c := &Cluster{opts: opts, client: &http.Client{Timeout: 5 * time.Second}}
+	scheme := "http://"
+	if opts.TLS != nil {
+		scheme = "https://"
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = opts.TLS.Clone()
+		c.client.Transport = tr
+	}
 	env := append(os.Environ(),
 		"HEAD_TOKEN="+HeadToken, "LEFT_CLAW_TOKEN="+LeftToken, "RIGHT_CLAW_TOKEN="+RightToken,
 		"SPINE_LOG_LEVEL=debug")
@@ -205,7 +220,7 @@ func startOnce(opts Options, deadline time.Time) (*Cluster, error) {
 		if n.GossipAddr, err = FreePort(true); err != nil {
 			return nil, err
 		}
-		n.URL = "http://" + n.HTTPAddr
+		n.URL = scheme + n.HTTPAddr
 		n.args = []string{"serve", "--node-id", n.ID, "--data-dir", n.DataDir, "--http-addr", n.HTTPAddr,
 			"--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr}
 		if opts.MetricsAddr {
@@ -215,6 +230,9 @@ func startOnce(opts Options, deadline time.Time) (*Cluster, error) {
 			}
 			n.MetricsURL = "http://" + addr + "/metrics"
 			n.args = append(n.args, "--metrics-addr", addr)
+		}
+		if opts.NodeArgs != nil {
+			n.args = append(n.args, opts.NodeArgs(n.ID)...)
 		}
 		if i == 1 {
 			n.args = append(n.args, "--bootstrap")
