@@ -241,19 +241,18 @@ func (s *snapshot) Release() {}
 func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	w := &writer{t: newTables()}
 	br := bufio.NewReaderSize(r, 1<<20)
-	mp := codec.NewDecoder(br, msgpackHandle)
 	t, err := br.ReadByte()
 	if err != nil || t != snapHeader {
 		return nil, snapHeaderRecord{}, fmt.Errorf("restore: snapshot does not start with a header")
 	}
 	var h snapHeaderRecord
-	if err := mp.Decode(&h); err != nil {
+	if err := readMsgpack(br, &h); err != nil {
 		return nil, h, fmt.Errorf("restore header: %w", err)
 	}
 	var got snapEndRecord
 	switch h.Version {
 	case 1:
-		err = readRecordsV1(br, mp, w, &got)
+		err = readRecordsV1(br, w, &got)
 	case 2, 3, 4, 5:
 		err = readRecordsV2(br, w, &got, h.Version)
 		if err == nil && h.Version >= 5 {
@@ -268,7 +267,7 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	}
 	// The trailer's type byte has been read.
 	var want snapEndRecord
-	if err := mp.Decode(&want); err != nil {
+	if err := readMsgpack(br, &want); err != nil {
 		return nil, h, fmt.Errorf("restore trailer: %w", err)
 	}
 	if want != got {
@@ -338,11 +337,7 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int)
 				errc <- fmt.Errorf("restore: record of %d bytes", n)
 				return
 			}
-			if uint64(cap(buf)) < n {
-				buf = make([]byte, n)
-			}
-			buf = buf[:n]
-			if _, err := io.ReadFull(br, buf); err != nil {
+			if buf, err = appendFull(br, buf[:0], n); err != nil {
 				errc <- fmt.Errorf("restore: snapshot truncated: %w", err)
 				return
 			}
@@ -395,7 +390,7 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int)
 
 // readRecordsV1 inserts msgpack object records up to and including the
 // trailer's type byte.
-func readRecordsV1(br *bufio.Reader, mp *codec.Decoder, w *writer, got *snapEndRecord) error {
+func readRecordsV1(br *bufio.Reader, w *writer, got *snapEndRecord) error {
 	for {
 		t, err := readType(br)
 		if err != nil {
@@ -414,13 +409,113 @@ func readRecordsV1(br *bufio.Reader, mp *codec.Decoder, w *writer, got *snapEndR
 		default:
 			return fmt.Errorf("restore: unknown record type %d", t)
 		}
-		if err := mp.Decode(obj); err != nil {
+		if err := readMsgpack(br, obj); err != nil {
 			return fmt.Errorf("restore record %d: %w", t, err)
 		}
 		if err := restoreObject(w, obj, got); err != nil {
 			return err
 		}
 	}
+}
+
+// appendFull appends the next n bytes of r to b. The buffer grows as the
+// bytes arrive (at most doubling), so a corrupt length allocates about what
+// the stream holds, not what the length says.
+func appendFull(r io.Reader, b []byte, n uint64) ([]byte, error) {
+	end := uint64(len(b)) + n
+	for uint64(len(b)) < end {
+		if len(b) == cap(b) {
+			c := min(end, max(2*uint64(cap(b)), 1<<20))
+			b = append(make([]byte, 0, c), b...)
+		}
+		m, err := io.ReadFull(r, b[len(b):min(uint64(cap(b)), end)])
+		b = b[:len(b)+m]
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+// readMsgpack reads one msgpack value from br and decodes it into v. It
+// reads the value's bytes first (msgpackValue) and decodes those: the
+// stream decoder allocates the length an extension declares before it
+// reads a byte of it, so 13 bytes of garbage could allocate gigabytes.
+func readMsgpack(br *bufio.Reader, v interface{}) error {
+	raw, err := msgpackValue(br, nil)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	return decodeMsgpack(raw, v)
+}
+
+// msgpackValue appends the bytes of the next msgpack value of br to b,
+// following its structure without decoding it.
+func msgpackValue(br *bufio.Reader, b []byte) ([]byte, error) {
+	for pending := uint64(1); pending > 0; pending-- {
+		c, err := br.ReadByte()
+		if err != nil {
+			return b, err
+		}
+		b = append(b, c)
+		// Each value is its type byte, then lenBytes bytes of a big-endian
+		// length or count (times perLen payload bytes or values), then fixed
+		// bytes of payload.
+		var lenBytes, fixed uint64
+		var values bool // the length counts values (an array's or a map's)
+		perLen := uint64(1)
+		switch {
+		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3: // fixints, nil, bools
+		case c <= 0x8f: // fixmap
+			pending += 2 * uint64(c&0x0f)
+		case c <= 0x9f: // fixarray
+			pending += uint64(c & 0x0f)
+		case c <= 0xbf: // fixstr
+			fixed = uint64(c & 0x1f)
+		case c >= 0xc4 && c <= 0xc6: // bin 8, 16, 32
+			lenBytes = 1 << (c - 0xc4)
+		case c >= 0xc7 && c <= 0xc9: // ext 8, 16, 32: length, type, data
+			lenBytes, fixed = 1<<(c-0xc7), 1
+		case c == 0xca, c == 0xcb: // float 32, 64
+			fixed = 4 << (c - 0xca)
+		case c >= 0xcc && c <= 0xcf: // uint 8 to 64
+			fixed = 1 << (c - 0xcc)
+		case c >= 0xd0 && c <= 0xd3: // int 8 to 64
+			fixed = 1 << (c - 0xd0)
+		case c >= 0xd4 && c <= 0xd8: // fixext 1 to 16: type, data
+			fixed = 1 + 1<<(c-0xd4)
+		case c >= 0xd9 && c <= 0xdb: // str 8, 16, 32
+			lenBytes = 1 << (c - 0xd9)
+		case c == 0xdc, c == 0xdd: // array 16, 32
+			lenBytes, values = 2<<(c-0xdc), true
+		case c == 0xde, c == 0xdf: // map 16, 32
+			lenBytes, values, perLen = 2<<(c-0xde), true, 2
+		default: // 0xc1: never used
+			return b, fmt.Errorf("msgpack: invalid type byte %#x", c)
+		}
+		start := len(b)
+		if b, err = appendFull(br, b, lenBytes); err != nil {
+			return b, err
+		}
+		var n uint64
+		for _, x := range b[start:] {
+			n = n<<8 | uint64(x)
+		}
+		if values {
+			// Each value takes at least a byte: garbage ends at the stream's end.
+			if pending += n * perLen; pending > 1<<40 {
+				return b, fmt.Errorf("msgpack: %d values pending", pending)
+			}
+			n = 0
+		}
+		if b, err = appendFull(br, b, n+fixed); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }
 
 // restoreObject stores one object read from a snapshot and counts it. Two

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -462,7 +463,9 @@ func (s *Server) handleRegistrySet(w http.ResponseWriter, r *http.Request, c *ca
 func ParseAge(v string) (time.Duration, error) {
 	if n, ok := strings.CutSuffix(v, "d"); ok {
 		days, err := strconv.Atoi(n)
-		if err != nil || days < 0 {
+		// More days than a Duration holds would wrap to a negative age,
+		// which purges every finished task.
+		if err != nil || days < 0 || int64(days) > int64(math.MaxInt64/(24*time.Hour)) {
 			return 0, fmt.Errorf("%q is not a number of days", v)
 		}
 		return time.Duration(days) * 24 * time.Hour, nil

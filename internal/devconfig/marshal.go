@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -20,6 +21,9 @@ const header = `# spine.yml: the developer queue's project configuration (writte
 // a Config Parse would refuse (a tool without a known task class, a
 // class without a positive timeout...) is an error.
 func (c *Config) Marshal() ([]byte, error) {
+	if err := c.checkUTF8(); err != nil {
+		return nil, err
+	}
 	var b bytes.Buffer
 	b.WriteString(header)
 
@@ -75,6 +79,25 @@ func (c *Config) Marshal() ([]byte, error) {
 		return nil, fmt.Errorf("devconfig: not a valid configuration: %w", err)
 	}
 	return b.Bytes(), nil
+}
+
+// checkUTF8 refuses a string YAML cannot hold: a YAML string is UTF-8, so
+// other bytes (a path on a filesystem that allows them) would be written
+// as other characters and read back as another string.
+func (c *Config) checkUTF8() error {
+	strs := append([]string{c.Project.Name, c.Project.RepoPath, c.Project.PRDPath}, c.ScriptDirs...)
+	for name := range c.TaskClasses {
+		strs = append(strs, name)
+	}
+	for name, t := range c.Tools {
+		strs = append(strs, name, t.Description, t.TaskClass)
+	}
+	for _, s := range strs {
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("devconfig: %q is not valid UTF-8, which spine.yml cannot hold", s)
+		}
+	}
+	return nil
 }
 
 // classOrder lists the default classes c has in the seed's order, then
