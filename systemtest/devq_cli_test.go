@@ -20,11 +20,18 @@ import (
 // its exit code, stdout and stderr.
 func devCLI(t *testing.T, c *testcluster.Cluster, dir, leases, token string, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return spineCLI(t, c.URLs(), dir, []string{"SPINE_TOKEN=" + token, "SPINE_LEASE_DIR=" + leases}, args...)
+}
+
+// spineCLI runs the spine binary against addrs in dir, with env added to
+// the process's, and returns its exit code, stdout and stderr.
+func spineCLI(t *testing.T, addrs []string, dir string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SPINE_ADDRS="+strings.Join(c.URLs(), ","), "SPINE_TOKEN="+token, "SPINE_LEASE_DIR="+leases)
+	cmd.Env = append(append(os.Environ(), "SPINE_ADDRS="+strings.Join(addrs, ",")), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

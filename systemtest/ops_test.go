@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -368,23 +367,7 @@ func opsRead(t testing.TB, base, blobID string) opsDump {
 // opsCLI runs the spine binary against addrs as head, in dir.
 func opsCLI(t *testing.T, addrs []string, dir string, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SPINE_ADDRS="+strings.Join(addrs, ","), "SPINE_TOKEN="+apiHead)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			t.Fatalf("spine %v: %v", args, err)
-		}
-		code = ee.ExitCode()
-	}
-	return code, out.String(), errb.String()
+	return spineCLI(t, addrs, dir, []string{"SPINE_TOKEN=" + apiHead}, args...)
 }
 
 // A backup taken with `spine snapshot save` from a running cluster, the
