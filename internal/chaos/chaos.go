@@ -248,6 +248,12 @@ func (r *runner) check() {
 		}
 		fj := &rep.FailingJobs[i]
 		fj.Problems = append(fj.Problems, pr.Text)
+		switch pr.Class {
+		case ClassLost:
+			rep.Lost++
+		case ClassDouble:
+			rep.Double++
+		}
 		r.violation("job #%d %s: %s", fj.Number, pr.JobID, pr.Text)
 	}
 	for i := range rep.FailingJobs {

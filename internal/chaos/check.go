@@ -10,6 +10,10 @@ import (
 type Problem struct {
 	JobID string
 	Text  string
+	// Class sorts the problem for the verdict line: lost (an acknowledged
+	// job missing), double (completed twice, or run again after an
+	// acknowledged complete), or "" for the rest.
+	Class string
 	// Anchors are the operations that show it (quoted in the excerpt).
 	Anchors []*Op
 }
@@ -60,8 +64,9 @@ func observed(op *Op) string {
 // nodes lists the node ids every job must have a final read from.
 func analyze(ops []*Op, nodes []string, p printer) []Problem {
 	var probs []Problem
+	class := ""
 	add := func(job, text string, anchors ...*Op) {
-		probs = append(probs, Problem{JobID: job, Text: text, Anchors: anchors})
+		probs = append(probs, Problem{JobID: job, Text: text, Class: class, Anchors: anchors})
 	}
 	byJob := map[string][]*Op{}
 	known := map[string]*Op{} // job → the first acknowledged answer naming it (earliest end)
@@ -128,8 +133,10 @@ func analyze(ops []*Op, nodes []string, p printer) []Problem {
 					if op.Final {
 						what = "is missing (404) in the final read"
 					}
+					class = ClassLost
 					add(id, fmt.Sprintf("job %s through %s at %s although it was acknowledged at %s", what, op.Node,
 						strings.TrimSpace(p.secs(op.Start)), strings.TrimSpace(p.secs(k.End))), k, op)
+					class = ""
 					break
 				}
 			}
@@ -156,10 +163,12 @@ func analyze(ops []*Op, nodes []string, p printer) []Problem {
 			if _, ok := attempts[c.Attempt]; ok {
 				continue
 			}
+			class = ClassDouble
 			for a, prev := range attempts {
 				add(id, fmt.Sprintf("complete was acknowledged for two attempts, %s and %s", p.label(a), p.label(c.Attempt)), prev, c)
 			}
 			attempts[c.Attempt] = c
+			class = ""
 		}
 	completed:
 		for _, c := range completes {
@@ -176,8 +185,10 @@ func analyze(ops []*Op, nodes []string, p printer) []Problem {
 					}
 				}
 				if !excused {
+					class = ClassDouble
 					add(id, fmt.Sprintf("complete of %s was acknowledged at %s, but the job was seen %s at %s (%s through %s) with no acknowledged redrive in between",
 						p.label(c.Attempt), strings.TrimSpace(p.secs(c.End)), st, strings.TrimSpace(p.secs(o.Start)), o.Kind, o.Node), c, o)
+					class = ""
 					break completed
 				}
 			}

@@ -19,6 +19,7 @@ type FailingJob struct {
 // Report is the outcome of a run.
 type Report struct {
 	Seed     int64
+	Nodes    int
 	Clients  int
 	Jobs     int
 	Duration time.Duration // of the load
@@ -41,6 +42,10 @@ type Report struct {
 	// testcluster.CheckConverged.
 	FailingJobs []FailingJob
 	HashesAgree bool
+	// Lost counts the problems of acknowledged jobs found missing, Double
+	// those of jobs completed twice or run again after an acknowledged
+	// complete (both are among FailingJobs).
+	Lost, Double int
 	// Linearizability is the outcome of the porcupine check of every job's
 	// history against the job model (linearize.go). Its non-linearizable
 	// jobs are among FailingJobs and Violations; jobs it could not decide
