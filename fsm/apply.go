@@ -146,14 +146,16 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	if j == nil {
 		return notFound(id)
 	}
+	// A refusal carries the job, as every refusal of a job's command does
+	// (the API shows it only to a caller that may read it).
 	if j.State != StateQueued {
-		return fail(refuse(ErrIllegalTransition, "claim", j, "only a queued job can be claimed"))
+		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, "only a queued job can be claimed")}
 	}
 	if a.t.stream(j.Stream).Ended() {
-		return fail(refuse(ErrStreamEnded, "claim", j, "its stream "+j.Stream+" is ended"))
+		return &Result{Job: j, Err: refuse(ErrStreamEnded, "claim", j, "its stream "+j.Stream+" is ended")}
 	}
 	if !eligible(j, targets) {
-		return fail(refuse(ErrTargetMismatch, "claim", j, "job is targeted at "+j.Target))
+		return &Result{Job: j, Err: refuse(ErrTargetMismatch, "claim", j, "job is targeted at "+j.Target)}
 	}
 	if j.Attempts >= j.MaxAttempts {
 		d := a.kill(j, g.Now, a.in.actor(g.Actor), "claim with no attempts left")

@@ -984,3 +984,16 @@ func TestWorkerClaimWrittenForTheOldestNode(t *testing.T) {
 		}
 	}
 }
+
+// A claim refused with illegal_transition carries the job as the state
+// machine holds it, as every refusal does (docs/api.md).
+func TestClaimRefusalCarriesTheJob(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(map[string]interface{}{})["id"].(string)
+	e.claim(id, leftTok)
+	er := e.do("POST", "/jobs/"+id+"/claim", leftTok, `{}`).apiErr(t, http.StatusConflict, api.CodeIllegalTransition)
+	j, _ := er["job"].(map[string]interface{})
+	if j["id"] != id || j["status"] != "running" {
+		t.Fatalf("error.job = %v", er["job"])
+	}
+}
