@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spine-queue/spine/internal/netns"
 	"github.com/spine-queue/spine/internal/testcluster"
 )
 
@@ -27,7 +28,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 	began := time.Now()
-	rep = &Report{Seed: cfg.Seed, Clients: cfg.Clients, Jobs: cfg.Jobs,
+	rep = &Report{Seed: cfg.Seed, Nodes: cfg.Nodes, Clients: cfg.Clients, Jobs: cfg.Jobs,
 		Ops: map[OpKind][3]int{}, FinalStates: map[string]int{}, FinalReads: map[string]int{}}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -62,8 +63,21 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 
 	cfg.Logf("chaos: seed %d (CHAOS_SEED=%d to replay), %v of load, %d clients, %d live jobs; data and logs in %s",
 		cfg.Seed, cfg.Seed, cfg.Duration, cfg.Clients, cfg.Jobs, dir)
-	c, err := testcluster.Start(testcluster.Options{Binary: cfg.Binary, Dir: dir, Nodes: 3,
-		Env: cfg.nodeEnv(), Logf: cfg.Logf})
+	opts := testcluster.Options{Binary: cfg.Binary, Dir: dir, Nodes: cfg.Nodes, Env: cfg.nodeEnv(), Logf: cfg.Logf}
+	if cfg.Net {
+		nt, err := netns.New(cfg.Nodes)
+		if err != nil {
+			return rep, fmt.Errorf("network namespaces: %w", err)
+		}
+		// Runs after c.Stop below: a namespace goes once its node is gone.
+		defer func() {
+			if err := nt.Close(); err != nil {
+				cfg.Logf("chaos: removing the network namespaces: %v", err)
+			}
+		}()
+		opts.Net, r.net = nt, nt
+	}
+	c, err := testcluster.Start(opts)
 	if err != nil {
 		return rep, fmt.Errorf("start cluster: %w", err)
 	}
@@ -82,6 +96,10 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 type runner struct {
 	cfg   Config
 	c     *testcluster.Cluster
+	net   *netns.Net // with Config.Net
+	// stalled[i] hands client i a stall (PauseWorker): it stops for that
+	// long, then goes on with the leases it held.
+	stalled []chan time.Duration
 	nodes []node
 	rep   *Report
 	hist  *history // nil until the cluster is up
@@ -112,7 +130,9 @@ func (r *runner) run(ctx context.Context) error {
 	defer closeMux()
 	defer closePlain()
 	var clients sync.WaitGroup
+	r.stalled = make([]chan time.Duration, cfg.Clients)
 	for i := range cfg.Clients {
+		r.stalled[i] = make(chan time.Duration, 1)
 		lc := &loadClient{r: r, id: i, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(i)+1)),
 			token: testcluster.LeftToken, workerID: fmt.Sprintf("c%d", i), http: muxHTTP}
 		if i%2 == 1 {

@@ -257,7 +257,7 @@ func TestFillCreateJobsAndNumbers(t *testing.T) {
 // has each at least once.
 func TestFaultPlanCoversEveryKind(t *testing.T) {
 	for seed := uint64(1); seed < 200; seed++ {
-		plan := faultPlan(rand.New(rand.NewPCG(seed, 0xfa17)), 10)
+		plan := faultPlan(rand.New(rand.NewPCG(seed, 0xfa17)), FaultKinds, 10)
 		seen := map[FaultKind]bool{}
 		for _, k := range plan[:len(FaultKinds)] {
 			seen[k] = true
@@ -266,8 +266,8 @@ func TestFaultPlanCoversEveryKind(t *testing.T) {
 			t.Fatalf("seed %d: plan %v", seed, plan)
 		}
 	}
-	a := faultPlan(rand.New(rand.NewPCG(7, 0xfa17)), 20)
-	b := faultPlan(rand.New(rand.NewPCG(7, 0xfa17)), 20)
+	a := faultPlan(rand.New(rand.NewPCG(7, 0xfa17)), FaultKinds, 20)
+	b := faultPlan(rand.New(rand.NewPCG(7, 0xfa17)), FaultKinds, 20)
 	if fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Fatal("one seed, two plans")
 	}

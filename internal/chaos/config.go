@@ -70,6 +70,18 @@ type Config struct {
 	RestartDelayMin, RestartDelayMax time.Duration
 	// PauseMin/Max bound how long a node stays SIGSTOPped (2s, 4s).
 	PauseMin, PauseMax time.Duration
+	// PartitionMin/Max bound how long a partition lasts (3s, 6s).
+	PartitionMin, PartitionMax time.Duration
+
+	// Nodes is the size of the cluster (3).
+	Nodes int
+	// Faults are the kinds of fault injected (FaultKinds: kills and
+	// pauses). Partitions (PartitionKinds) need Net.
+	Faults []FaultKind
+	// Net, when set, runs every node in a network namespace of its own
+	// (internal/netns) so that partitions can cut their links; it needs
+	// root. Run makes and removes it.
+	Net bool
 	// RecoveryTimeout bounds each wait for a leader, a leadership
 	// transfer, the final reads and the convergence check (30s).
 	RecoveryTimeout time.Duration
@@ -120,6 +132,13 @@ func (c Config) withDefaults() Config {
 	defd(&c.PauseMin, 2*time.Second)
 	defd(&c.PauseMax, 4*time.Second)
 	orderd(&c.PauseMin, &c.PauseMax)
+	defd(&c.PartitionMin, 3*time.Second)
+	defd(&c.PartitionMax, 6*time.Second)
+	orderd(&c.PartitionMin, &c.PartitionMax)
+	def(&c.Nodes, 3)
+	if len(c.Faults) == 0 {
+		c.Faults = FaultKinds
+	}
 	defd(&c.RecoveryTimeout, 30*time.Second)
 	defd(&c.Timeout, c.Duration+5*time.Minute)
 	defd(&c.LinearizeTimeout, 5*time.Second)
@@ -145,6 +164,11 @@ func (c Config) validate() error {
 	}
 	if _, err := os.Stat(c.Binary); err != nil {
 		return fmt.Errorf("chaos: binary: %w", err)
+	}
+	for _, k := range c.Faults {
+		if k.IsPartition() && !c.Net {
+			return fmt.Errorf("chaos: %s needs Net (network namespaces)", k)
+		}
 	}
 	return nil
 }

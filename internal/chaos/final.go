@@ -22,6 +22,11 @@ import (
 // the other), and every node caught up with the leader.
 func (r *runner) settle(ctx context.Context) error {
 	c, cfg := r.c, r.cfg
+	if r.net != nil {
+		if err := r.net.Heal(); err != nil {
+			return err
+		}
+	}
 	for _, n := range c.Nodes {
 		if err := c.Resume(n); err != nil {
 			return err

@@ -193,6 +193,15 @@ const (
 func (lc *loadClient) run(ctx, load context.Context) {
 	maxOps := int(lc.r.cfg.Timeout/time.Millisecond) + 1000
 	for i := 0; i < maxOps && load.Err() == nil && ctx.Err() == nil; i++ {
+		select {
+		case d := <-lc.r.stalled[lc.id]:
+			// A worker stalled past its leases (PauseWorker): what it
+			// held was reaped meanwhile; it goes on as if nothing happened.
+			if !testcluster.SleepCtx(ctx, d) {
+				return
+			}
+		default:
+		}
 		lc.step(ctx)
 		if !testcluster.SleepCtx(load, time.Duration(lc.rng.Int64N(int64(lc.r.cfg.Think)+1))) {
 			return

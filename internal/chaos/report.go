@@ -93,9 +93,19 @@ func (r *Report) text(all bool) string {
 	for _, f := range r.Faults {
 		counts[f.Kind]++
 	}
-	p("faults: %d leader kills (restarted), %d leader pauses, %d follower pauses", counts[KillLeader], counts[PauseLeader], counts[PauseFollower])
+	var kc []string
+	for _, k := range append(append([]FaultKind{}, FaultKinds...), PartitionKinds...) {
+		if counts[k] > 0 {
+			kc = append(kc, fmt.Sprintf("%d %s", counts[k], k))
+		}
+	}
+	p("faults on %d nodes: %d (%s)", r.Nodes, len(r.Faults), strings.Join(kc, ", "))
 	for _, f := range r.Faults {
-		p("  %3d. %-15s %-3s pid %-7d %6.1fs..%6.1fs", f.N, f.Kind, f.Node, f.Pid, f.Start.Seconds(), f.End.Seconds())
+		if len(f.Cut) > 0 {
+			p("  %3d. %-18s %-20s %6.1fs..%6.1fs leader before the heal: %s; cut %s", f.N, f.Kind, f.Node, f.Start.Seconds(), f.End.Seconds(), f.Leaders, strings.Join(f.Cut, " "))
+			continue
+		}
+		p("  %3d. %-18s %-20s pid %-7d %6.1fs..%6.1fs", f.N, f.Kind, f.Node, f.Pid, f.Start.Seconds(), f.End.Seconds())
 	}
 	var kinds []string
 	total := [3]int{}

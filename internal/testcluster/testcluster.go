@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/internal/netns"
 )
 
 // Build compiles ./cmd/spine of the module containing the working directory
@@ -75,6 +76,10 @@ type Options struct {
 	// (NodeArgs with --tls-*): node URLs are https:// and its requests
 	// use this configuration (the cluster CA as root).
 	TLS *tls.Config
+	// Net, when set, runs node i (0-based) in host i's network namespace of
+	// Net, at its address, so that a test can partition the nodes for real
+	// (netns.Net.Partition, Cut, Heal). It needs Nodes <= Net.Hosts().
+	Net *netns.Net
 }
 
 // Tokens used by every cluster this package starts.
@@ -94,6 +99,9 @@ type Node struct {
 	GossipAddr string
 	DataDir    string
 	LogPath    string
+
+	// Host is the node's host in Options.Net (0-based), -1 without one.
+	Host int
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -170,6 +178,9 @@ func Start(opts Options) (*Cluster, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 60 * time.Second
 	}
+	if opts.Net != nil && opts.Nodes > opts.Net.Hosts() {
+		return nil, fmt.Errorf("testcluster: %d nodes on a network of %d hosts", opts.Nodes, opts.Net.Hosts())
+	}
 	deadline := time.Now().Add(opts.StartTimeout)
 	for attempt := 1; ; attempt++ {
 		c, err := startOnce(opts, deadline)
@@ -209,27 +220,36 @@ func startOnce(opts Options, deadline time.Time) (*Cluster, error) {
 	}
 	for i := 1; i <= opts.Nodes; i++ {
 		n := &Node{ID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(opts.Dir, fmt.Sprintf("n%d", i)),
-			LogPath: filepath.Join(opts.Dir, fmt.Sprintf("n%d.log", i)), env: env}
+			LogPath: filepath.Join(opts.Dir, fmt.Sprintf("n%d.log", i)), env: env, Host: -1}
 		var err error
-		if n.HTTPAddr, err = FreePort(false); err != nil {
-			return nil, err
-		}
-		if n.RaftAddr, err = FreePort(false); err != nil {
-			return nil, err
-		}
-		if n.GossipAddr, err = FreePort(true); err != nil {
-			return nil, err
+		var metricsAddr string
+		if opts.Net != nil {
+			// A host of its own: every port is free there.
+			n.Host = i - 1
+			ip := opts.Net.IP(n.Host)
+			n.HTTPAddr, n.RaftAddr, n.GossipAddr, metricsAddr = ip+":7100", ip+":7101", ip+":7102", ip+":7103"
+		} else {
+			if n.HTTPAddr, err = FreePort(false); err != nil {
+				return nil, err
+			}
+			if n.RaftAddr, err = FreePort(false); err != nil {
+				return nil, err
+			}
+			if n.GossipAddr, err = FreePort(true); err != nil {
+				return nil, err
+			}
 		}
 		n.URL = scheme + n.HTTPAddr
 		n.args = []string{"serve", "--node-id", n.ID, "--data-dir", n.DataDir, "--http-addr", n.HTTPAddr,
 			"--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr}
 		if opts.MetricsAddr {
-			addr, err := FreePort(false)
-			if err != nil {
-				return nil, err
+			if metricsAddr == "" {
+				if metricsAddr, err = FreePort(false); err != nil {
+					return nil, err
+				}
 			}
-			n.MetricsURL = "http://" + addr + "/metrics"
-			n.args = append(n.args, "--metrics-addr", addr)
+			n.MetricsURL = "http://" + metricsAddr + "/metrics"
+			n.args = append(n.args, "--metrics-addr", metricsAddr)
 		}
 		if opts.NodeArgs != nil {
 			n.args = append(n.args, opts.NodeArgs(n.ID)...)
@@ -308,6 +328,9 @@ func (c *Cluster) launch(n *Node) error {
 		return err
 	}
 	cmd := exec.Command(c.opts.Binary, n.args...)
+	if c.opts.Net != nil {
+		cmd = c.opts.Net.Command(n.Host, c.opts.Binary, n.args...)
+	}
 	cmd.Env = n.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = NodeProcAttr()
