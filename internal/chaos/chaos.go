@@ -94,17 +94,17 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 }
 
 type runner struct {
-	cfg   Config
-	c     *testcluster.Cluster
-	net   *netns.Net // with Config.Net
+	cfg Config
+	c   *testcluster.Cluster
+	net *netns.Net // with Config.Net
 	// stalled[i] hands client i a stall (PauseWorker): it stops for that
 	// long, then goes on with the leases it held.
 	stalled []chan time.Duration
-	nodes []node
-	rep   *Report
-	hist  *history // nil until the cluster is up
-	pool  *pool
-	began time.Time // start of the load
+	nodes   []node
+	rep     *Report
+	hist    *history // nil until the cluster is up
+	pool    *pool
+	began   time.Time // start of the load
 	// linViz is the porcupine visualization of the jobs the
 	// linearizability check failed (or did not decide), for writeFiles.
 	linViz *linViz
