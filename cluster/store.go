@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
 )
@@ -37,6 +38,10 @@ func checkBolt(path string) error {
 		return err
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: boltOpenWait})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		// Locked, not damaged: never tell the operator to empty it.
+		return fmt.Errorf("open %s: %w: another process holds it (is another spine running on this data directory?)", path, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: open %s: %v", ErrCorruptStore, path, err)
 	}
@@ -164,17 +169,30 @@ func openStores(cfg *Config, fatal func(error)) (*stores, error) {
 		var stable raft.StableStore
 		switch backend {
 		case LogBackendWAL:
-			w, err := openWAL(filepath.Join(raftDir, walDirName), cfg.Logger, cfg.walSegmentSize)
+			walDir := filepath.Join(raftDir, walDirName)
+			w, err := openWAL(walDir, cfg.Logger, cfg.walSegmentSize)
 			if err != nil {
 				return nil, err
 			}
-			logs, stable, s.closer = w, w, w
+			// Term and vote are checked against their checksums (stableverify.go).
+			cs, err := openCheckedStable(w, filepath.Join(walDir, metadb.FileName))
+			if err != nil {
+				w.Close()
+				return nil, err
+			}
+			logs, stable, s.closer = w, cs, w
 		case LogBackendBolt:
-			bs, err := openBolt(filepath.Join(raftDir, raftDBName))
+			path := filepath.Join(raftDir, raftDBName)
+			bs, err := openBolt(path)
 			if err != nil {
 				return nil, err
 			}
-			logs, stable, s.closer = bs, bs, bs
+			cs, err := openCheckedStable(bs, path)
+			if err != nil {
+				bs.Close()
+				return nil, err
+			}
+			logs, stable, s.closer = bs, cs, bs
 		}
 		s.backend = backend
 		if s.logs == nil {
@@ -199,12 +217,18 @@ func openStores(cfg *Config, fatal func(error)) (*stores, error) {
 		s.logs = cached
 	}
 	if s.snaps == nil {
+		// Every snapshot kept is checked before raft picks one (snapverify.go).
+		snapDir := filepath.Join(raftDir, snapDirName)
+		if err := verifySnapshots(snapDir); err != nil {
+			s.close()
+			return nil, err
+		}
 		fss, err := raft.NewFileSnapshotStoreWithLogger(raftDir, DefaultSnapshotRetain, cfg.Logger.Named("snapshot"))
 		if err != nil {
 			s.close()
 			return nil, err
 		}
-		s.snaps = fss
+		s.snaps = &checkedSnapshots{FileSnapshotStore: fss, dir: snapDir}
 	}
 	return s, nil
 }
@@ -231,8 +255,14 @@ func openWALWith(dir string, logger hclog.Logger, segmentSize int, vfs *zeroAhea
 	if segmentSize <= 0 {
 		segmentSize = wal.DefaultSegmentSize
 	}
+	// raft-wal's segment list is checked against its checksum before the
+	// WAL reads it, and written with one (stableverify.go).
+	meta, err := verifyWALMeta(dir)
+	if err != nil {
+		return nil, err
+	}
 	w, err := wal.Open(dir, wal.WithLogger(logger.Named("wal")), wal.WithSegmentSize(segmentSize),
-		wal.WithSegmentFiler(segment.NewFiler(dir, vfs)))
+		wal.WithSegmentFiler(segment.NewFiler(dir, vfs)), wal.WithMetaStore(newCheckedWALMeta(meta)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %v", ErrCorruptStore, dir, err)
 	}
