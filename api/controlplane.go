@@ -126,6 +126,9 @@ type QueueDepth struct {
 	// OldestQueuedSeconds is how long the longest-waiting queued job has
 	// waited since it was last queued (0 when none is).
 	OldestQueuedSeconds float64 `json:"oldest_queued_seconds"`
+	// Paused: an operator paused the stream; claims skip it (a paused
+	// stream is listed even with no jobs).
+	Paused bool `json:"paused"`
 }
 
 // Agent is a claimant in GET /v1/agents and the system state: a registered

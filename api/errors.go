@@ -152,6 +152,9 @@ const (
 	// CodeStreamEnded: 409, the stream is ended: it takes no new tasks and
 	// hands out none.
 	CodeStreamEnded = "stream_ended"
+	// CodeStreamPaused: 409, an operator paused the stream: a claim by id
+	// of its jobs is refused until it is resumed (claim-next skips it).
+	CodeStreamPaused = "stream_paused"
 	// CodeAlreadyExists: 409, a session or stream with that name exists.
 	CodeAlreadyExists = "already_exists"
 	// CodeSessionEnded: 409, the session is ended: it takes no new streams.

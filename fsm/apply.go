@@ -154,6 +154,9 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	if a.t.stream(j.Stream).Ended() {
 		return &Result{Job: j, Err: refuse(ErrStreamEnded, "claim", j, "its stream "+j.Stream+" is ended")}
 	}
+	if a.t.isPaused(j.Stream) {
+		return &Result{Job: j, Err: refuse(ErrStreamPaused, "claim", j, "its stream "+j.Stream+" is paused")}
+	}
 	if !eligible(j, targets) {
 		return &Result{Job: j, Err: refuse(ErrTargetMismatch, "claim", j, "job is targeted at "+j.Target)}
 	}

@@ -50,6 +50,9 @@ const (
 	// event feed (feed.go).
 	CmdTaskStep CommandType = 28
 	CmdFeedOn   CommandType = 29
+
+	// An operator's pause or resume of a stream (cmd_pause.go).
+	CmdStreamPause CommandType = 30
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

@@ -27,6 +27,9 @@ var (
 	// ErrStreamEnded: the stream is ended: it takes no new jobs and hands
 	// out none.
 	ErrStreamEnded = errors.New("stream ended")
+	// ErrStreamPaused: an operator paused the stream: it takes new jobs but
+	// hands out none until resumed.
+	ErrStreamPaused = errors.New("stream paused")
 	// ErrExists: a session or stream with that name exists.
 	ErrExists = errors.New("already exists")
 	// ErrEnded: the session is ended (no new streams).

@@ -46,7 +46,10 @@ type Result struct {
 	Duplicate bool
 	Requeued  bool
 	DLQ       bool
-	Err       error
+	// Pause: a stream pause's record (nil after a resume, or a pause of
+	// nothing).
+	Pause *StreamPause
+	Err   error
 }
 
 // FSM is the job state machine. It implements raft.FSM and raft.BatchingFSM.

@@ -855,7 +855,11 @@ func randomLog(seed uint64, n int) [][]byte {
 				out = append(out, MustEncode(CmdStreamCreate, &StreamCreateCommand{Now: now, ID: fmt.Sprintf("str%d", i),
 					Name: []string{"a", "b", "c"}[rng.IntN(3)], Session: []string{"s1", "s2"}[rng.IntN(2)], Instructions: "do it", Actor: head}))
 			case 2:
-				if rng.IntN(4) == 0 {
+				if rng.IntN(3) == 0 {
+					// An operator's pause or resume, of the job streams too.
+					out = append(out, MustEncode(CmdStreamPause, &StreamPauseCommand{Now: now, Stream: []string{"a", "b", "c"}[rng.IntN(3)],
+						Pause: rng.IntN(2) == 0, Reason: "r", Actor: head}))
+				} else if rng.IntN(4) == 0 {
 					out = append(out, MustEncode(CmdStreamEnd, &StreamEndCommand{Now: now, Name: []string{"a", "b", "c"}[rng.IntN(3)], Actor: head}))
 				} else {
 					out = append(out, MustEncode(CmdSessionEnd, &SessionEndCommand{Now: now, Name: "s2", Actor: head}))

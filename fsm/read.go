@@ -331,11 +331,11 @@ func (r *Reader) Streams(session string) []*Stream {
 func (r *Reader) Registry() *Registry { return r.view().registry }
 
 // PeekTask returns the task a claim of stream would take next (the oldest
-// queued untargeted job), or nil; an ended stream hands out none.
+// queued untargeted job), or nil; an ended or paused stream hands out none.
 func (r *Reader) PeekTask(stream string) *Job {
 	var j *Job
 	r.point(func(t *tables) {
-		if !t.stream(stream).Ended() {
+		if !t.stream(stream).Ended() && !t.isPaused(stream) {
 			j = t.firstQueued(stream, "")
 		}
 	})

@@ -32,7 +32,9 @@ const (
 	// Version 5: the event feed (feed.go).
 	snapFeedHead byte = 10
 	snapFeed     byte = 11
-	snapEnd      byte = 255
+	// Version 6: paused streams (cmd_pause.go).
+	snapPause byte = 12
+	snapEnd   byte = 255
 )
 
 // snapshotVersion changes when the record layout changes incompatibly.
@@ -44,8 +46,10 @@ const (
 // adds gateway and worker records; a state without them is written as
 // version 3 (or 2), for the same reason. Version 5 adds the event feed
 // and when each attempt started; it is written once the feed is on, which
-// the leader turns on only once every server applies it (feed.go).
-const snapshotVersion = 5
+// the leader turns on only once every server applies it (feed.go). Version
+// 6 adds paused streams; it is written only while a stream is paused,
+// which the leader allows only once every server applies the pause.
+const snapshotVersion = 6
 
 // SnapshotVersion is the newest snapshot version this build writes (and
 // so the newest it reads).
@@ -77,6 +81,8 @@ type snapEndRecord struct {
 	// Version 5.
 	FeedHead int `codec:",omitempty"`
 	Feed     int `codec:",omitempty"`
+	// Version 6.
+	Paused int `codec:",omitempty"`
 }
 
 type snapshot struct {
@@ -113,6 +119,9 @@ func (s *snapshot) write(w io.Writer) error {
 	}
 	if s.t.feed.on {
 		version = 5
+	}
+	if len(s.t.paused) > 0 {
+		version = 6
 	}
 	head := snapHeaderRecord{Version: version, Index: s.index}
 	if s.hashKnown {
@@ -222,6 +231,16 @@ func (s *snapshot) write(w io.Writer) error {
 			end.Feed++
 		}
 	}
+	if err == nil && version >= 6 {
+		for _, p := range s.t.pausedList() {
+			e.b = e.b[:0]
+			e.pause(p)
+			if err = put(snapPause); err != nil {
+				break
+			}
+			end.Paused++
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -253,7 +272,7 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	switch h.Version {
 	case 1:
 		err = readRecordsV1(br, w, &got)
-	case 2, 3, 4, 5:
+	case 2, 3, 4, 5, 6:
 		err = readRecordsV2(br, w, &got, h.Version)
 		if err == nil && h.Version >= 5 {
 			w.t.feed.on = true
@@ -360,6 +379,8 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int)
 				r = record{t, &feedHead{seq: d.uvarint()}}
 			case snapFeed:
 				r = record{t, d.feedEvent()}
+			case snapPause:
+				r = record{t, d.pause()}
 			case snapBlob:
 				r = record{t, d.blob()}
 			case snapChunk:
@@ -579,6 +600,12 @@ func restoreObject(w *writer, obj interface{}, got *snapEndRecord) error {
 	case *FeedEvent:
 		got.Feed++
 		return w.t.feed.restore(v, w.feedHead)
+	case *StreamPause:
+		got.Paused++
+		if v.Stream == "" || w.t.isPaused(v.Stream) {
+			return fmt.Errorf("restore: stream pause record %q without a stream or twice", v.Stream)
+		}
+		w.setPause(v.Stream, v)
 	}
 	return nil
 }

@@ -209,6 +209,9 @@ type tables struct {
 	stats *btree.BTreeG[statItem]
 	// The event feed (feed.go): shared with published views by value.
 	feed feedLog
+	// paused holds the streams an operator paused (cmd_pause.go), by name:
+	// immutable, replaced whole on a change; nil when none is.
+	paused map[string]*StreamPause
 }
 
 func newTables() *tables {
@@ -276,8 +279,8 @@ func (t *tables) firstQueued(stream, target string) *Job {
 // jobs and jobs targeted at one of targets. Ended streams are skipped.
 func (t *tables) nextQueued(streams, targets []string) *Job {
 	for _, s := range streams {
-		if t.stream(s).Ended() {
-			continue // an ended stream's queued jobs stay, unclaimed
+		if t.stream(s).Ended() || t.isPaused(s) {
+			continue // an ended or paused stream's queued jobs stay, unclaimed
 		}
 		best := t.firstQueued(s, "")
 		for _, tg := range targets {
@@ -440,6 +443,7 @@ func (w *writer) publish(prev *tables) *tables {
 	cloneIf(&w.dirty[tStats], &v.stats, w.t.stats)
 	v.registry = w.t.registry // immutable: shared as it is
 	v.feed = w.t.feed         // append-only blocks: shared as they are (feed.go)
+	v.paused = w.t.paused     // immutable: shared as it is
 	for i := range v.lanes {
 		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])
 	}
@@ -467,6 +471,11 @@ func (w *writer) publishAll() *tables {
 // laneKey names one queue lane: a stream and a target ("" for untargeted
 // jobs).
 type laneKey struct{ stream, target string }
+
+// anyTarget, as a woken lane's target, wakes every lane of the stream (a
+// resumed stream's jobs, whatever their targets, are claimable again). No
+// real target is this string: targets are role names and worker ids.
+const anyTarget = "\x00any"
 
 // waiters wakes long-polling claimants when a job enters a queue lane they
 // watch, or when a restore replaces the state.
@@ -533,6 +542,15 @@ func (ws *waiters) fire(keys []laneKey, all bool) {
 		return
 	}
 	for _, k := range keys {
+		if k.target == anyTarget {
+			for lk, set := range ws.lanes {
+				if lk.stream == k.stream {
+					wake(set)
+					delete(ws.lanes, lk)
+				}
+			}
+			continue
+		}
 		if set, ok := ws.lanes[k]; ok {
 			wake(set)
 			delete(ws.lanes, k)

@@ -235,7 +235,7 @@ func (s *Server) systemState(ctx context.Context) (*api.SystemState, error) {
 	}
 	now := s.queue.Now()
 	for _, d := range st.Streams {
-		q := &api.QueueDepth{Stream: d.Stream, Queued: d.Queued, Running: d.Running}
+		q := &api.QueueDepth{Stream: d.Stream, Queued: d.Queued, Running: d.Running, Paused: d.Paused}
 		if d.OldestQueued != 0 {
 			q.OldestQueuedSeconds = max(0, float64(now-d.OldestQueued)/1e9)
 		}

@@ -132,6 +132,8 @@ var (
 	descEvents = prometheus.NewDesc("spine_job_events_total",
 		"Job events this node applied since it started: created, claimed, started, completed, failed, released, reaped (a lease expired), dead, redriven, routed, comment, auto_failed. Every node applies every event.",
 		[]string{"event"}, nil)
+	descPaused = prometheus.NewDesc("spine_stream_paused",
+		"1 for each stream an operator paused (claims skip it; POST /streams/{name}/resume ends it).", []string{"stream"}, nil)
 	descWaiters = prometheus.NewDesc("spine_claim_waiters",
 		"Long-poll claims waiting for work on this node.", nil, nil)
 	descRaftState = prometheus.NewDesc("spine_raft_state",
@@ -155,7 +157,7 @@ var (
 type stateCollector struct{ s *Server }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descOldest, descEvents, descWaiters, descRaftState, descTerm,
+	for _, d := range []*prometheus.Desc{descJobs, descOldest, descPaused, descEvents, descWaiters, descRaftState, descTerm,
 		descLeaderChanges, descLastIndex, descCommitIndex, descAppliedIndex, descLastContact, descLogBytes,
 		descSnapBytes, descLogBatches, descLogEntries, descLogSeconds, descMembers, descMismatches} {
 		ch <- d
@@ -167,6 +169,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	r := s.queue.Local()
 	counts := r.StreamCounts()
 	oldest := r.OldestQueued()
+	for _, p := range r.Paused() {
+		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, 1, p.Stream)
+	}
 	// The streams named: the largest by jobs not yet finished, then by
 	// all jobs, then by name.
 	type size struct {

@@ -298,6 +298,7 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"FeedEvent", api.Event{}},
 		{"EventGap", api.EventGap{}},
 		{"EventFeedState", api.EventFeedState{}},
+		{"StreamInfo", api.StreamInfo{}},
 	} {
 		if got, want := schemaProps(t, doc, c.schema), jsonFields(c.view); !slices.Equal(got, want) {
 			t.Errorf("schema %s properties %v, server encodes %v", c.schema, got, want)
@@ -318,7 +319,7 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 	}
 	want := []string{api.CodeInvalidJSON, api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeNotOwner, api.CodeTargetMismatch,
 		api.CodeNotFound, api.CodeMethodNotAllowed, api.CodeIllegalTransition, api.CodeStaleLease, api.CodeMaxAttempts, api.CodeTooLarge, api.CodeNoLeader,
-		api.CodeOutcomeUnknown, api.CodeInternal, api.CodeStreamEnded, api.CodeAlreadyExists, api.CodeSessionEnded, api.CodeStreamRequired,
+		api.CodeOutcomeUnknown, api.CodeInternal, api.CodeStreamEnded, api.CodeStreamPaused, api.CodeAlreadyExists, api.CodeSessionEnded, api.CodeStreamRequired,
 		api.CodeUpgradeInProgress, api.CodeNoHealthyGateway}
 	sort.Strings(codes)
 	sort.Strings(want)

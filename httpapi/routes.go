@@ -55,6 +55,7 @@ func (s *Server) routes() {
 	s.route("GET", "/dlq", kindRead, allowHead, s.handleDLQList)
 	s.route("POST", "/dlq/{id}/redrive", kindWrite, allowHead, s.handleRedrive)
 
+	s.streamRoutes()
 	s.devqRoutes()
 	s.controlPlaneRoutes()
 	s.readModelRoutes()

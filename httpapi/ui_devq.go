@@ -22,6 +22,8 @@ func (s *Server) uiDevqRoutes() {
 	s.uiRoute("GET /ui/streams", kindRead, allowAll, s.uiStreams)
 	s.uiRoute("POST /ui/streams", kindWrite, allowHead, s.uiStreamCreate)
 	s.uiRoute("POST /ui/streams/{name}/end", kindWrite, allowHead, s.uiStreamEnd)
+	s.uiRoute("POST /ui/streams/{name}/pause", kindWrite, allowHead, s.uiStreamPause(true))
+	s.uiRoute("POST /ui/streams/{name}/resume", kindWrite, allowHead, s.uiStreamPause(false))
 	s.uiRoute("GET /ui/enqueue", kindRead, allowHead, s.uiEnqueueForm)
 	s.uiRoute("POST /ui/enqueue", kindWrite, allowHead, s.uiEnqueue)
 }
@@ -94,6 +96,19 @@ func (s *Server) uiStreamEnd(w http.ResponseWriter, r *http.Request, u *uiView) 
 	}
 	http.Redirect(w, r, "/ui/streams", http.StatusSeeOther)
 	return nil
+}
+
+// uiStreamPause pauses or resumes a stream from the dashboard, and goes
+// back to it.
+func (s *Server) uiStreamPause(pause bool) uiHandler {
+	return func(w http.ResponseWriter, r *http.Request, u *uiView) error {
+		_, _, err := s.queue.PauseStream(r.Context(), r.PathValue("name"), pause, u.form.Get("reason"), fsm.Actor{Role: u.Role})
+		if err != nil {
+			return err
+		}
+		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+		return nil
+	}
 }
 
 // enqueueTool is a tool of the enqueue form, with the payload its form

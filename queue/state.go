@@ -18,6 +18,8 @@ type StreamDepth struct {
 	// OldestQueued is when the longest-waiting queued job was last queued
 	// (unix nanos; 0: none queued).
 	OldestQueued int64
+	// Paused: an operator paused the stream (claims skip it).
+	Paused bool
 }
 
 // Agent is a claimant: a registered worker, or anyone holding a lease
@@ -60,6 +62,9 @@ func (s *Service) SystemState() *SystemState {
 	}
 	for stream, at := range r.OldestQueued() {
 		get(stream).OldestQueued = at
+	}
+	for _, p := range r.Paused() {
+		get(p.Stream).Paused = true
 	}
 	for _, a := range out.Agents {
 		for _, j := range a.Jobs {

@@ -34,6 +34,9 @@ var streamVerbs = []verb{
 	{"list", "", "List streams, with their queued and running counts.", streamList},
 	{"show", "NAME", "Show a stream with its full instructions.", streamShow},
 	{"end", "NAME", "End a stream: no new tasks; its queued tasks stay unclaimed (head).", streamEnd},
+	{"stats", "[NAME]", "Every stream jobs are in (v0 jobs and tasks alike): jobs per status, the oldest queued job's wait, and whether it is paused.", streamStats},
+	{"pause", "NAME [--reason TEXT]", "Pause a stream (head): claims skip it, producers can still add jobs; any stream name, with jobs or not.", streamPause},
+	{"resume", "NAME", "Resume a paused stream (head): its queued jobs are claimable again, in their order.", streamResume},
 }
 
 // devqVerbs are top-level commands.
@@ -56,7 +59,7 @@ func addDevqCommands(env *cliEnv, g *clientFlags, root *cobra.Command) {
 	root.AddGroup(&cobra.Group{ID: "devq", Title: "Developer queue (docs/devqueue.md):"})
 	root.AddCommand(setupCommand(env), runCommand(env, g), stopCommand(env))
 	root.AddCommand(group(env, g, "session", "Create, list and end sessions", "devq", sessionVerbs))
-	root.AddCommand(group(env, g, "stream", "Create, list and end streams", "devq", streamVerbs))
+	root.AddCommand(group(env, g, "stream", "Create, list, end, pause and resume streams", "devq", streamVerbs))
 	for _, v := range devqVerbs {
 		cmd := verbCommand(env, g, v)
 		cmd.GroupID = "devq"
@@ -657,4 +660,58 @@ func newClaimID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func streamStats(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(0, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			if len(pos) == 1 {
+				return cl.Stream(ctx, pos[0])
+			}
+			list, err := cl.Streams(ctx)
+			out := make([]*client.StreamInfo, len(list))
+			for i := range list {
+				out[i] = &list[i]
+			}
+			return out, err
+		}, streamInfoTable)
+	}
+}
+
+func streamPause(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	reason := fs.String("reason", "", "why, shown with the stream")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.StreamPause(ctx, pos[0], *reason)
+		}, streamInfoTable)
+	}
+}
+
+func streamResume(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.StreamResume(ctx, pos[0])
+		}, streamInfoTable)
+	}
+}
+
+func streamInfoTable(w io.Writer, v any) {
+	fmt.Fprintln(w, "NAME\tQUEUED\tRUNNING\tDONE\tFAILED\tDEAD\tOLDEST WAIT\tPAUSED")
+	for _, s := range oneOrMany[client.StreamInfo](v) {
+		wait := "-"
+		if s.Queued > 0 {
+			wait = (time.Duration(s.OldestQueuedSeconds) * time.Second).String()
+		}
+		paused := "no"
+		if p := s.Pause; p != nil {
+			paused = "since " + fmtTime(p.PausedAt) + " by " + p.PausedBy
+			if p.Reason != "" {
+				paused += ": " + p.Reason
+			}
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Name, s.Queued, s.Running, s.Done, s.Failed, s.Dead, wait, paused)
+	}
 }

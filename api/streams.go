@@ -1,0 +1,47 @@
+package api
+
+import "time"
+
+// StreamInfo is one stream as GET /streams and GET /streams/{name} show it,
+// and the answer of a pause or resume. A stream is any name jobs were
+// created in, plus the developer queue's catalog streams and paused ones.
+type StreamInfo struct {
+	Name string `json:"name"`
+	// Jobs per status (zeros included).
+	Queued  int `json:"queued"`
+	Running int `json:"running"`
+	Done    int `json:"done"`
+	Failed  int `json:"failed"`
+	Dead    int `json:"dead"`
+	// OldestQueuedAt is when the job that has waited longest was queued
+	// (zero, left out, when nothing is queued); OldestQueuedSeconds its
+	// age when the answer was made.
+	OldestQueuedAt      time.Time `json:"oldestQueuedAt,omitzero"`
+	OldestQueuedSeconds float64   `json:"oldestQueuedSeconds,omitempty"`
+	// Paused is set while an operator has paused the stream: claims skip
+	// it, a claim by id is refused (409 stream_paused), producers can
+	// still create jobs in it. Pause says who paused it, when and why.
+	Paused bool         `json:"paused"`
+	Pause  *StreamPause `json:"pause,omitempty"`
+	// Status and Instructions come from the developer queue's catalog
+	// (active or ended), for the streams it has.
+	Status       string `json:"status,omitempty"`
+	Instructions string `json:"instructions,omitempty"`
+}
+
+// StreamPause is an operator's pause of a stream.
+type StreamPause struct {
+	PausedAt time.Time `json:"pausedAt"`
+	PausedBy string    `json:"pausedBy"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// StreamList is the answer of GET /streams, by name.
+type StreamList struct {
+	Streams []StreamInfo `json:"streams"`
+}
+
+// StreamPauseRequest is the optional body of POST /streams/{name}/pause.
+type StreamPauseRequest struct {
+	Reason string `json:"reason,omitempty"`
+}

@@ -1,0 +1,86 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/queue"
+)
+
+// The streams: every lane jobs are in, with counts, age, and an
+// operator's pause.
+func (s *Server) streamRoutes() {
+	s.route("GET", "/streams", kindRead, allowAll, s.handleStreamInfos)
+	s.route("GET", "/streams/{name}", kindRead, allowAll, s.handleStreamInfo)
+	s.route("POST", "/streams/{name}/pause", kindWrite, allowHead, s.handleStreamPause)
+	s.route("POST", "/streams/{name}/resume", kindWrite, allowHead, s.handleStreamResume)
+}
+
+func viewStreamInfo(si queue.StreamInfo, now time.Time) api.StreamInfo {
+	v := api.StreamInfo{Name: si.Name, Queued: si.Counts[fsm.StateQueued], Running: si.Counts[fsm.StateRunning],
+		Done: si.Counts[fsm.StateDone], Failed: si.Counts[fsm.StateFailed], Dead: si.Counts[fsm.StateDead]}
+	if si.OldestQueuedAt != 0 {
+		v.OldestQueuedAt = api.Time(si.OldestQueuedAt)
+		if age := now.Sub(v.OldestQueuedAt).Seconds(); age > 0 {
+			v.OldestQueuedSeconds = age
+		}
+	}
+	if p := si.Pause; p != nil {
+		v.Paused = true
+		v.Pause = &api.StreamPause{PausedAt: api.Time(p.PausedAt), PausedBy: p.Actor, Reason: p.Reason}
+	}
+	if c := si.Catalog; c != nil {
+		v.Status, v.Instructions = c.Status, c.Instructions
+	}
+	return v
+}
+
+func (s *Server) handleStreamInfos(w http.ResponseWriter, r *http.Request, c *call) error {
+	now := time.Now()
+	out := api.StreamList{Streams: []api.StreamInfo{}}
+	for _, si := range s.queue.StreamInfos() {
+		out.Streams = append(out.Streams, viewStreamInfo(si, now))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleStreamInfo(w http.ResponseWriter, r *http.Request, c *call) error {
+	name := r.PathValue("name")
+	if !queue.ValidName(name) {
+		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "stream name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+	}
+	writeJSON(w, http.StatusOK, viewStreamInfo(s.queue.StreamInfo(name), time.Now()))
+	return nil
+}
+
+func (s *Server) handleStreamPause(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.StreamPauseRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	return s.pauseStream(w, r, c, true, req.Reason)
+}
+
+func (s *Server) handleStreamResume(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req struct{}
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	return s.pauseStream(w, r, c, false, "")
+}
+
+// pauseStream pauses or resumes, and answers the stream as the leader holds
+// it after the command.
+func (s *Server) pauseStream(w http.ResponseWriter, r *http.Request, c *call, pause bool, reason string) error {
+	name := r.PathValue("name")
+	_, idx, err := s.queue.PauseStream(r.Context(), name, pause, reason, fsm.Actor{Role: c.role})
+	s.setIndex(w, idx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewStreamInfo(s.queue.StreamInfo(name), time.Now()))
+	return nil
+}

@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/spine-queue/spine/api"
+)
+
+// An operator pauses a stream: producers still create jobs in it, claims
+// skip it (a long-polling worker waits), a claim by id is refused with the
+// job, GET /streams shows the pause; the resume wakes the waiting worker,
+// which gets the oldest job.
+func TestStreamPauseAndResume(t *testing.T) {
+	e := newEnv(t)
+	decodeAs := func(r resp, v any) {
+		t.Helper()
+		if r.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", r.Code, r.Body)
+		}
+		if err := json.Unmarshal(r.Body, v); err != nil {
+			t.Fatalf("%v: %s", err, r.Body)
+		}
+	}
+	first := e.create(map[string]interface{}{"stream": "ml"})["id"].(string)
+
+	e.do("POST", "/streams/ml/pause", leftTok, nil).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	var st api.StreamInfo
+	decodeAs(e.do("POST", "/streams/ml/pause", headTok, api.StreamPauseRequest{Reason: "bad model"}), &st)
+	if !st.Paused || st.Pause == nil || st.Pause.Reason != "bad model" || st.Pause.PausedBy != "head" || st.Queued != 1 {
+		t.Fatalf("pause answer %+v", st)
+	}
+	second := e.create(map[string]interface{}{"stream": "ml"})["id"].(string)
+	other := e.create(map[string]interface{}{"stream": "etl"})["id"].(string)
+
+	er := e.do("POST", "/jobs/"+first+"/claim", leftTok, `{}`).apiErr(t, http.StatusConflict, api.CodeStreamPaused)
+	if j, _ := er["job"].(map[string]interface{}); j["id"] != first || j["status"] != "queued" {
+		t.Fatalf("error.job = %v", er["job"])
+	}
+	var wc api.WorkerClaim
+	decodeAs(e.do("POST", "/internal/worker/claim", leftTok, api.WorkerClaimRequest{WorkerID: "w1", Streams: []string{"ml", "etl"}}), &wc)
+	if !wc.Claimed || wc.JobID != other {
+		t.Fatalf("claim over a paused stream: %+v", wc)
+	}
+
+	var list api.StreamList
+	decodeAs(e.do("GET", "/streams", rightTok, nil), &list)
+	byName := map[string]api.StreamInfo{}
+	for _, s := range list.Streams {
+		byName[s.Name] = s
+	}
+	if ml := byName["ml"]; !ml.Paused || ml.Queued != 2 || ml.OldestQueuedAt.IsZero() {
+		t.Fatalf("GET /streams ml: %+v", ml)
+	}
+	if etl := byName["etl"]; etl.Paused || etl.Running != 1 {
+		t.Fatalf("GET /streams etl: %+v", etl)
+	}
+
+	// A worker waits on the paused stream; the resume wakes it.
+	got := make(chan api.WorkerClaim, 1)
+	go func() {
+		var c api.WorkerClaim
+		r := e.doCtx(context.Background(), "POST", "/internal/worker/claim", leftTok, api.WorkerClaimRequest{WorkerID: "w2", Streams: []string{"ml"}, MaxWaitMS: 20000})
+		_ = json.Unmarshal(r.Body, &c)
+		got <- c
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.srv.queue.Stats().ClaimWaiters == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never waited")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var resumed api.StreamInfo
+	decodeAs(e.do("POST", "/streams/ml/resume", headTok, nil), &resumed)
+	if resumed.Paused || resumed.Pause != nil || resumed.Queued != 2 {
+		t.Fatalf("resume answer %+v", resumed)
+	}
+	select {
+	case c := <-got:
+		if !c.Claimed || c.JobID != first {
+			t.Fatalf("after the resume the waiting worker got %+v, want %s", c, first)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the resume did not wake the waiting worker")
+	}
+	decodeAs(e.do("POST", "/internal/worker/claim", leftTok, api.WorkerClaimRequest{WorkerID: "w3", Streams: []string{"ml"}}), &wc)
+	if !wc.Claimed || wc.JobID != second {
+		t.Fatalf("second claim after the resume: %+v", wc)
+	}
+	e.do("POST", "/streams/no%20such/pause", headTok, nil).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
+	e.do("POST", "/streams/ml/pause", headTok, `{"reson":"x"}`).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
+}

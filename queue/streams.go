@@ -1,0 +1,86 @@
+package queue
+
+import (
+	"context"
+	"sort"
+
+	"github.com/spine-queue/spine/fsm"
+)
+
+// StreamInfo is what the state holds about one stream: its jobs by state,
+// when its longest-waiting job was queued, an operator's pause, and its
+// developer-queue catalog entry, if it has one.
+type StreamInfo struct {
+	Name           string
+	Counts         map[fsm.State]int
+	OldestQueuedAt int64 // unix nanoseconds; 0 when nothing is queued
+	Pause          *fsm.StreamPause
+	Catalog        *fsm.Stream
+}
+
+// StreamInfos lists every stream the state knows of, by name: those with jobs
+// (in any state), those in the developer queue's catalog, and those
+// paused. Its cost grows with the number of streams, not of jobs.
+func (s *Service) StreamInfos() []StreamInfo {
+	r := s.state.Read()
+	by := map[string]*StreamInfo{}
+	get := func(name string) *StreamInfo {
+		si := by[name]
+		if si == nil {
+			si = &StreamInfo{Name: name, Counts: map[fsm.State]int{}}
+			by[name] = si
+		}
+		return si
+	}
+	for _, c := range r.StreamCounts() {
+		get(c.Stream).Counts[c.State] += c.N
+	}
+	for name, at := range r.OldestQueued() {
+		get(name).OldestQueuedAt = at
+	}
+	for _, p := range r.Paused() {
+		get(p.Stream).Pause = p
+	}
+	for _, st := range r.Streams("") {
+		get(st.Name).Catalog = st
+	}
+	out := make([]StreamInfo, 0, len(by))
+	for _, si := range by {
+		out = append(out, *si)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// StreamInfo returns what the state holds about one stream; a name the state
+// knows nothing of is a stream with no jobs (any name may be paused or
+// given jobs).
+func (s *Service) StreamInfo(name string) StreamInfo {
+	for _, si := range s.StreamInfos() {
+		if si.Name == name {
+			return si
+		}
+	}
+	return StreamInfo{Name: name, Counts: map[fsm.State]int{}}
+}
+
+// PauseStream pauses (pause true) or resumes a stream: while paused, claims
+// skip it and a claim by id is refused (409 stream_paused); producers go on
+// adding jobs. Both are idempotent. The answer is the pause in force after
+// the command (nil once resumed).
+func (s *Service) PauseStream(ctx context.Context, name string, pause bool, reason string, actor fsm.Actor) (*fsm.StreamPause, uint64, error) {
+	if !ValidName(name) {
+		return nil, 0, invalid("stream name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+	}
+	if len(reason) > MaxTextBytes {
+		return nil, 0, invalid("reason is larger than %d bytes", MaxTextBytes)
+	}
+	if !s.allApply(fsm.CmdStreamPause) {
+		return nil, 0, ErrUpgradeInProgress
+	}
+	res, idx, err := s.Propose(ctx, fsm.CmdStreamPause, &fsm.StreamPauseCommand{Now: s.now(), Stream: name, Pause: pause, Reason: reason, Actor: actor})
+	if err != nil {
+		return nil, idx, err
+	}
+	return res.Pause, idx, nil
+}
