@@ -23,7 +23,7 @@ func TaskStatus(s JobStatus) string {
 	switch s {
 	case JobStatusDone:
 		return TaskSucceeded
-	case JobStatusFailed, JobStatusDead:
+	case JobStatusFailed, JobStatusDead, JobStatusCancelled:
 		return TaskFailed
 	}
 	return string(s)

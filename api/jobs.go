@@ -22,12 +22,15 @@ const (
 	JobStatusFailed JobStatus = "failed"
 	// JobStatusDead: out of attempts. Terminal until redriven.
 	JobStatusDead JobStatus = "dead"
+	// JobStatusCancelled: head cancelled it (POST /jobs/{id}/cancel).
+	// Terminal until redriven.
+	JobStatusCancelled JobStatus = "cancelled"
 )
 
-// Valid reports whether s is one of the five statuses.
+// Valid reports whether s is one of the six statuses.
 func (s JobStatus) Valid() bool {
 	switch s {
-	case JobStatusQueued, JobStatusRunning, JobStatusDone, JobStatusFailed, JobStatusDead:
+	case JobStatusQueued, JobStatusRunning, JobStatusDone, JobStatusFailed, JobStatusDead, JobStatusCancelled:
 		return true
 	}
 	return false
@@ -83,6 +86,13 @@ type Job struct {
 	// LeaseToken is only in the answer to the claim that created it.
 	LeaseToken     string    `json:"leaseToken,omitempty"`
 	LeaseExpiresAt time.Time `json:"leaseExpiresAt,omitzero"`
+	// Cancel is true while the job runs with a cancel asked of it: its
+	// worker should stop and fail it (code "cancelled") or release it; the
+	// job then ends cancelled, and so it does if the lease runs out.
+	// CancelRequestedAt and CancelReason say when head asked, and why.
+	Cancel            bool      `json:"cancel,omitempty"`
+	CancelRequestedAt time.Time `json:"cancelRequestedAt,omitzero"`
+	CancelReason      string    `json:"cancelReason,omitempty"`
 
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *JobError       `json:"error,omitempty"`
@@ -107,6 +117,11 @@ type Job struct {
 	// Duplicate is not part of the JSON: the Go client sets it when a create
 	// answered the first job of a repeated idempotency key (200, not 201).
 	Duplicate bool `json:"-"`
+}
+
+// JobCancelRequest is the optional body of POST /jobs/{id}/cancel.
+type JobCancelRequest struct {
+	Reason string `json:"reason,omitempty"`
 }
 
 // NullableString is a string that encodes as JSON null when empty (and

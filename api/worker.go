@@ -74,6 +74,10 @@ type WorkerHeartbeatRequest struct {
 type WorkerHeartbeatResult struct {
 	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
 	OK             bool      `json:"ok"`
+	// Cancel: head cancelled the job. Stop, and fail it (code
+	// "cancelled") or release it; it ends cancelled either way, and so it
+	// does if the lease runs out.
+	Cancel bool `json:"cancel,omitempty"`
 }
 
 // WorkerCompleteRequest is the body of POST /internal/worker/complete. A

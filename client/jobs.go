@@ -206,6 +206,24 @@ func (c *Client) JobComment(ctx context.Context, id, text string) (*Job, error) 
 	return &job, nil
 }
 
+// JobCancel cancels a job (head): a queued job is cancelled at once; a
+// running one is marked (Job.Cancel), its worker learns it from its next
+// heartbeat answer, and the job ends cancelled once the worker fails or
+// releases it, or its lease runs out. A repeat changes nothing, so the call
+// is retried like any idempotent write.
+func (c *Client) JobCancel(ctx context.Context, id, reason string) (*Job, error) {
+	req, err := jsonRequest(http.MethodPost, jobPath(id, "cancel"), &api.JobCancelRequest{Reason: reason})
+	if err != nil {
+		return nil, err
+	}
+	req.write = true
+	var job Job
+	if _, _, err := c.call(ctx, req, &job); err != nil {
+		return nil, err
+	}
+	return &job, nil
+}
+
 // JobEvents returns a job's history, oldest first.
 func (c *Client) JobEvents(ctx context.Context, id string) ([]*JobEvent, error) {
 	var res api.JobEventList

@@ -20,6 +20,8 @@ const (
 	JobStatusDone    = api.JobStatusDone
 	JobStatusFailed  = api.JobStatusFailed
 	JobStatusDead    = api.JobStatusDead
+	// JobStatusCancelled: head cancelled the job.
+	JobStatusCancelled = api.JobStatusCancelled
 )
 
 // Attempt outcomes ([JobAttempt].Outcome).

@@ -12,8 +12,9 @@ import (
 )
 
 // Handler runs one claimed job. Its context is cancelled when the lease is
-// lost (the attempt is fenced off, or heartbeats failed for a whole lease)
-// or the worker shuts down. Returning a *JobError chooses the failure's code
+// lost (the attempt is fenced off, or heartbeats failed for a whole lease),
+// when head cancels the job (the cause is ErrJobCancelled) or the worker
+// shuts down. Returning a *JobError chooses the failure's code
 // and retryability; any other error fails the attempt as retryable with
 // code "handler_error".
 type Handler func(ctx context.Context, claim *WorkerClaim) (result json.RawMessage, err error)
@@ -23,7 +24,16 @@ const (
 	CodeHandlerError   = "handler_error"
 	CodeHandlerPanic   = "handler_panic"
 	CodeWorkerShutdown = "worker_shutdown"
+	// CodeCancelled is the code of the fail a Worker reports for a job
+	// head cancelled while its handler ran.
+	CodeCancelled = "cancelled"
 )
+
+// ErrJobCancelled is the cause of a handler context cancelled because head
+// cancelled the job (a heartbeat answer said so). A handler that then
+// returns an error fails the job with code "cancelled", which ends it
+// cancelled; one that still returns a result completes it.
+var ErrJobCancelled = errors.New("job cancelled")
 
 // ErrLeaseLost is the cause of a handler context cancelled because the
 // lease is gone.
@@ -174,6 +184,8 @@ func (w *Worker) run(ctx context.Context, claim *WorkerClaim) {
 	}
 	var je *JobError
 	switch {
+	case errors.Is(context.Cause(hctx), ErrJobCancelled):
+		je = &JobError{Code: CodeCancelled, Message: "cancelled: " + herr.Error()}
 	case errors.As(herr, &je):
 	case ctx.Err() != nil:
 		je = &JobError{Code: CodeWorkerShutdown, Message: "worker shut down: " + herr.Error(), Retryable: true}
@@ -219,11 +231,15 @@ func (w *Worker) heartbeat(ctx context.Context, claim *WorkerClaim, done <-chan 
 		case <-t.C:
 		}
 		hctx, hcancel := context.WithTimeout(ctx, max(interval, time.Second))
-		_, err := w.c.WorkerHeartbeat(hctx, &WorkerHeartbeatParams{
+		hb, err := w.c.WorkerHeartbeat(hctx, &WorkerHeartbeatParams{
 			WorkerID: w.cfg.WorkerID, JobID: claim.JobID, LeaseToken: claim.LeaseToken,
 		})
 		hcancel()
 		switch {
+		case err == nil && hb.Cancel:
+			log.Info("spine worker: job cancelled by head; stopping its handler")
+			cancel(ErrJobCancelled)
+			return
 		case err == nil:
 			lastOK = time.Now()
 		case errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrForbidden):

@@ -341,6 +341,11 @@ func (a *applier) fail(c *FailCommand) *Result {
 	}
 	res := &Result{Job: j}
 	switch {
+	case old.CancelRequested():
+		// The worker stopped as asked: the job ends cancelled, whatever
+		// the fail asked for.
+		j.State = StateCancelled
+		j.FinishedAt = c.Now
 	case c.Requeue && j.Attempts < j.MaxAttempts:
 		j.State = StateQueued
 		j.QueueIndex = a.index
@@ -355,8 +360,12 @@ func (a *applier) fail(c *FailCommand) *Result {
 		res.DLQ = true
 	}
 	at.Requeued, at.DLQ = res.Requeued, res.DLQ
-	j.addEvent(Event{At: c.Now, Type: EventFailed, Actor: a.in.actor(c.Actor), From: StateRunning, To: j.State,
-		AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: jerr.Message})
+	if j.State == StateCancelled {
+		a.cancelled(j, c.Now, a.in.actor(c.Actor), jerr.Message)
+	} else {
+		j.addEvent(Event{At: c.Now, Type: EventFailed, Actor: a.in.actor(c.Actor), From: StateRunning, To: j.State,
+			AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: jerr.Message})
+	}
 	a.put(old, j, c.Now)
 	return res
 }
@@ -367,6 +376,13 @@ func (a *applier) release(c *ReleaseCommand) *Result {
 		return r
 	}
 	j := copyJob(old)
+	if old.CancelRequested() {
+		// Given back after a cancel: it ends cancelled, not queued again.
+		endAttempt(j, c.Now, OutcomeCancelled, nil)
+		a.cancelled(j, c.Now, a.in.actor(c.Actor), c.Reason)
+		a.put(old, j, c.Now)
+		return &Result{Job: j}
+	}
 	at := endAttempt(j, c.Now, OutcomeReleased, nil)
 	// A release gives the attempt back: it does not count against the limit.
 	j.Attempts--
@@ -404,6 +420,20 @@ func (a *applier) reap(c *ReapCommand) *Result {
 // whose death ended the lease early (cmd_health.go).
 func (a *applier) expire(old *Job, now int64, deadWorker string) *Job {
 	j := copyJob(old)
+	if old.CancelRequested() {
+		// Its worker never reported after the cancel: the lease's end
+		// ends the job cancelled, not queued again.
+		at := endAttempt(j, now, OutcomeCancelled, nil)
+		text := "lease expired after a cancel"
+		if deadWorker != "" {
+			text = "worker " + deadWorker + " declared dead after a cancel"
+		}
+		j.addEvent(Event{At: now, Type: EventReaped, Actor: "reaper", From: StateRunning, To: StateCancelled,
+			AttemptID: at.ID, WorkerID: at.WorkerID, Text: text})
+		a.cancelled(j, now, "reaper", text)
+		a.put(old, j, now)
+		return j
+	}
 	var jerr *JobError
 	if j.IsTask() {
 		// A task's lease is twice its timeout: its worker crashed or lost
@@ -492,11 +522,12 @@ func (a *applier) redrive(c *RedriveCommand) *Result {
 	if old == nil {
 		return notFound(c.JobID)
 	}
-	if old.State != StateFailed && old.State != StateDead {
-		return &Result{Job: old, Err: refuse(ErrIllegalTransition, "redrive", old, "only a failed or dead job can be re-driven")}
+	if old.State != StateFailed && old.State != StateDead && old.State != StateCancelled {
+		return &Result{Job: old, Err: refuse(ErrIllegalTransition, "redrive", old, "only a failed, dead or cancelled job can be re-driven")}
 	}
 	j := copyJob(old)
 	j.State = StateQueued
+	j.CancelRequestedAt, j.CancelReason = 0, ""
 	j.Attempts = 0
 	j.QueueIndex = a.index
 	j.FinishedAt = 0

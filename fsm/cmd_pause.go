@@ -59,6 +59,7 @@ func (c *StreamPauseCommand) apply(a *applier) *Result {
 	case c.Pause && cur != nil, !c.Pause && cur == nil:
 		return &Result{Pause: cur}
 	case c.Pause:
+		a.t.jobControl = true
 		p := &StreamPause{Stream: c.Stream, PausedAt: c.Now, Actor: a.in.actor(c.Actor), Reason: c.Reason, Index: a.index}
 		a.setPause(c.Stream, p)
 		return &Result{Pause: p}

@@ -51,8 +51,10 @@ const (
 	CmdTaskStep CommandType = 28
 	CmdFeedOn   CommandType = 29
 
-	// An operator's pause or resume of a stream (cmd_pause.go).
+	// An operator's pause or resume of a stream (cmd_pause.go), and head's
+	// cancel of a job (cmd_cancel.go).
 	CmdStreamPause CommandType = 30
+	CmdCancel      CommandType = 31
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

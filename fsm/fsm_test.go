@@ -931,7 +931,9 @@ func randomLog(seed uint64, n int) [][]byte {
 				out = append(out, MustEncode(CmdReap, &ReapCommand{Now: now, Max: 1 + rng.IntN(5)}))
 			}
 		case 8:
-			if rng.IntN(2) == 0 {
+			if rng.IntN(5) == 0 {
+				out = append(out, MustEncode(CmdCancel, &CancelCommand{Now: now, JobID: pick(), Reason: "r", Actor: head}))
+			} else if rng.IntN(2) == 0 {
 				out = append(out, MustEncode(CmdRedrive, &RedriveCommand{Now: now, JobID: pick(), Actor: head}))
 			} else {
 				out = append(out, MustEncode(CmdComment, &CommentCommand{Now: now, JobID: pick(), Actor: a, Text: "c"}))

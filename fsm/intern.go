@@ -21,7 +21,7 @@ const (
 func newInterner() *interner {
 	in := &interner{m: make(map[string]string, 64)}
 	for _, s := range []string{
-		string(StateQueued), string(StateRunning), string(StateDone), string(StateFailed), string(StateDead),
+		string(StateQueued), string(StateRunning), string(StateDone), string(StateFailed), string(StateDead), string(StateCancelled),
 		string(OutcomeRunning), string(OutcomeCompleted), string(OutcomeFailed), string(OutcomeReleased),
 		string(OutcomeExpired), string(OutcomeCancelled),
 		EventCreated, EventClaimed, EventHeartbeat, EventCompleted, EventFailed, EventReleased, EventReaped,

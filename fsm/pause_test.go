@@ -73,8 +73,9 @@ func TestPausedStreamHandsOutNothing(t *testing.T) {
 	}
 }
 
-// Pauses are in snapshots (version 6), and only while a stream is paused:
-// a state with none is written as before, for nodes of older versions.
+// Pauses are in snapshots (version 6), written once a pause (or a cancel)
+// has been applied; a state that never had one is written as before, for
+// nodes of older versions.
 func TestPauseSnapshot(t *testing.T) {
 	h := newHarness(t)
 	h.create(CreateCommand{Stream: "a"})
@@ -115,7 +116,15 @@ func TestPauseSnapshot(t *testing.T) {
 	}
 	mustOK(t, h.pause("a", false))
 	mustOK(t, h.pause("zeta", false))
-	if v := version(snapOf(h.f)); v >= 6 {
+	raw = snapOf(h.f)
+	if v := version(raw); v != 6 {
 		t.Fatalf("after every resume written as version %d", v)
+	}
+	f3, _ := New(Config{})
+	if err := f3.Restore(io.NopCloser(bytes.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	if len(f3.Read().Paused()) != 0 {
+		t.Fatal("a resumed stream came back paused")
 	}
 }

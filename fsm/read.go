@@ -231,7 +231,7 @@ func (r *Reader) BlobChunks(id string, fn func([]byte) error) error {
 func (r *Reader) Counts() (map[State]int, error) {
 	out := map[State]int{}
 	t := r.view()
-	for _, s := range []State{StateQueued, StateRunning, StateDone, StateFailed, StateDead} {
+	for _, s := range []State{StateQueued, StateRunning, StateDone, StateFailed, StateDead, StateCancelled} {
 		out[s] = t.lanes[laneOf(s)].Len()
 	}
 	return out, nil

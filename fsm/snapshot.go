@@ -47,8 +47,9 @@ const (
 // version 3 (or 2), for the same reason. Version 5 adds the event feed
 // and when each attempt started; it is written once the feed is on, which
 // the leader turns on only once every server applies it (feed.go). Version
-// 6 adds paused streams; it is written only while a stream is paused,
-// which the leader allows only once every server applies the pause.
+// 6 adds paused streams and the cancel of a job (its state, and when and
+// why a cancel was asked); it is written once a pause or a cancel has been
+// applied, which the leader proposes only once every server applies them.
 const snapshotVersion = 6
 
 // SnapshotVersion is the newest snapshot version this build writes (and
@@ -120,7 +121,7 @@ func (s *snapshot) write(w io.Writer) error {
 	if s.t.feed.on {
 		version = 5
 	}
-	if len(s.t.paused) > 0 {
+	if s.t.jobControl {
 		version = 6
 	}
 	head := snapHeaderRecord{Version: version, Index: s.index}
@@ -278,6 +279,7 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 			w.t.feed.on = true
 			err = w.t.feed.restored(w.feedHead)
 		}
+		w.t.jobControl = h.Version >= 6
 	default:
 		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 to %d", h.Version, snapshotVersion)
 	}
@@ -744,6 +746,10 @@ func (e *enc) job(j *Job, version int) {
 			e.varint(j.AttemptLog[i].RunningAt)
 		}
 	}
+	if version >= 6 {
+		e.varint(j.CancelRequestedAt)
+		e.str(j.CancelReason)
+	}
 }
 
 func (d *dec) job(version int) *Job {
@@ -815,6 +821,10 @@ func (d *dec) job(version int) *Job {
 		for i := range j.AttemptLog {
 			j.AttemptLog[i].RunningAt = d.varint()
 		}
+	}
+	if version >= 6 {
+		j.CancelRequestedAt = d.varint()
+		j.CancelReason = d.str()
 	}
 	*jp = j
 	return jp

@@ -40,7 +40,7 @@ func (w *writer) count(stream string, lane stateLane, d int) {
 	w.dirty[tStats] = true
 }
 
-var laneStates = [numLanes]State{1: StateQueued, 2: StateRunning, 3: StateDone, 4: StateFailed, 5: StateDead}
+var laneStates = [numLanes]State{1: StateQueued, 2: StateRunning, 3: StateDone, 4: StateFailed, 5: StateDead, 6: StateCancelled}
 
 // StreamCount is how many jobs of one stream are in one state.
 type StreamCount struct {
@@ -97,7 +97,8 @@ const AutoFailed = "auto_failed"
 
 // countedEvents are the event types the counters keep, in a fixed order.
 var countedEvents = []string{EventCreated, EventClaimed, EventStarted, EventCompleted, EventFailed,
-	EventReleased, EventReaped, EventDead, EventRedriven, EventRouted, EventComment, AutoFailed}
+	EventReleased, EventReaped, EventDead, EventRedriven, EventRouted, EventComment, AutoFailed,
+	EventCancelRequested, EventCancelled}
 
 type eventCounts struct {
 	// from: entries at or below this index are not counted (a restarted

@@ -36,8 +36,8 @@ const btreeDegree = 16
 // this build does not know, so no job is ever left out of the lanes.
 type stateLane byte
 
-// numLanes counts the lanes: unknown, then the five states.
-const numLanes = 6
+// numLanes counts the lanes: unknown, then the six states.
+const numLanes = 7
 
 func laneOf(s State) stateLane {
 	switch s {
@@ -51,6 +51,8 @@ func laneOf(s State) stateLane {
 		return 4
 	case StateDead:
 		return 5
+	case StateCancelled:
+		return 6
 	}
 	return 0
 }
@@ -149,8 +151,10 @@ func leaseEntry(j *Job) (timeItem, bool) {
 	return timeItem{j.Lease.ExpiresAt, j.CreateIndex, j}, true
 }
 
+// finishedEntry keys the jobs retention deletes by finish time: done and
+// cancelled ones.
 func finishedEntry(j *Job) (timeItem, bool) {
-	return timeItem{j.FinishedAt, j.CreateIndex, j}, j.State == StateDone
+	return timeItem{j.FinishedAt, j.CreateIndex, j}, j.State == StateDone || j.State == StateCancelled
 }
 
 // Tree numbers, for the writer's record of which trees a batch changed.
@@ -212,6 +216,9 @@ type tables struct {
 	// paused holds the streams an operator paused (cmd_pause.go), by name:
 	// immutable, replaced whole on a change; nil when none is.
 	paused map[string]*StreamPause
+	// jobControl is set once a pause or a cancel has been applied: the
+	// state may then hold what only version 6 snapshots carry.
+	jobControl bool
 }
 
 func newTables() *tables {
@@ -444,6 +451,7 @@ func (w *writer) publish(prev *tables) *tables {
 	v.registry = w.t.registry // immutable: shared as it is
 	v.feed = w.t.feed         // append-only blocks: shared as they are (feed.go)
 	v.paused = w.t.paused     // immutable: shared as it is
+	v.jobControl = w.t.jobControl
 	for i := range v.lanes {
 		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])
 	}

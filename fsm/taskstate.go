@@ -11,6 +11,8 @@ package fsm
 //	succeeded       done
 //	failed          failed, or dead, unless its last attempt timed out
 //	failed_timeout  failed or dead because its last attempt's lease ran out (or its worker died) with no complete or fail
+//
+// A cancelled job reads failed: the seed has no word for it.
 type TaskState string
 
 // Task states.
@@ -34,6 +36,8 @@ func (j *Job) TaskState() TaskState {
 		return TaskClaimed
 	case StateDone:
 		return TaskSucceeded
+	case StateCancelled:
+		return TaskFailed
 	case StateFailed, StateDead:
 		if n := len(j.AttemptLog); n > 0 && j.AttemptLog[n-1].Outcome == OutcomeExpired {
 			return TaskFailedTimeout

@@ -17,19 +17,24 @@ const (
 	StateFailed State = "failed"
 	// StateDead: out of attempts. Terminal until re-driven.
 	StateDead State = "dead"
+	// StateCancelled: head cancelled it (cmd_cancel.go). Terminal until
+	// re-driven.
+	StateCancelled State = "cancelled"
 )
 
-// Valid reports whether s is one of the five canonical states.
+// Valid reports whether s is one of the six canonical states.
 func (s State) Valid() bool {
 	switch s {
-	case StateQueued, StateRunning, StateDone, StateFailed, StateDead:
+	case StateQueued, StateRunning, StateDone, StateFailed, StateDead, StateCancelled:
 		return true
 	}
 	return false
 }
 
 // Terminal reports whether no worker action can move a job out of s.
-func (s State) Terminal() bool { return s == StateDone || s == StateFailed || s == StateDead }
+func (s State) Terminal() bool {
+	return s == StateDone || s == StateFailed || s == StateDead || s == StateCancelled
+}
 
 // DefaultStream is the stream of a job created without one.
 const DefaultStream = "default"
@@ -66,6 +71,13 @@ type Job struct {
 
 	// Lease is set while the job is running.
 	Lease *Lease
+
+	// CancelRequestedAt is when head asked to cancel the job while it ran
+	// (0: never): its worker learns it from its next heartbeat answer, and
+	// however the attempt ends but by a complete (a fail, a release, the
+	// lease running out), the job ends cancelled. CancelReason is head's.
+	CancelRequestedAt int64
+	CancelReason      string
 
 	Result []byte // raw JSON, set by complete
 	Error  *JobError
@@ -189,6 +201,10 @@ const (
 	EventRedriven  = "redriven"
 	EventRouted    = "routed"
 	EventStarted   = "started"
+	// EventCancelRequested: head asked a running job's worker to stop;
+	// EventCancelled: the job ended cancelled.
+	EventCancelRequested = "cancel_requested"
+	EventCancelled       = "cancelled"
 )
 
 // Blob is a replicated, content-addressed byte string. Its id is the hex
@@ -230,6 +246,9 @@ func copyJob(j *Job) *Job {
 	c.History = j.History[:len(j.History):len(j.History)]
 	return &c
 }
+
+// CancelRequested reports whether j runs with a cancel asked of it.
+func (j *Job) CancelRequested() bool { return j.State == StateRunning && j.CancelRequestedAt != 0 }
 
 // CurrentAttempt returns the attempt holding the lease, or nil.
 func (j *Job) CurrentAttempt() *Attempt {

@@ -90,7 +90,7 @@ func listFilter(r *http.Request) (fsm.ListFilter, error) {
 	if v := q.Get("status"); v != "" {
 		st := fsm.State(strings.ToLower(v))
 		if !st.Valid() {
-			return f, badRequest("status must be one of queued, running, done, failed, dead")
+			return f, badRequest("status must be one of queued, running, done, failed, dead, cancelled")
 		}
 		f.State = st
 	}
@@ -154,6 +154,15 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, c *call) er
 	v.LeaseToken = j.Lease.Token
 	writeJSON(w, http.StatusOK, v)
 	return nil
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.JobCancelRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	res, index, err := s.queue.Cancel(r.Context(), r.PathValue("id"), req.Reason, fsm.Actor{Role: c.role})
+	return s.answerJob(w, res, index, err)
 }
 
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c *call) error {

@@ -42,6 +42,7 @@ func (s *Server) routes() {
 	s.route("POST", "/jobs/{id}/fail", kindWrite, allowAll, s.handleFail)
 	s.route("POST", "/jobs/{id}/release", kindWrite, allowAll, s.handleRelease)
 	s.route("POST", "/jobs/{id}/comment", kindWrite, allowAll, s.handleComment)
+	s.route("POST", "/jobs/{id}/cancel", kindWrite, allowHead, s.handleCancel)
 
 	s.route("POST", "/blobs", kindWrite, allowAll, s.handleBlobPut)
 	s.bodyLimits = map[string]int64{"POST /blobs": s.queue.Config().MaxBlobBytes + 1<<20} // multipart framing

@@ -94,3 +94,32 @@ func TestStreamPauseAndResume(t *testing.T) {
 	e.do("POST", "/streams/no%20such/pause", headTok, nil).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
 	e.do("POST", "/streams/ml/pause", headTok, `{"reson":"x"}`).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
 }
+
+// Cancel through the v0 API: a running job's heartbeat answers cancel,
+// its fail ends it cancelled whatever requeue says, listing by status finds
+// it, a done job is refused, claws may not cancel.
+func TestCancelV0(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(map[string]interface{}{})["id"].(string)
+	tok := e.claim(id, leftTok)["leaseToken"].(string)
+	e.do("POST", "/jobs/"+id+"/cancel", leftTok, nil).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	if r := e.do("POST", "/jobs/"+id+"/cancel", headTok, `{"reason":"stop"}`); r.Code != 200 || r.json(t)["cancel"] != true {
+		t.Fatalf("cancel: %d %s", r.Code, r.Body)
+	}
+	if r := e.do("POST", "/jobs/"+id+"/heartbeat", leftTok, map[string]string{"leaseToken": tok}); r.Code != 200 || r.json(t)["cancel"] != true || r.json(t)["cancelReason"] != "stop" {
+		t.Fatalf("heartbeat: %d %s", r.Code, r.Body)
+	}
+	if r := e.do("POST", "/jobs/"+id+"/fail", leftTok, map[string]any{"leaseToken": tok, "requeue": true, "error": map[string]string{"code": "cancelled", "message": "stopped"}}); r.Code != 200 || r.json(t)["status"] != "cancelled" {
+		t.Fatalf("fail: %d %s", r.Code, r.Body)
+	}
+	if r := e.do("GET", "/jobs?status=cancelled", headTok, nil); r.Code != 200 || len(r.json(t)["jobs"].([]any)) != 1 {
+		t.Fatalf("list cancelled: %d %s", r.Code, r.Body)
+	}
+	done := e.create(map[string]interface{}{})["id"].(string)
+	dtok := e.claim(done, leftTok)["leaseToken"].(string)
+	if r := e.do("POST", "/jobs/"+done+"/complete", leftTok, map[string]string{"leaseToken": dtok}); r.Code != 200 {
+		t.Fatalf("complete: %d %s", r.Code, r.Body)
+	}
+	e.do("POST", "/jobs/"+done+"/cancel", headTok, nil).apiErr(t, http.StatusConflict, api.CodeIllegalTransition)
+	e.do("POST", "/jobs/nope/cancel", headTok, nil).apiErr(t, http.StatusNotFound, api.CodeNotFound)
+}

@@ -309,7 +309,7 @@ func (s *Server) uiTasks(w http.ResponseWriter, r *http.Request, u *uiView) erro
 		return err
 	}
 	d := &tasksData{Jobs: jobs, State: string(f.State), Stream: f.Stream,
-		States: []fsm.State{fsm.StateQueued, fsm.StateRunning, fsm.StateDone, fsm.StateFailed, fsm.StateDead}}
+		States: []fsm.State{fsm.StateQueued, fsm.StateRunning, fsm.StateDone, fsm.StateFailed, fsm.StateDead, fsm.StateCancelled}}
 	if next != 0 {
 		nq := url.Values{"after": {strconv.FormatUint(next, 10)}}
 		if f.State != "" {

@@ -25,6 +25,7 @@ func viewJob(j *fsm.Job) *api.Job {
 		FinishedAt:  api.Time(j.FinishedAt),
 		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
 		Comments: make([]api.Comment, 0, len(j.Comments)),
+		Cancel:   j.CancelRequested(), CancelRequestedAt: api.Time(j.CancelRequestedAt), CancelReason: j.CancelReason,
 	}
 	if l := j.Lease; l != nil {
 		v.ClaimedBy, v.WorkerID, v.AttemptID, v.LeaseExpiresAt = l.Owner, l.WorkerID, l.AttemptID, api.Time(l.ExpiresAt)

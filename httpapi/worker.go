@@ -95,7 +95,7 @@ func (s *Server) handleWorkerHeartbeat(w http.ResponseWriter, r *http.Request, c
 	if err != nil {
 		return s.workerRefusal(w, err)
 	}
-	writeJSON(w, http.StatusOK, api.WorkerHeartbeatResult{OK: true, LeaseExpiresAt: api.Time(res.Job.Lease.ExpiresAt)})
+	writeJSON(w, http.StatusOK, api.WorkerHeartbeatResult{OK: true, LeaseExpiresAt: api.Time(res.Job.Lease.ExpiresAt), Cancel: res.Job.CancelRequested()})
 	return nil
 }
 

@@ -154,6 +154,19 @@ func (s *Service) ClaimJob(ctx context.Context, id string, actor fsm.Actor) (*fs
 	return res.Job, index, nil
 }
 
+// Cancel cancels a job (head): a queued one at once, a running one once
+// its worker stops (fsm.CancelCommand). A repeat changes nothing
+// (res.Duplicate); a done, failed or dead job is refused.
+func (s *Service) Cancel(ctx context.Context, id, reason string, actor fsm.Actor) (*fsm.Result, uint64, error) {
+	if len(reason) > MaxTextBytes {
+		return nil, 0, invalid("reason is larger than %d bytes", MaxTextBytes)
+	}
+	if !s.allApply(fsm.CmdCancel) {
+		return nil, 0, ErrUpgradeInProgress
+	}
+	return s.Propose(ctx, fsm.CmdCancel, &fsm.CancelCommand{Now: s.now(), JobID: id, Reason: reason, Actor: actor})
+}
+
 // CompleteInput completes the attempt Ref names.
 type CompleteInput struct {
 	Ref            fsm.LeaseRef

@@ -21,7 +21,8 @@ var jobVerbs = []verb{
 	{"fail", "ID", "Fail a running job; it is requeued while it has attempts left unless --requeue=false.", jobsFail},
 	{"release", "ID", "Give a running job back to the queue without counting the attempt.", jobsRelease},
 	{"comment", "ID [TEXT]", "Attach a note to a job.", jobsComment},
-	{"redrive", "ID", "Put a failed or dead job back in the queue with its attempts reset (head).", jobsRedrive},
+	{"cancel", "ID [--reason TEXT]", "Cancel a job (head): a queued one at once; a running one's worker is told on its next heartbeat, and the job ends cancelled when it stops.", jobsCancel},
+	{"redrive", "ID", "Put a failed, dead or cancelled job back in the queue with its attempts reset (head).", jobsRedrive},
 }
 
 func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
@@ -276,6 +277,9 @@ func jobTable(w io.Writer, v any) {
 	if j.LeaseToken != "" {
 		row("LEASE TOKEN", j.LeaseToken)
 	}
+	if !j.CancelRequestedAt.IsZero() {
+		row("CANCEL", fmt.Sprintf("asked %s: %s", fmtTime(j.CancelRequestedAt), dash(j.CancelReason)))
+	}
 	row("PAYLOAD", compact(j.Payload, 120))
 	if len(j.Result) > 0 {
 		row("RESULT", compact(j.Result, 120))
@@ -303,5 +307,15 @@ func jobListTable(w io.Writer, v any) {
 	}
 	if res.NextCursor != "" {
 		fmt.Fprintf(w, "\nnext page: --cursor %s\n", res.NextCursor)
+	}
+}
+
+func jobsCancel(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	reason := fs.String("reason", "", "why, kept on the job")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			return cl.JobCancel(ctx, pos[0], *reason)
+		}, jobTable)
 	}
 }
