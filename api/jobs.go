@@ -93,6 +93,13 @@ type Job struct {
 	Cancel            bool      `json:"cancel,omitempty"`
 	CancelRequestedAt time.Time `json:"cancelRequestedAt,omitzero"`
 	CancelReason      string    `json:"cancelReason,omitempty"`
+	// Progress is what the running attempt last reported with a heartbeat
+	// (gone once a new attempt starts); Checkpoint what an attempt last
+	// saved, kept across attempts.
+	Progress     json.RawMessage `json:"progress,omitempty"`
+	ProgressAt   time.Time       `json:"progressAt,omitzero"`
+	Checkpoint   json.RawMessage `json:"checkpoint,omitempty"`
+	CheckpointAt time.Time       `json:"checkpointAt,omitzero"`
 
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *JobError       `json:"error,omitempty"`
@@ -319,6 +326,11 @@ type JobClaimRequest struct {
 type JobHeartbeatRequest struct {
 	LeaseToken string `json:"leaseToken,omitempty"`
 	AttemptID  string `json:"attemptId,omitempty"`
+	// Progress (JSON, at most 4 KiB) is shown on the job until the attempt
+	// ends; Checkpoint (JSON, at most 64 KiB) is kept across attempts and
+	// handed to the next claim. Either makes the heartbeat a write.
+	Progress   json.RawMessage `json:"progress,omitempty"`
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 }
 
 // JobCompleteRequest is the body of POST /jobs/{id}/complete. With both

@@ -37,6 +37,9 @@ type WorkerClaim struct {
 	// Attempt is this attempt's number, from 1; MaxAttempts the job's limit.
 	Attempt     int `json:"attempt,omitempty"`
 	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Checkpoint is what an earlier attempt saved with a heartbeat: resume
+	// from it.
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 }
 
 // LeaseTTL is the lease length as a duration.
@@ -68,6 +71,12 @@ type WorkerHeartbeatRequest struct {
 	// not checked (the lease token names the attempt).
 	Stream    string `json:"stream,omitempty"`
 	MessageID string `json:"message_id,omitempty"`
+	// Progress (JSON, at most 4 KiB) is shown on the job until the attempt
+	// ends; Checkpoint (JSON, at most 64 KiB) is kept across attempts and
+	// handed to the next claim (WorkerClaim.Checkpoint). Either makes the
+	// heartbeat a write on the leader.
+	Progress   json.RawMessage `json:"progress,omitempty"`
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 }
 
 // WorkerHeartbeatResult is the answer of a worker heartbeat.

@@ -149,17 +149,79 @@ func (w *Worker) loop(ctx context.Context) error {
 	return nil
 }
 
+// jobReport is what a handler reports about its job (ReportProgress,
+// SaveCheckpoint), reachable from its context.
+type jobReport struct {
+	w     *Worker
+	claim *WorkerClaim
+	mu    sync.Mutex
+	// progress waits for the next heartbeat; nil when none does.
+	progress json.RawMessage
+}
+
+type reportKey struct{}
+
+// ErrNotAWorkerJob: ReportProgress or SaveCheckpoint was given a context
+// that is not (derived from) a [Worker] handler's.
+var ErrNotAWorkerJob = errors.New("client: not the context of a Worker handler")
+
+func reportOf(ctx context.Context, v any, limit int) (*jobReport, json.RawMessage, error) {
+	r, _ := ctx.Value(reportKey{}).(*jobReport)
+	if r == nil {
+		return nil, nil, ErrNotAWorkerJob
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(raw) > limit {
+		return nil, nil, fmt.Errorf("client: %d bytes of JSON, over the limit of %d", len(raw), limit)
+	}
+	return r, raw, nil
+}
+
+// ReportProgress records v (as JSON, at most 4 KiB), such as a percentage
+// and a message, as the progress of the job whose handler ctx is; the
+// Worker sends it with its next heartbeat, and the job shows it until the
+// attempt ends. A later call before that heartbeat replaces it.
+func ReportProgress(ctx context.Context, v any) error {
+	r, raw, err := reportOf(ctx, v, 4<<10)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.progress = raw
+	r.mu.Unlock()
+	return nil
+}
+
+// SaveCheckpoint saves v (as JSON, at most 64 KiB) as the checkpoint of the
+// job whose handler ctx is, and returns once the cluster holds it: if this
+// attempt ends without completing (a crash, a fail with requeue, a lost
+// lease), the next claim's WorkerClaim.Checkpoint is v, and its handler can
+// resume from there instead of starting over.
+func SaveCheckpoint(ctx context.Context, v any) error {
+	r, raw, err := reportOf(ctx, v, 64<<10)
+	if err != nil {
+		return err
+	}
+	_, err = r.w.c.WorkerHeartbeat(ctx, &WorkerHeartbeatParams{WorkerID: r.w.cfg.WorkerID, JobID: r.claim.JobID,
+		LeaseToken: r.claim.LeaseToken, Checkpoint: raw})
+	return err
+}
+
 // run executes one claimed job and reports its outcome.
 func (w *Worker) run(ctx context.Context, claim *WorkerClaim) {
 	log := w.log.With("job_id", claim.JobID, "attempt_id", claim.AttemptID)
-	hctx, cancel := context.WithCancelCause(ctx)
+	rep := &jobReport{w: w, claim: claim}
+	hctx, cancel := context.WithCancelCause(context.WithValue(ctx, reportKey{}, rep))
 	defer cancel(nil)
 
 	done := make(chan struct{})
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
-		w.heartbeat(hctx, claim, done, cancel, log)
+		w.heartbeat(hctx, claim, rep, done, cancel, log)
 	}()
 	result, herr := w.callHandler(hctx, claim)
 	close(done)
@@ -215,7 +277,7 @@ func (w *Worker) callHandler(ctx context.Context, claim *WorkerClaim) (res json.
 // heartbeat extends the lease until done closes. A fencing refusal, or no
 // successful heartbeat for a whole lease, cancels the handler with
 // ErrLeaseLost.
-func (w *Worker) heartbeat(ctx context.Context, claim *WorkerClaim, done <-chan struct{},
+func (w *Worker) heartbeat(ctx context.Context, claim *WorkerClaim, rep *jobReport, done <-chan struct{},
 	cancel context.CancelCauseFunc, log *slog.Logger) {
 	interval := claim.HeartbeatInterval()
 	ttl := claim.LeaseTTL()
@@ -230,11 +292,22 @@ func (w *Worker) heartbeat(ctx context.Context, claim *WorkerClaim, done <-chan 
 			return
 		case <-t.C:
 		}
+		rep.mu.Lock()
+		progress := rep.progress
+		rep.progress = nil
+		rep.mu.Unlock()
 		hctx, hcancel := context.WithTimeout(ctx, max(interval, time.Second))
 		hb, err := w.c.WorkerHeartbeat(hctx, &WorkerHeartbeatParams{
-			WorkerID: w.cfg.WorkerID, JobID: claim.JobID, LeaseToken: claim.LeaseToken,
+			WorkerID: w.cfg.WorkerID, JobID: claim.JobID, LeaseToken: claim.LeaseToken, Progress: progress,
 		})
 		hcancel()
+		if err != nil && progress != nil {
+			rep.mu.Lock()
+			if rep.progress == nil { // not replaced meanwhile: try again next time
+				rep.progress = progress
+			}
+			rep.mu.Unlock()
+		}
 		switch {
 		case err == nil && hb.Cancel:
 			log.Info("spine worker: job cancelled by head; stopping its handler")

@@ -199,6 +199,7 @@ func (a *applier) start(old *Job, g grant) *Job {
 	j.State = StateRunning
 	j.Attempts++
 	j.StartedAt = g.Now
+	j.Progress, j.ProgressAt = nil, 0 // a new attempt reports its own
 	j.Lease = &Lease{
 		Owner:     g.Actor.Role,
 		WorkerID:  g.Actor.WorkerID,

@@ -48,7 +48,9 @@ func commandSamples() map[CommandType][]interface{} {
 		CmdStreamCreate: {&StreamCreateCommand{}, &StreamCreateCommand{Now: 9, ID: "str_1", Name: "auth", Session: "api-v2",
 			Instructions: big, Actor: head}},
 		CmdStreamEnd: {&StreamEndCommand{}, &StreamEndCommand{Now: 9, Name: "auth", Actor: a}},
-		CmdCancel:    {&CancelCommand{}, &CancelCommand{Now: 9, JobID: "j1", Reason: "not needed", Actor: a}},
+		CmdProgress: {&ProgressCommand{}, &ProgressCommand{HeartbeatCommand: HeartbeatCommand{Now: 3, Ref: LeaseRef{JobID: "j", AttemptID: "a", Token: "t"}, Actor: a, LeaseNanos: 9},
+			Progress: []byte(`{"pct":40}`), Checkpoint: []byte(`{"page":7}`)}, &ProgressCommand{Progress: []byte{}}},
+		CmdCancel: {&CancelCommand{}, &CancelCommand{Now: 9, JobID: "j1", Reason: "not needed", Actor: a}},
 		CmdStreamPause: {&StreamPauseCommand{}, &StreamPauseCommand{Now: 9, Stream: "auth", Pause: true, Reason: "deploy", Actor: a},
 			&StreamPauseCommand{Now: -1, Stream: "auth", Actor: a}},
 		CmdRegistrySet: {&RegistrySetCommand{}, &RegistrySetCommand{Now: 9, Actor: head, Registry: Registry{

@@ -55,6 +55,8 @@ const (
 	// cancel of a job (cmd_cancel.go).
 	CmdStreamPause CommandType = 30
 	CmdCancel      CommandType = 31
+	// A heartbeat with progress or a checkpoint (cmd_progress.go).
+	CmdProgress CommandType = 32
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

@@ -917,7 +917,13 @@ func randomLog(seed uint64, n int) [][]byte {
 					Actor: c.Actor, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos}))
 			}
 		case 3:
-			out = append(out, MustEncode(CmdHeartbeat, &HeartbeatCommand{Now: now, Ref: ref(), Actor: a, LeaseNanos: 60e9}))
+			hb := HeartbeatCommand{Now: now, Ref: ref(), Actor: a, LeaseNanos: 60e9}
+			if rng.IntN(3) == 0 {
+				out = append(out, MustEncode(CmdProgress, &ProgressCommand{HeartbeatCommand: hb, Progress: []byte(`{"pct":1}`),
+					Checkpoint: [][]byte{nil, []byte(`{"at":2}`)}[rng.IntN(2)]}))
+			} else {
+				out = append(out, MustEncode(CmdHeartbeat, &hb))
+			}
 		case 4:
 			out = append(out, MustEncode(CmdComplete, &CompleteCommand{Now: now, Ref: ref(), Actor: a, Result: []byte(`1`)}))
 		case 5:

@@ -47,9 +47,10 @@ const (
 // version 3 (or 2), for the same reason. Version 5 adds the event feed
 // and when each attempt started; it is written once the feed is on, which
 // the leader turns on only once every server applies it (feed.go). Version
-// 6 adds paused streams and the cancel of a job (its state, and when and
-// why a cancel was asked); it is written once a pause or a cancel has been
-// applied, which the leader proposes only once every server applies them.
+// 6 adds paused streams and a job's cancel (its state, and when and why a
+// cancel was asked), progress and checkpoint; it is written once a pause,
+// a cancel or a progress has been applied, which the leader proposes only
+// once every server applies them.
 const snapshotVersion = 6
 
 // SnapshotVersion is the newest snapshot version this build writes (and
@@ -749,6 +750,10 @@ func (e *enc) job(j *Job, version int) {
 	if version >= 6 {
 		e.varint(j.CancelRequestedAt)
 		e.str(j.CancelReason)
+		e.bytes(j.Progress)
+		e.varint(j.ProgressAt)
+		e.bytes(j.Checkpoint)
+		e.varint(j.CheckpointAt)
 	}
 }
 
@@ -825,6 +830,10 @@ func (d *dec) job(version int) *Job {
 	if version >= 6 {
 		j.CancelRequestedAt = d.varint()
 		j.CancelReason = d.str()
+		j.Progress = d.bytes()
+		j.ProgressAt = d.varint()
+		j.Checkpoint = d.bytes()
+		j.CheckpointAt = d.varint()
 	}
 	*jp = j
 	return jp

@@ -79,6 +79,14 @@ type Job struct {
 	CancelRequestedAt int64
 	CancelReason      string
 
+	// Progress is what the running attempt last reported (raw JSON; nil
+	// once a new attempt starts); Checkpoint what an attempt last saved
+	// (raw JSON), kept across attempts and handed to the next claim.
+	Progress     []byte
+	ProgressAt   int64
+	Checkpoint   []byte
+	CheckpointAt int64
+
 	Result []byte // raw JSON, set by complete
 	Error  *JobError
 	Stdout string

@@ -170,7 +170,9 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c *call
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, index, err := s.queue.Heartbeat(r.Context(), s.heartbeatInput(c, leaseRef(r, req.LeaseToken, req.AttemptID), fsm.Actor{Role: c.role}))
+	in := s.heartbeatInput(c, leaseRef(r, req.LeaseToken, req.AttemptID), fsm.Actor{Role: c.role})
+	in.Progress, in.Checkpoint = reported(req.Progress), reported(req.Checkpoint)
+	res, index, err := s.queue.Heartbeat(r.Context(), in)
 	return s.answerJob(w, res, index, err)
 }
 

@@ -249,7 +249,7 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"Blob", api.Blob{}},
 		{"JobList", api.JobList{}},
 		{"WorkerClaim", api.WorkerClaim{}},
-		{"WorkerRef", api.WorkerHeartbeatRequest{}},
+		{"WorkerHeartbeat", api.WorkerHeartbeatRequest{}},
 		{"CreateRequest", api.JobCreateRequest{}},
 		{"Session", api.Session{}},
 		{"Stream", api.Stream{}},

@@ -26,6 +26,7 @@ func viewJob(j *fsm.Job) *api.Job {
 		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
 		Comments: make([]api.Comment, 0, len(j.Comments)),
 		Cancel:   j.CancelRequested(), CancelRequestedAt: api.Time(j.CancelRequestedAt), CancelReason: j.CancelReason,
+		Progress: j.Progress, ProgressAt: api.Time(j.ProgressAt), Checkpoint: j.Checkpoint, CheckpointAt: api.Time(j.CheckpointAt),
 	}
 	if l := j.Lease; l != nil {
 		v.ClaimedBy, v.WorkerID, v.AttemptID, v.LeaseExpiresAt = l.Owner, l.WorkerID, l.AttemptID, api.Time(l.ExpiresAt)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -49,8 +50,17 @@ func claimAnswer(j *fsm.Job) api.WorkerClaim {
 		Claimed: true, JobID: j.ID, AttemptID: j.Lease.AttemptID, LeaseToken: j.Lease.Token,
 		Stream: j.Stream, MessageID: messageID(j), Payload: j.Payload,
 		LeaseTTLSeconds: ttl.Seconds(), HeartbeatIntervalSeconds: (ttl / 3).Seconds(),
-		Attempt: j.Attempts, MaxAttempts: j.MaxAttempts,
+		Attempt: j.Attempts, MaxAttempts: j.MaxAttempts, Checkpoint: j.Checkpoint,
 	}
+}
+
+// reported is a heartbeat's progress or checkpoint as the queue takes it:
+// nil when absent or JSON null.
+func reported(raw json.RawMessage) []byte {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return raw
 }
 
 // workerLease checks the reference every worker call carries and returns
@@ -90,7 +100,9 @@ func (s *Server) handleWorkerHeartbeat(w http.ResponseWriter, r *http.Request, c
 	if err != nil {
 		return err
 	}
-	res, index, err := s.queue.Heartbeat(r.Context(), s.heartbeatInput(c, ref, fsm.Actor{Role: c.role, WorkerID: req.WorkerID}))
+	in := s.heartbeatInput(c, ref, fsm.Actor{Role: c.role, WorkerID: req.WorkerID})
+	in.Progress, in.Checkpoint = reported(req.Progress), reported(req.Checkpoint)
+	res, index, err := s.queue.Heartbeat(r.Context(), in)
 	s.setIndex(w, index)
 	if err != nil {
 		return s.workerRefusal(w, err)

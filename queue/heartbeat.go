@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spine-queue/spine/fsm"
@@ -20,7 +21,16 @@ type HeartbeatInput struct {
 	// MinIndex is the highest index the caller has seen in an answer (the
 	// index of its claim or of its last heartbeat's answer); 0 if unknown.
 	MinIndex uint64
+	// Progress and Checkpoint (raw JSON, nil: none) make the heartbeat a
+	// write that also reports them (fsm.ProgressCommand).
+	Progress, Checkpoint []byte
 }
+
+// Limits of what a heartbeat reports.
+const (
+	MaxProgressBytes   = 4 << 10
+	MaxCheckpointBytes = 64 << 10
+)
 
 // Heartbeat extends a lease, or answers from the committed lease when it
 // is fresh enough (Config.LeaseRenewFraction) that a log entry would only
@@ -41,6 +51,20 @@ type HeartbeatInput struct {
 // entry either.
 func (s *Service) Heartbeat(ctx context.Context, in HeartbeatInput) (*fsm.Result, uint64, error) {
 	cmd := &fsm.HeartbeatCommand{Now: s.now(), Ref: in.Ref, Actor: in.Actor, LeaseNanos: s.cfg.Lease.Nanoseconds()}
+	if in.Progress != nil || in.Checkpoint != nil {
+		// Something to keep: always written, by the leader.
+		switch {
+		case len(in.Progress) > MaxProgressBytes:
+			return nil, 0, &TooLargeError{Message: fmt.Sprintf("progress is larger than %d bytes", MaxProgressBytes)}
+		case len(in.Checkpoint) > MaxCheckpointBytes:
+			return nil, 0, &TooLargeError{Message: fmt.Sprintf("checkpoint is larger than %d bytes", MaxCheckpointBytes)}
+		case in.Local:
+			return nil, 0, ErrNeedLeader
+		case !s.allApply(fsm.CmdProgress):
+			return nil, 0, ErrUpgradeInProgress
+		}
+		return s.Propose(ctx, fsm.CmdProgress, &fsm.ProgressCommand{HeartbeatCommand: *cmd, Progress: in.Progress, Checkpoint: in.Checkpoint})
+	}
 	f := s.cfg.LeaseRenewFraction
 	if f > 0 && !in.Consistent && (!in.Local || in.MinIndex > 0) {
 		if res, idx, ok := s.recentHeartbeat(ctx, cmd, f, in.MinIndex); ok {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -174,8 +175,22 @@ func leaseFlags(fs *pflag.FlagSet, token, attempt *string) {
 func jobsHeartbeat(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	var p client.JobLeaseParams
 	leaseFlags(fs, &p.LeaseToken, &p.AttemptID)
+	progress := fs.String("progress", "", `progress to show on the job, as JSON (e.g. '{"pct":40}'), at most 4 KiB`)
+	checkpoint := fs.String("checkpoint", "", "a checkpoint to keep across attempts, as JSON, at most 64 KiB")
 	c.nargs(1, 1)
 	return func(pos []string) int {
+		for _, f := range []struct {
+			name, v string
+			dst     *json.RawMessage
+		}{{"progress", *progress, &p.Progress}, {"checkpoint", *checkpoint, &p.Checkpoint}} {
+			if f.v == "" {
+				continue
+			}
+			if !json.Valid([]byte(f.v)) {
+				return c.usageError("--" + f.name + " is not valid JSON")
+			}
+			*f.dst = json.RawMessage(f.v)
+		}
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
 			return cl.JobHeartbeat(ctx, pos[0], &p)
 		}, jobTable)
@@ -276,6 +291,12 @@ func jobTable(w io.Writer, v any) {
 	}
 	if j.LeaseToken != "" {
 		row("LEASE TOKEN", j.LeaseToken)
+	}
+	if len(j.Progress) > 0 {
+		row("PROGRESS", compact(j.Progress, 120)+" at "+fmtTime(j.ProgressAt))
+	}
+	if len(j.Checkpoint) > 0 {
+		row("CHECKPOINT", compact(j.Checkpoint, 120)+" at "+fmtTime(j.CheckpointAt))
 	}
 	if !j.CancelRequestedAt.IsZero() {
 		row("CANCEL", fmt.Sprintf("asked %s: %s", fmtTime(j.CancelRequestedAt), dash(j.CancelReason)))
