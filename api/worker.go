@@ -17,6 +17,10 @@ type WorkerClaimRequest struct {
 	// ready, in milliseconds (capped by the server, 30000 by default; 0
 	// answers at once).
 	MaxWaitMS int64 `json:"max_wait_ms"`
+	// MaxJobs, from 1 to 100, asks for up to that many jobs in one round
+	// trip (as many as wait, once at least one does), each under its own
+	// lease: the answer lists them in Jobs.
+	MaxJobs int `json:"max_jobs,omitempty"`
 }
 
 // WorkerClaim is the answer of a worker claim. Claimed is false, and every
@@ -40,6 +44,10 @@ type WorkerClaim struct {
 	// Checkpoint is what an earlier attempt saved with a heartbeat: resume
 	// from it.
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// Jobs, in the answer to a claim with max_jobs, lists every job taken,
+	// each with its own lease (the fields above repeat the first); empty
+	// when nothing was claimed.
+	Jobs []WorkerClaim `json:"jobs,omitempty"`
 }
 
 // LeaseTTL is the lease length as a duration.

@@ -110,6 +110,9 @@ type WorkerClaimParams struct {
 	// MaxWait is how long the server may hold the request when no job is
 	// ready (capped at 30s by the server; 0 answers at once).
 	MaxWait time.Duration
+	// MaxJobs, from 2 to 100, asks for up to that many jobs in one round
+	// trip, each under its own lease (WorkerClaim.Jobs).
+	MaxJobs int
 }
 
 // DLQListParams page the dead-letter listing.

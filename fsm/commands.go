@@ -57,6 +57,8 @@ const (
 	CmdCancel      CommandType = 31
 	// A heartbeat with progress or a checkpoint (cmd_progress.go).
 	CmdProgress CommandType = 32
+	// A claim of several jobs in one entry (cmd_claim_batch.go).
+	CmdClaimBatch CommandType = 33
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

@@ -907,6 +907,16 @@ func randomLog(seed uint64, n int) [][]byte {
 				out = append(out, MustEncode(CmdClaimNextKeyed, &ClaimNextKeyedCommand{ClaimNextCommand{Now: c.Now, Streams: c.Streams,
 					Targets: c.Targets, Actor: c.Actor, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos}}))
 			case 0:
+				if rng.IntN(3) == 0 { // a batch of up to three
+					n := 1 + rng.IntN(3)
+					b := &ClaimBatchCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets, Actor: c.Actor, LeaseNanos: c.LeaseNanos}
+					for k := range n {
+						b.AttemptIDs = append(b.AttemptIDs, fmt.Sprintf("%s-%d", att, k))
+						b.LeaseTokens = append(b.LeaseTokens, fmt.Sprintf("%s-%d", tok, k))
+					}
+					out = append(out, MustEncode(CmdClaimBatch, b))
+					break
+				}
 				c.JobID = pick()
 				tokens = append(tokens, LeaseRef{JobID: c.JobID, AttemptID: att, Token: tok})
 				out = append(out, MustEncode(CmdClaim, c))

@@ -34,3 +34,49 @@ func TestProgressAndCheckpoint(t *testing.T) {
 		t.Fatalf("next claim: %+v", cl.Job)
 	}
 }
+
+// A batch claim takes the jobs claim-next would take one by one, each
+// under its own lease, and fewer when fewer wait.
+func TestClaimBatch(t *testing.T) {
+	h := newHarness(t)
+	var want []string
+	for _, s := range []string{"a", "a", "b", "a", "b"} {
+		want = append(want, h.create(CreateCommand{Stream: s}).ID)
+	}
+	batch := func(n int) *Result {
+		c := &ClaimBatchCommand{Now: h.now, Streams: []string{"a", "b"}, Targets: []string{"left_claw"}, Actor: left, LeaseNanos: lease}
+		for range n {
+			c.AttemptIDs = append(c.AttemptIDs, h.nextID("att"))
+			c.LeaseTokens = append(c.LeaseTokens, h.nextID("tok"))
+		}
+		return h.apply(CmdClaimBatch, c)
+	}
+	r := batch(3)
+	mustOK(t, r)
+	// Stream a first (its three jobs in order), then b.
+	order := []string{want[0], want[1], want[3], want[2], want[4]}
+	if !r.Claimed || len(r.Jobs) != 3 || r.Job != r.Jobs[0] {
+		t.Fatalf("batch of 3: %+v", r)
+	}
+	for i, j := range r.Jobs {
+		if j.ID != order[i] || j.State != StateRunning || j.Lease.Token == "" {
+			t.Fatalf("job %d: %s %s", i, j.ID, j.State)
+		}
+	}
+	// Each lease is its own: completing one with another's token is refused.
+	bad := LeaseRef{JobID: r.Jobs[0].ID, AttemptID: r.Jobs[1].Lease.AttemptID, Token: r.Jobs[1].Lease.Token}
+	if res := h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: bad, Actor: left}); res.Err == nil {
+		t.Fatal("a lease of the batch completed another job of it")
+	}
+	r = batch(10)
+	if len(r.Jobs) != 2 || r.Jobs[0].ID != order[3] || r.Jobs[1].ID != order[4] {
+		t.Fatalf("batch of 10 with 2 left: %+v", r.Jobs)
+	}
+	if r := batch(4); r.Claimed || len(r.Jobs) != 0 || r.Err != nil {
+		t.Fatalf("batch with nothing queued: %+v", r)
+	}
+	if r := h.apply(CmdClaimBatch, &ClaimBatchCommand{Now: h.now, Streams: []string{"a"}, Actor: left, LeaseNanos: lease,
+		AttemptIDs: []string{"x"}, LeaseTokens: nil}); r.Err == nil {
+		t.Fatal("a batch without its lease tokens was taken")
+	}
+}

@@ -30,17 +30,26 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 	}
 	// Cap in milliseconds first: a huge max_wait_ms would overflow a Duration.
 	wait := time.Duration(min(req.MaxWaitMS, s.queue.Config().MaxClaimWait.Milliseconds())) * time.Millisecond
-	j, index, err := s.queue.ClaimNext(r.Context(), queue.ClaimNextInput{Streams: req.Streams,
-		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Wait: wait})
+	if req.MaxJobs < 0 || req.MaxJobs > fsm.MaxClaimBatch {
+		return badRequest("max_jobs must be 1 to %d", fsm.MaxClaimBatch)
+	}
+	jobs, index, err := s.queue.ClaimNextBatch(r.Context(), queue.ClaimNextInput{Streams: req.Streams,
+		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Wait: wait, MaxJobs: req.MaxJobs})
 	s.setIndex(w, index)
 	if err != nil {
 		return err
 	}
-	if j == nil {
+	if len(jobs) == 0 {
 		writeJSON(w, http.StatusOK, api.WorkerClaim{Claimed: false})
 		return nil
 	}
-	writeJSON(w, http.StatusOK, claimAnswer(j))
+	a := claimAnswer(jobs[0])
+	if req.MaxJobs > 0 {
+		for _, j := range jobs {
+			a.Jobs = append(a.Jobs, claimAnswer(j))
+		}
+	}
+	writeJSON(w, http.StatusOK, a)
 	return nil
 }
 

@@ -22,6 +22,10 @@ type ClaimNextInput struct {
 	// connection) gets the job that attempt took, with the same lease,
 	// instead of a second job.
 	ClaimID string
+	// MaxJobs, above 1, asks for up to that many jobs in one entry
+	// (ClaimNextBatch; at most fsm.MaxClaimBatch), each under its own
+	// lease: as many as wait, once at least one does.
+	MaxJobs int
 }
 
 // ValidClaimID reports whether id may key a claim: 8 to 64 letters,
@@ -73,6 +77,28 @@ const claimApplyTimeout = 10 * time.Second
 // the caller's departure does not cancel, and the job it took is given
 // back at once.
 func (s *Service) ClaimNext(ctx context.Context, in ClaimNextInput) (*fsm.Job, uint64, error) {
+	in.MaxJobs = 1
+	jobs, index, err := s.ClaimNextBatch(ctx, in)
+	if len(jobs) == 0 {
+		return nil, index, err
+	}
+	return jobs[0], index, err
+}
+
+// ClaimNextBatch is ClaimNext for up to in.MaxJobs jobs (at least 1): once
+// one job can be claimed it takes as many as wait, up to MaxJobs, in one
+// entry, each under its own lease. A keyed claim (ClaimID) takes one.
+// While a node of the cluster does not apply the batch claim, it takes one.
+func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm.Job, uint64, error) {
+	if in.MaxJobs <= 0 {
+		in.MaxJobs = 1
+	}
+	if in.MaxJobs > fsm.MaxClaimBatch {
+		return nil, 0, invalid("max_jobs must be 1 to %d", fsm.MaxClaimBatch)
+	}
+	if in.MaxJobs > 1 && in.ClaimID != "" {
+		return nil, 0, invalid("claim_id names one attempt: it cannot key a claim of max_jobs > 1")
+	}
 	if in.Actor.WorkerID == "" || len(in.Actor.WorkerID) > 128 {
 		return nil, 0, invalid("worker_id is required (at most 128 bytes)")
 	}
@@ -107,19 +133,36 @@ func (s *Service) ClaimNext(ctx context.Context, in ClaimNextInput) (*fsm.Job, u
 			cmd := fsm.ClaimNextCommand{Now: s.now(), Streams: streams, Targets: targets, Actor: in.Actor,
 				AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
 			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), claimApplyTimeout)
-			res, index, err := s.proposeClaimNext(actx, &cmd, key)
+			var res *fsm.Result
+			var index uint64
+			var err error
+			if in.MaxJobs > 1 && s.allApply(fsm.CmdClaimBatch) {
+				b := fsm.ClaimBatchCommand{Now: cmd.Now, Streams: streams, Targets: targets, Actor: in.Actor, LeaseNanos: cmd.LeaseNanos}
+				for range in.MaxJobs {
+					b.AttemptIDs = append(b.AttemptIDs, s.cfg.NewID())
+					b.LeaseTokens = append(b.LeaseTokens, s.cfg.NewID())
+				}
+				res, index, err = s.Propose(actx, fsm.CmdClaimBatch, &b)
+			} else {
+				res, index, err = s.proposeClaimNext(actx, &cmd, key)
+				if err == nil && res.Claimed {
+					res.Jobs = []*fsm.Job{res.Job}
+				}
+			}
 			acancel()
 			if err != nil {
 				return nil, index, err
 			}
 			if res.Claimed {
 				if ctx.Err() != nil {
-					// The caller left while the claim committed: give the job
-					// back now rather than leave it to the reaper.
-					s.giveBack(res.Job)
+					// The caller left while the claim committed: give the jobs
+					// back now rather than leave them to the reaper.
+					for _, j := range res.Jobs {
+						s.giveBack(j)
+					}
 					return nil, index, ctx.Err()
 				}
-				return res.Job, index, nil
+				return res.Jobs, index, nil
 			}
 			// Another claimant won the race; look again.
 			continue
