@@ -75,6 +75,7 @@ type Job struct {
 	Status       JobStatus       `json:"status"`
 	Attempts     int             `json:"attempts"`
 	MaxAttempts  int             `json:"maxAttempts"`
+	Priority     int             `json:"priority,omitempty"`
 	LeaseSeconds int             `json:"leaseSeconds,omitempty"` // 0: the server's lease
 	TaskClass    string          `json:"taskClass,omitempty"`
 
@@ -227,6 +228,9 @@ type JobCreateRequest struct {
 	// same as the Idempotency-Key header). The Go client's JobCreate
 	// generates a UUID when it is empty, so its own retries are safe.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// Priority, from -100 to 100 (default 0): higher first within the
+	// stream, FIFO within a priority, aged so that none starves.
+	Priority int `json:"priority,omitempty"`
 
 	named createField // the optional fields the decoded body named
 }
@@ -268,12 +272,13 @@ type jobCreateJSON struct {
 	LeaseSeconds   *int64          `json:"leaseSeconds,omitempty"`
 	TaskClass      string          `json:"taskClass,omitempty"`
 	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
+	Priority       int             `json:"priority,omitempty"`
 }
 
 // MarshalJSON writes the optional fields the request gives (the Has
 // methods), so that a decoded request encodes as its body did.
 func (r JobCreateRequest) MarshalJSON() ([]byte, error) {
-	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey}
+	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey, Priority: r.Priority}
 	if r.HasMaxAttempts() {
 		out.MaxAttempts = &r.MaxAttempts
 	}
@@ -300,7 +305,7 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 	if err := d.Decode(&in); err != nil {
 		return err
 	}
-	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey}
+	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority}
 	if in.MaxAttempts != nil {
 		r.MaxAttempts, r.named = *in.MaxAttempts, r.named|namedMaxAttempts
 	}

@@ -66,7 +66,9 @@ func notFound(id string) *Result {
 	return fail(fmt.Errorf("job %s: %w", id, ErrNotFound))
 }
 
-func (a *applier) create(c *CreateCommand) *Result {
+func (a *applier) create(c *CreateCommand) *Result { return a.createWith(c, 0) }
+
+func (a *applier) createWith(c *CreateCommand, priority int) *Result {
 	if c.ID == "" || len(c.Payload) == 0 {
 		return fail(fmt.Errorf("create: %w: id and payload are required", ErrInvalid))
 	}
@@ -91,6 +93,7 @@ func (a *applier) create(c *CreateCommand) *Result {
 		Payload:        c.Payload,
 		State:          StateQueued,
 		MaxAttempts:    c.MaxAttempts,
+		Priority:       priority,
 		LeaseSeconds:   c.LeaseSeconds,
 		TaskClass:      c.TaskClass,
 		IdempotencyKey: c.IdempotencyKey,

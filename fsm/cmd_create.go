@@ -1,5 +1,7 @@
 package fsm
 
+import "fmt"
+
 // CreateCommand adds a queued job. A create whose idempotency key is already
 // taken returns the existing job and changes nothing.
 type CreateCommand struct {
@@ -15,8 +17,35 @@ type CreateCommand struct {
 	Actor          Actor
 }
 
+// CreateExCommand is a create with options CreateCommand has no fields
+// for: a priority. A leader proposes it only for a job that uses one, and
+// only once every server applies it.
+type CreateExCommand struct {
+	CreateCommand
+	Priority int
+}
+
 func init() {
 	register(CmdCreate, "create", func() command { return new(CreateCommand) })
+	register(CmdCreateEx, "create-ex", func() command { return new(CreateExCommand) })
+}
+
+func (c *CreateExCommand) encode(e *enc) {
+	c.CreateCommand.encode(e)
+	e.int(c.Priority)
+}
+
+func (c *CreateExCommand) decode(d *dec) {
+	d.create(&c.CreateCommand)
+	c.Priority = d.int()
+}
+
+func (c *CreateExCommand) apply(a *applier) *Result {
+	if c.Priority < MinPriority || c.Priority > MaxPriority {
+		return fail(fmt.Errorf("create: %w: priority %d out of %d..%d", ErrInvalid, c.Priority, MinPriority, MaxPriority))
+	}
+	a.t.jobControl = true
+	return a.createWith(&c.CreateCommand, c.Priority)
 }
 
 func (c *CreateCommand) encode(e *enc) {

@@ -48,6 +48,7 @@ func commandSamples() map[CommandType][]interface{} {
 		CmdStreamCreate: {&StreamCreateCommand{}, &StreamCreateCommand{Now: 9, ID: "str_1", Name: "auth", Session: "api-v2",
 			Instructions: big, Actor: head}},
 		CmdStreamEnd: {&StreamEndCommand{}, &StreamEndCommand{Now: 9, Name: "auth", Actor: a}},
+		CmdCreateEx:  {&CreateExCommand{}, &CreateExCommand{CreateCommand: CreateCommand{Now: 1, ID: "j", Stream: "s", Payload: []byte(`{}`), Actor: a}, Priority: -7}},
 		CmdClaimBatch: {&ClaimBatchCommand{}, &ClaimBatchCommand{Now: 4, Streams: []string{"a", "b"}, Targets: []string{"left_claw", "w1"}, Actor: a,
 			AttemptIDs: []string{"a1", "a2"}, LeaseTokens: []string{"t1", "t2"}, LeaseNanos: 60e9}},
 		CmdProgress: {&ProgressCommand{}, &ProgressCommand{HeartbeatCommand: HeartbeatCommand{Now: 3, Ref: LeaseRef{JobID: "j", AttemptID: "a", Token: "t"}, Actor: a, LeaseNanos: 9},

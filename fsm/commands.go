@@ -59,6 +59,9 @@ const (
 	CmdProgress CommandType = 32
 	// A claim of several jobs in one entry (cmd_claim_batch.go).
 	CmdClaimBatch CommandType = 33
+	// A create with the options the first create has no fields for
+	// (cmd_create.go).
+	CmdCreateEx CommandType = 34
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

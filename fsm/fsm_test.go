@@ -892,9 +892,14 @@ func randomLog(seed uint64, n int) [][]byte {
 			if rng.IntN(4) == 0 {
 				key = fmt.Sprintf("k%d", rng.IntN(10))
 			}
-			out = append(out, MustEncode(CmdCreate, &CreateCommand{Now: now, ID: id, Stream: []string{"a", "b"}[rng.IntN(2)],
+			cc := CreateCommand{Now: now, ID: id, Stream: []string{"a", "b"}[rng.IntN(2)],
 				Payload: []byte(`{}`), MaxAttempts: rng.IntN(4), IdempotencyKey: key, Actor: head,
-				Target: []string{"", "", "right_claw"}[rng.IntN(3)]}))
+				Target: []string{"", "", "right_claw"}[rng.IntN(3)]}
+			if rng.IntN(4) == 0 { // a priority, out of range now and then
+				out = append(out, MustEncode(CmdCreateEx, &CreateExCommand{CreateCommand: cc, Priority: rng.IntN(230) - 115}))
+			} else {
+				out = append(out, MustEncode(CmdCreate, &cc))
+			}
 		case 2:
 			att, tok := fmt.Sprintf("a%d", i), fmt.Sprintf("t%d", i)
 			c := &ClaimCommand{Now: now, Streams: []string{"a", "b"}, Targets: []string{a.Role, a.WorkerID}, Actor: a,

@@ -80,3 +80,39 @@ func TestClaimBatch(t *testing.T) {
 		t.Fatal("a batch without its lease tokens was taken")
 	}
 }
+
+// Priorities: higher first, FIFO within one, and a lower one is passed
+// over only by jobs that entered the queue within PriorityAging entries
+// per level after it.
+func TestPriorityOrderAndAging(t *testing.T) {
+	h := newHarness(t)
+	create := func(p int) string {
+		id := h.nextID("job")
+		r := h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head}, Priority: p})
+		mustOK(t, r)
+		return id
+	}
+	low1, mid, high1, high2, low2 := create(0), create(5), create(10), create(10), create(0)
+	var got []string
+	for range 5 {
+		r := h.claimNext([]string{"s"}, left)
+		got = append(got, r.Job.ID)
+	}
+	want := []string{high1, high2, mid, low1, low2}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("claim order %v, want %v", got, want)
+		}
+	}
+	// Aging: a priority-0 job queued long enough before is not passed
+	// over by a priority-1 job.
+	old := create(0)
+	h.idx += PriorityAging + 1 // that many entries later
+	create(1)
+	if r := h.claimNext([]string{"s"}, left); r.Job.ID != old {
+		t.Fatalf("an old job was passed over by a newer one of higher priority: took %s", r.Job.ID)
+	}
+	if r := h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: "bad", Stream: "s", Payload: []byte(`1`), Actor: head}, Priority: MaxPriority + 1}); r.Err == nil {
+		t.Fatal("a priority out of range was taken")
+	}
+}

@@ -48,9 +48,9 @@ const (
 // and when each attempt started; it is written once the feed is on, which
 // the leader turns on only once every server applies it (feed.go). Version
 // 6 adds paused streams and a job's cancel (its state, and when and why a
-// cancel was asked), progress and checkpoint; it is written once a pause,
-// a cancel or a progress has been applied, which the leader proposes only
-// once every server applies them.
+// cancel was asked), progress, checkpoint and priority; it is written once
+// a pause, a cancel, a progress or a create with a priority has been
+// applied, which the leader proposes only once every server applies them.
 const snapshotVersion = 6
 
 // SnapshotVersion is the newest snapshot version this build writes (and
@@ -754,6 +754,7 @@ func (e *enc) job(j *Job, version int) {
 		e.varint(j.ProgressAt)
 		e.bytes(j.Checkpoint)
 		e.varint(j.CheckpointAt)
+		e.int(j.Priority)
 	}
 }
 
@@ -834,6 +835,7 @@ func (d *dec) job(version int) *Job {
 		j.ProgressAt = d.varint()
 		j.Checkpoint = d.bytes()
 		j.CheckpointAt = d.varint()
+		j.Priority = d.int()
 	}
 	*jp = j
 	return jp

@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/hex"
 	"io"
+	"math"
 	"sync/atomic"
 )
 
@@ -66,13 +67,13 @@ func (r *Reader) StreamCounts() []StreamCount {
 }
 
 // OldestQueued returns, per stream with queued jobs, when the job that has
-// waited longest was last queued (unix nanoseconds): the earliest of the
-// heads of the stream's lanes (one per target), each the job its lane hands
-// out next. Its cost grows with the number of lanes, not of jobs.
+// waited longest was last queued (unix nanoseconds), whatever the
+// priorities: the first job of each stream in the queue-age index. Its
+// cost grows with the number of streams, not of jobs.
 func (r *Reader) OldestQueued() map[string]int64 {
 	out := map[string]int64{}
-	q := r.view().queue
-	from := queueItem{}
+	q := r.view().queueAge
+	from := queueItem{rank: math.MinInt64}
 	for {
 		var head queueItem
 		found := false
@@ -83,11 +84,9 @@ func (r *Reader) OldestQueued() map[string]int64 {
 		if !found {
 			return out
 		}
-		if at, ok := out[head.stream]; !ok || head.j.UpdatedAt < at {
-			out[head.stream] = head.j.UpdatedAt
-		}
-		// The next lane: the first item past every item of this one.
-		from = queueItem{stream: head.stream, target: head.target + "\x00"}
+		out[head.stream] = head.j.UpdatedAt
+		// The next stream: the first item past every item of this one.
+		from = queueItem{stream: head.stream + "\x00", rank: math.MinInt64}
 	}
 }
 

@@ -14,12 +14,12 @@ import (
 func recount(t *testing.T, f *FSM) (map[[2]string]int, map[string]int64) {
 	t.Helper()
 	counts := map[[2]string]int{}
-	heads := map[[2]string]*Job{} // the next job each (stream, target) lane hands out
+	heads := map[[2]string]*Job{} // the job of each stream that entered its queue first
 	f.Read().view().byID.Ascend(func(it idItem) bool {
 		j := it.j
 		counts[[2]string{j.Stream, string(j.State)}]++
 		if j.State == StateQueued {
-			k := [2]string{j.Stream, j.Target}
+			k := [2]string{j.Stream, ""} // the stream's first in, whatever its lane and priority
 			if h := heads[k]; h == nil || j.QueueIndex < h.QueueIndex || (j.QueueIndex == h.QueueIndex && j.CreateIndex < h.CreateIndex) {
 				heads[k] = j
 			}

@@ -3,6 +3,7 @@ package fsm
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/google/btree"
@@ -76,12 +77,15 @@ type (
 		seq uint64
 		j   *Job
 	}
-	// queueItem keys a queued job by lane, then queue index, then create
-	// index: the first item of a lane is the job that has waited longest
-	// (ties, as after one reap, go in creation order).
+	// queueItem keys a queued job by lane, then rank, then create index:
+	// the first item of a lane is the job a claim takes next. The rank is
+	// the queue index less PriorityAging per level of priority (queueRank):
+	// among jobs of one priority the one that has waited longest (ties, as
+	// after one reap, go in creation order).
 	queueItem struct {
 		stream, target string
-		qi, seq        uint64
+		rank           int64
+		seq            uint64
 		j              *Job
 	}
 	blobItem struct {
@@ -107,8 +111,8 @@ func lessQueue(a, b queueItem) bool {
 	if a.target != b.target {
 		return a.target < b.target
 	}
-	if a.qi != b.qi {
-		return a.qi < b.qi
+	if a.rank != b.rank {
+		return a.rank < b.rank
 	}
 	return a.seq < b.seq
 }
@@ -123,7 +127,27 @@ func idemEntry(j *Job) (idItem, bool) {
 }
 
 func queueEntry(j *Job) (queueItem, bool) {
-	return queueItem{j.Stream, j.Target, j.QueueIndex, j.CreateIndex, j}, j.State == StateQueued
+	return queueItem{j.Stream, j.Target, queueRank(j), j.CreateIndex, j}, j.State == StateQueued
+}
+
+// PriorityAging is how many log entries of waiting one level of priority
+// is worth: a job of priority p is handed out as if it had entered its
+// queue p*PriorityAging entries earlier. Higher priorities go first, FIFO
+// within a priority, and a job is passed over only by jobs of higher
+// priority that entered the queue less than (their priority - its
+// priority) * PriorityAging entries after it: no job starves.
+const PriorityAging = 1000
+
+// Priority bounds.
+const (
+	MinPriority = -100
+	MaxPriority = 100
+)
+
+// queueRank orders the queued jobs of a lane (lower first). Without
+// priorities it is the queue index: first in, first out.
+func queueRank(j *Job) int64 {
+	return int64(j.QueueIndex) - int64(j.Priority)*PriorityAging
 }
 
 // routedEntry keys a routed job that is queued or running by its target
@@ -174,18 +198,22 @@ const (
 	tWorkers
 	tRouted
 	tStats
+	tQueueAge
 	tLanes   // tLanes+lane for each lane
 	numTrees = tLanes + numLanes
 )
 
 // tables is one set of indexes. A published *tables is never changed.
 type tables struct {
-	index    uint64                   // a published view: the last entry it holds
-	byID     *btree.BTreeG[idItem]    // every job, by id
-	idem     *btree.BTreeG[idItem]    // jobs created with an idempotency key, by key
-	queue    *btree.BTreeG[queueItem] // queued jobs, by lane
-	lease    *btree.BTreeG[timeItem]  // running jobs, by lease expiry
-	finished *btree.BTreeG[timeItem]  // done jobs, by finish time (retention)
+	index uint64                   // a published view: the last entry it holds
+	byID  *btree.BTreeG[idItem]    // every job, by id
+	idem  *btree.BTreeG[idItem]    // jobs created with an idempotency key, by key
+	queue *btree.BTreeG[queueItem] // queued jobs, by lane
+	// queueAge holds the queued jobs by stream, then queue index: the
+	// longest-waiting job of each stream, whatever the priorities.
+	queueAge *btree.BTreeG[queueItem]
+	lease    *btree.BTreeG[timeItem] // running jobs, by lease expiry
+	finished *btree.BTreeG[timeItem] // done jobs, by finish time (retention)
 	// lanes holds every job in its state's lane, by create index: listing
 	// by state, and counting, never look at other states.
 	lanes  [numLanes]*btree.BTreeG[seqItem]
@@ -226,6 +254,7 @@ func newTables() *tables {
 		byID:     btree.NewG(btreeDegree, lessID),
 		idem:     btree.NewG(btreeDegree, lessID),
 		queue:    btree.NewG(btreeDegree, lessQueue),
+		queueAge: btree.NewG(btreeDegree, lessQueue),
 		lease:    btree.NewG(btreeDegree, lessTime),
 		finished: btree.NewG(btreeDegree, lessTime),
 		blobs:    btree.NewG(btreeDegree, lessBlob),
@@ -272,7 +301,7 @@ func (t *tables) jobByIdem(key string) *Job {
 // firstQueued returns the longest-waiting job of one lane, or nil.
 func (t *tables) firstQueued(stream, target string) *Job {
 	var j *Job
-	t.queue.AscendGreaterOrEqual(queueItem{stream: stream, target: target}, func(it queueItem) bool {
+	t.queue.AscendGreaterOrEqual(queueItem{stream: stream, target: target, rank: math.MinInt64}, func(it queueItem) bool {
 		if it.stream == stream && it.target == target {
 			j = it.j
 		}
@@ -294,7 +323,7 @@ func (t *tables) nextQueued(streams, targets []string) *Job {
 			if tg == "" {
 				continue
 			}
-			if j := t.firstQueued(s, tg); j != nil && (best == nil || j.QueueIndex < best.QueueIndex) {
+			if j := t.firstQueued(s, tg); j != nil && (best == nil || queueRank(j) < queueRank(best)) {
 				best = j
 			}
 		}
@@ -347,7 +376,7 @@ type jobEntries struct {
 	hasAttempt                  bool
 	routed                      idItem
 	hasRouted                   bool
-	queue                       queueItem
+	queue, age                  queueItem
 	hasQueue                    bool
 	lease, done, ended          timeItem
 	hasLease, hasDone, hasEnded bool
@@ -364,6 +393,7 @@ func entriesOf(j *Job) jobEntries {
 	e.attempt, e.hasAttempt = attemptEntry(j)
 	e.routed, e.hasRouted = routedEntry(j)
 	e.queue, e.hasQueue = queueEntry(j)
+	e.age = queueItem{stream: j.Stream, rank: int64(j.QueueIndex), seq: j.CreateIndex, j: j}
 	e.lease, e.hasLease = leaseEntry(j)
 	e.done, e.hasDone = finishedEntry(j)
 	e.ended, e.hasEnded = taskEndedEntry(j)
@@ -394,6 +424,7 @@ func (w *writer) putJob(old, j *Job) {
 		// The job entered its lane: wake the claimants watching it.
 		w.woken = append(w.woken, laneKey{j.Stream, j.Target})
 	}
+	w.mark(tQueueAge, update(w.t.queueAge, lessQueue, o.age, o.hasQueue, n.age, n.hasQueue))
 	w.mark(tLease, update(w.t.lease, lessTime, o.lease, o.hasLease, n.lease, n.hasLease))
 	w.mark(tFinished, update(w.t.finished, lessTime, o.done, o.hasDone, n.done, n.hasDone))
 	w.mark(tTaskEnded, update(w.t.taskEnded, lessTime, o.ended, o.hasEnded, n.ended, n.hasEnded))
@@ -436,6 +467,7 @@ func (w *writer) publish(prev *tables) *tables {
 	cloneIf(&w.dirty[tByID], &v.byID, w.t.byID)
 	cloneIf(&w.dirty[tIdem], &v.idem, w.t.idem)
 	cloneIf(&w.dirty[tQueue], &v.queue, w.t.queue)
+	cloneIf(&w.dirty[tQueueAge], &v.queueAge, w.t.queueAge)
 	cloneIf(&w.dirty[tLease], &v.lease, w.t.lease)
 	cloneIf(&w.dirty[tFinished], &v.finished, w.t.finished)
 	cloneIf(&w.dirty[tBlobs], &v.blobs, w.t.blobs)

@@ -51,6 +51,9 @@ type Job struct {
 	State       State
 	Attempts    int
 	MaxAttempts int
+	// Priority orders the queue: higher first, FIFO within a priority,
+	// aged so that none starves (PriorityAging). 0 by default.
+	Priority int
 	// LeaseSeconds overrides the cluster's lease length for this job (0 = default).
 	LeaseSeconds int64
 	// TaskClass is an optional label (e.g. LLM_HEAVY) chosen at create.

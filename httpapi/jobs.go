@@ -26,7 +26,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 		key = req.IdempotencyKey
 	}
 	in := queue.CreateInput{Payload: req.Payload, Target: req.Target, TaskClass: req.TaskClass, IdempotencyKey: key,
-		Actor: fsm.Actor{Role: c.role}}
+		Priority: req.Priority, Actor: fsm.Actor{Role: c.role}}
 	if req.HasMaxAttempts() {
 		in.MaxAttempts = &req.MaxAttempts
 	}

@@ -19,7 +19,7 @@ func viewError(e *fsm.JobError) *api.JobError {
 func viewJob(j *fsm.Job) *api.Job {
 	v := &api.Job{
 		ID: j.ID, Stream: j.Stream, Target: api.NullableString(j.Target), Payload: j.Payload, Status: api.JobStatus(j.State),
-		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, LeaseSeconds: int(j.LeaseSeconds), TaskClass: j.TaskClass,
+		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority, LeaseSeconds: int(j.LeaseSeconds), TaskClass: j.TaskClass,
 		Result: j.Result, Error: viewError(j.Error), Stdout: j.Stdout, Stderr: j.Stderr, IdempotencyKey: j.IdempotencyKey,
 		CreatedAt: api.Time(j.CreatedAt), UpdatedAt: api.Time(j.UpdatedAt), StartedAt: api.Time(j.StartedAt),
 		FinishedAt:  api.Time(j.FinishedAt),

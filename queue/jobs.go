@@ -35,6 +35,7 @@ type CreateInput struct {
 	LeaseSeconds   *int64
 	TaskClass      string
 	IdempotencyKey string
+	Priority       int
 	Actor          fsm.Actor
 }
 
@@ -83,8 +84,19 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 			return j, false, j.ModifyIndex, nil
 		}
 	}
+	if in.Priority < fsm.MinPriority || in.Priority > fsm.MaxPriority {
+		return nil, false, 0, invalid("priority must be between %d and %d", fsm.MinPriority, fsm.MaxPriority)
+	}
 	cmd.Now, cmd.ID = s.now(), s.cfg.NewID()
-	res, index, err := s.Propose(ctx, fsm.CmdCreate, &cmd)
+	var res *fsm.Result
+	if in.Priority != 0 {
+		if !s.allApply(fsm.CmdCreateEx) {
+			return nil, false, 0, ErrUpgradeInProgress
+		}
+		res, index, err = s.Propose(ctx, fsm.CmdCreateEx, &fsm.CreateExCommand{CreateCommand: cmd, Priority: in.Priority})
+	} else {
+		res, index, err = s.Propose(ctx, fsm.CmdCreate, &cmd)
+	}
 	if err != nil {
 		return nil, false, index, err
 	}

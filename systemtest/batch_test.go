@@ -81,3 +81,53 @@ func TestBatchClaimAcrossLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Priorities hold across a leader kill: jobs of mixed priorities created
+// through a follower before and after the kill are handed out highest
+// first, FIFO within a priority, by the new leader.
+func TestPrioritiesAcrossLeaderKill(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	leader, fs := apiRoles(t, c)
+	const stream = "prioritized"
+	create := func(url string, p int) string {
+		t.Helper()
+		var j apiJob
+		apiDecode(t, apiWant(t, apiDo(t, "POST", url+"/jobs", apiHead, map[string]any{"stream": stream, "payload": 1, "priority": p}), http.StatusCreated), &j)
+		return j.ID
+	}
+	low := create(fs[0].URL, 0)
+	mid := create(fs[0].URL, 5)
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := c.WaitLeader(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := fs[0]
+	if other == nl {
+		other = fs[1]
+	}
+	high := create(other.URL, 9)
+	mid2 := create(other.URL, 5)
+	var wc api.WorkerClaim
+	apiDecode(t, apiWant(t, apiDo(t, "POST", other.URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "p", Streams: []string{stream}, MaxJobs: 10}), http.StatusOK), &wc)
+	var got []string
+	for _, j := range wc.Jobs {
+		got = append(got, j.JobID)
+	}
+	want := []string{high, mid, mid2, low}
+	if len(got) != len(want) {
+		t.Fatalf("claimed %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("claim order %v, want %v (high, mid, mid2, low)", got, want)
+		}
+	}
+	apiWantError(t, apiDo(t, "POST", nl.URL+"/jobs", apiHead, map[string]any{"payload": 1, "priority": 101}), http.StatusBadRequest, "invalid_request")
+	if err := c.Restart(leader); err != nil {
+		t.Fatal(err)
+	}
+}

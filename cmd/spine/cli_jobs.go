@@ -35,6 +35,7 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 	fs.IntVar(&p.MaxAttempts, "max-attempts", 0, "attempts before the job is dead (server default when 0)")
 	fs.IntVar(&p.LeaseSeconds, "lease-seconds", 0, "lease length override in seconds")
 	fs.StringVar(&p.TaskClass, "task-class", "", "optional label, e.g. LLM_HEAVY")
+	fs.IntVar(&p.Priority, "priority", 0, "-100 to 100: higher is handed out first within the stream (aged: none starves)")
 	fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating a create with the same key answers the first job (default: a fresh UUID)")
 	c.nargs(0, 1)
 	return func(pos []string) int {
@@ -280,6 +281,9 @@ func jobTable(w io.Writer, v any) {
 	row("STREAM", dash(j.Stream))
 	row("TARGET", dash(string(j.Target)))
 	row("ATTEMPTS", fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts))
+	if j.Priority != 0 {
+		row("PRIORITY", fmt.Sprint(j.Priority))
+	}
 	if j.TaskClass != "" {
 		row("TASK CLASS", j.TaskClass)
 	}
