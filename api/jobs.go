@@ -77,7 +77,11 @@ type Job struct {
 	MaxAttempts  int             `json:"maxAttempts"`
 	Priority     int             `json:"priority,omitempty"`
 	LeaseSeconds int             `json:"leaseSeconds,omitempty"` // 0: the server's lease
-	TaskClass    string          `json:"taskClass,omitempty"`
+	// RunAt is set while a queued job waits for its time (scheduled, or
+	// waiting out its retry backoff): no claim takes it before.
+	RunAt     time.Time `json:"runAt,omitzero"`
+	Backoff   *Backoff  `json:"backoff,omitempty"`
+	TaskClass string    `json:"taskClass,omitempty"`
 
 	// ClaimedBy, WorkerID, AttemptID and LeaseExpiresAt are set while the
 	// job is running.
@@ -231,8 +235,23 @@ type JobCreateRequest struct {
 	// Priority, from -100 to 100 (default 0): higher first within the
 	// stream, FIFO within a priority, aged so that none starves.
 	Priority int `json:"priority,omitempty"`
+	// RunAt, or DelaySeconds from now (not both), schedules the job: no
+	// claim takes it before that time. A past RunAt is now.
+	RunAt        time.Time `json:"runAt,omitzero"`
+	DelaySeconds int64     `json:"delaySeconds,omitempty"`
+	// Backoff makes a fail with requeue wait before the job can be
+	// claimed again (without it, at once).
+	Backoff *Backoff `json:"backoff,omitempty"`
 
 	named createField // the optional fields the decoded body named
+}
+
+// Backoff is a job's retry backoff: after its n-th failed attempt (with
+// requeue) it waits Base*2^(n-1) seconds, at most Max, less up to a fifth
+// as jitter.
+type Backoff struct {
+	Base int64 `json:"base"`
+	Max  int64 `json:"max,omitempty"`
 }
 
 // createField is a set of JobCreateRequest's optional fields.
@@ -273,12 +292,16 @@ type jobCreateJSON struct {
 	TaskClass      string          `json:"taskClass,omitempty"`
 	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
 	Priority       int             `json:"priority,omitempty"`
+	RunAt          time.Time       `json:"runAt,omitzero"`
+	DelaySeconds   int64           `json:"delaySeconds,omitempty"`
+	Backoff        *Backoff        `json:"backoff,omitempty"`
 }
 
 // MarshalJSON writes the optional fields the request gives (the Has
 // methods), so that a decoded request encodes as its body did.
 func (r JobCreateRequest) MarshalJSON() ([]byte, error) {
-	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey, Priority: r.Priority}
+	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey, Priority: r.Priority,
+		RunAt: r.RunAt, DelaySeconds: r.DelaySeconds, Backoff: r.Backoff}
 	if r.HasMaxAttempts() {
 		out.MaxAttempts = &r.MaxAttempts
 	}
@@ -305,7 +328,8 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 	if err := d.Decode(&in); err != nil {
 		return err
 	}
-	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority}
+	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority,
+		RunAt: in.RunAt, DelaySeconds: in.DelaySeconds, Backoff: in.Backoff}
 	if in.MaxAttempts != nil {
 		r.MaxAttempts, r.named = *in.MaxAttempts, r.named|namedMaxAttempts
 	}

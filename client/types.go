@@ -52,6 +52,8 @@ type (
 	// When IdempotencyKey is empty, JobCreate generates a UUID so its own
 	// retries are safe.
 	JobCreateParams = api.JobCreateRequest
+	// Backoff is a job's retry backoff (JobCreateParams.Backoff).
+	Backoff = api.Backoff
 	// JobClaimParams are the optional fields of a v0 claim.
 	JobClaimParams = api.JobClaimRequest
 	// JobLeaseParams fence a heartbeat with the claim's lease token and attempt id.

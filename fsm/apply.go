@@ -66,9 +66,11 @@ func notFound(id string) *Result {
 	return fail(fmt.Errorf("job %s: %w", id, ErrNotFound))
 }
 
-func (a *applier) create(c *CreateCommand) *Result { return a.createWith(c, 0) }
+func (a *applier) create(c *CreateCommand) *Result { return a.createWith(c, nil) }
 
-func (a *applier) createWith(c *CreateCommand, priority int) *Result {
+// createWith is create; options, if set, fills in the fields of the new
+// job that CreateCommand has none for, before the job is stored.
+func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 	if c.ID == "" || len(c.Payload) == 0 {
 		return fail(fmt.Errorf("create: %w: id and payload are required", ErrInvalid))
 	}
@@ -93,7 +95,6 @@ func (a *applier) createWith(c *CreateCommand, priority int) *Result {
 		Payload:        c.Payload,
 		State:          StateQueued,
 		MaxAttempts:    c.MaxAttempts,
-		Priority:       priority,
 		LeaseSeconds:   c.LeaseSeconds,
 		TaskClass:      c.TaskClass,
 		IdempotencyKey: c.IdempotencyKey,
@@ -107,6 +108,9 @@ func (a *applier) createWith(c *CreateCommand, priority int) *Result {
 	}
 	if j.MaxAttempts <= 0 {
 		j.MaxAttempts = a.maxAttempts
+	}
+	if options != nil {
+		options(j)
 	}
 	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued}
 	j.History = jc.ev[:1:1]
@@ -153,6 +157,9 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	// (the API shows it only to a caller that may read it).
 	if j.State != StateQueued {
 		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, "only a queued job can be claimed")}
+	}
+	if j.NotBefore != 0 {
+		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, "the job is scheduled: not claimable before its runAt")}
 	}
 	if a.t.stream(j.Stream).Ended() {
 		return &Result{Job: j, Err: refuse(ErrStreamEnded, "claim", j, "its stream "+j.Stream+" is ended")}
@@ -353,6 +360,9 @@ func (a *applier) fail(c *FailCommand) *Result {
 	case c.Requeue && j.Attempts < j.MaxAttempts:
 		j.State = StateQueued
 		j.QueueIndex = a.index
+		if d := retryDelay(j); d > 0 {
+			j.NotBefore = c.Now + d // the retry backoff
+		}
 		res.Requeued = true
 	case c.Requeue:
 		j.State = StateDead
@@ -532,6 +542,7 @@ func (a *applier) redrive(c *RedriveCommand) *Result {
 	j := copyJob(old)
 	j.State = StateQueued
 	j.CancelRequestedAt, j.CancelReason = 0, ""
+	j.NotBefore = 0
 	j.Attempts = 0
 	j.QueueIndex = a.index
 	j.FinishedAt = 0

@@ -251,3 +251,62 @@ func BenchmarkSnapshot1M(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkClaimNextAmongScheduled is BenchmarkClaimNext (batch 64, 10,000
+// queued) with scheduled jobs waiting in the same stream (created with a
+// runAt far ahead, so never promoted), and with jobs of mixed priorities:
+// what the claim path costs when those are present. Compare with
+// sched=0/prio=off.
+func BenchmarkClaimNextAmongScheduled(b *testing.B) {
+	for _, c := range []struct {
+		sched int
+		prio  bool
+	}{{0, false}, {100_000, false}, {0, true}, {100_000, true}} {
+		b.Run(fmt.Sprintf("sched=%d/prio=%v", c.sched, onOff(c.prio)), func(b *testing.B) {
+			f, _ := New(Config{})
+			var idx uint64
+			batch := make([]*raft.Log, 0, 512)
+			flush := func(force bool) {
+				if len(batch) == cap(batch) || (force && len(batch) > 0) {
+					f.ApplyBatch(batch)
+					batch = batch[:0]
+				}
+			}
+			for i := 0; i < c.sched; i++ {
+				idx++
+				batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreateEx, &CreateExCommand{
+					CreateCommand: CreateCommand{Now: int64(idx), ID: fmt.Sprintf("s%08d", idx), Stream: DefaultStream, Payload: payload256, Actor: head},
+					RunAt:         1 << 62})})
+				flush(false)
+			}
+			for i := 0; i < 10_000+b.N; i++ {
+				idx++
+				cc := CreateCommand{Now: int64(idx), ID: fmt.Sprintf("q%08d", idx), Stream: DefaultStream, Payload: payload256, Actor: head}
+				if c.prio {
+					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreateEx, &CreateExCommand{CreateCommand: cc, Priority: i % 7})})
+				} else {
+					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreate, &cc)})
+				}
+				flush(false)
+			}
+			flush(true)
+			logs := make([]*raft.Log, b.N)
+			for i := range logs {
+				idx++
+				logs[i] = &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaimNext, &ClaimNextCommand{
+					Now: int64(idx), Streams: []string{DefaultStream}, Targets: []string{"left_claw"}, Actor: left,
+					AttemptID: fmt.Sprintf("a%d", i), LeaseToken: fmt.Sprintf("t%d", i), LeaseNanos: lease})}
+			}
+			runtime.GC()
+			b.ResetTimer()
+			for i := 0; i < len(logs); i += 64 {
+				for _, r := range f.ApplyBatch(logs[i:min(i+64, len(logs))]) {
+					if !r.(*Result).Claimed {
+						b.Fatal("nothing claimed")
+					}
+				}
+				f.Read()
+			}
+		})
+	}
+}

@@ -18,11 +18,15 @@ type CreateCommand struct {
 }
 
 // CreateExCommand is a create with options CreateCommand has no fields
-// for: a priority. A leader proposes it only for a job that uses one, and
-// only once every server applies it.
+// for: a priority, a time before which the job is not claimable (RunAt,
+// unix nanoseconds; 0 or past: at once) and a retry backoff (seconds). A
+// leader proposes it only for a job that uses one, and only once every
+// server applies it.
 type CreateExCommand struct {
 	CreateCommand
-	Priority int
+	Priority                int
+	RunAt                   int64
+	BackoffBase, BackoffMax int64
 }
 
 func init() {
@@ -33,19 +37,34 @@ func init() {
 func (c *CreateExCommand) encode(e *enc) {
 	c.CreateCommand.encode(e)
 	e.int(c.Priority)
+	e.varint(c.RunAt)
+	e.varint(c.BackoffBase)
+	e.varint(c.BackoffMax)
 }
 
 func (c *CreateExCommand) decode(d *dec) {
 	d.create(&c.CreateCommand)
 	c.Priority = d.int()
+	c.RunAt = d.varint()
+	c.BackoffBase = d.varint()
+	c.BackoffMax = d.varint()
 }
 
 func (c *CreateExCommand) apply(a *applier) *Result {
 	if c.Priority < MinPriority || c.Priority > MaxPriority {
 		return fail(fmt.Errorf("create: %w: priority %d out of %d..%d", ErrInvalid, c.Priority, MinPriority, MaxPriority))
 	}
+	if c.BackoffBase < 0 || c.BackoffMax < 0 {
+		return fail(fmt.Errorf("create: %w: a negative backoff", ErrInvalid))
+	}
 	a.t.jobControl = true
-	return a.createWith(&c.CreateCommand, c.Priority)
+	return a.createWith(&c.CreateCommand, func(j *Job) {
+		j.Priority = c.Priority
+		j.BackoffBase, j.BackoffMax = c.BackoffBase, c.BackoffMax
+		if c.RunAt > c.Now {
+			j.NotBefore = c.RunAt
+		}
+	})
 }
 
 func (c *CreateCommand) encode(e *enc) {

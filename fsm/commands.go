@@ -62,6 +62,9 @@ const (
 	// A create with the options the first create has no fields for
 	// (cmd_create.go).
 	CmdCreateEx CommandType = 34
+	// The leader's promotion of scheduled jobs whose time has come
+	// (cmd_promote.go).
+	CmdPromote CommandType = 35
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

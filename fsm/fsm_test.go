@@ -895,8 +895,9 @@ func randomLog(seed uint64, n int) [][]byte {
 			cc := CreateCommand{Now: now, ID: id, Stream: []string{"a", "b"}[rng.IntN(2)],
 				Payload: []byte(`{}`), MaxAttempts: rng.IntN(4), IdempotencyKey: key, Actor: head,
 				Target: []string{"", "", "right_claw"}[rng.IntN(3)]}
-			if rng.IntN(4) == 0 { // a priority, out of range now and then
-				out = append(out, MustEncode(CmdCreateEx, &CreateExCommand{CreateCommand: cc, Priority: rng.IntN(230) - 115}))
+			if rng.IntN(4) == 0 { // a priority (out of range now and then), a time, a backoff
+				out = append(out, MustEncode(CmdCreateEx, &CreateExCommand{CreateCommand: cc, Priority: rng.IntN(230) - 115,
+					RunAt: now + int64(rng.IntN(3)-1)*int64(rng.IntN(60e9)), BackoffBase: int64(rng.IntN(3)), BackoffMax: int64(rng.IntN(20))}))
 			} else {
 				out = append(out, MustEncode(CmdCreate, &cc))
 			}
@@ -946,7 +947,9 @@ func randomLog(seed uint64, n int) [][]byte {
 		case 6:
 			out = append(out, MustEncode(CmdRelease, &ReleaseCommand{Now: now, Ref: ref(), Actor: a}))
 		case 7:
-			if rng.IntN(4) == 0 {
+			if rng.IntN(3) == 0 {
+				out = append(out, MustEncode(CmdPromote, &PromoteCommand{Now: now, Max: 1 + rng.IntN(5)}))
+			} else if rng.IntN(4) == 0 {
 				out = append(out, MustEncode(CmdPurge, &PurgeCommand{Now: now, Before: now - int64(rng.IntN(200e9)), Max: 1 + rng.IntN(5)}))
 			} else {
 				out = append(out, MustEncode(CmdReap, &ReapCommand{Now: now, Max: 1 + rng.IntN(5)}))

@@ -116,3 +116,61 @@ func TestPriorityOrderAndAging(t *testing.T) {
 		t.Fatal("a priority out of range was taken")
 	}
 }
+
+// A scheduled job waits for its time: no claim takes it, a claim by id is
+// refused, the promote command makes it claimable once its time has come
+// (not before); a fail with requeue of a job with a backoff waits out
+// base*2^(attempts-1) seconds (less jitter) the same way.
+func TestScheduledAndBackoff(t *testing.T) {
+	h := newHarness(t)
+	r := h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: "later", Stream: "s", Payload: []byte(`1`), Actor: head},
+		RunAt: h.now + 60e9, BackoffBase: 10, BackoffMax: 15})
+	mustOK(t, r)
+	if r.Job.NotBefore != h.now+60e9 || r.Job.State != StateQueued {
+		t.Fatalf("scheduled job %+v", r.Job)
+	}
+	now := h.create(CreateCommand{Stream: "s"})
+	if c := h.claimNext([]string{"s"}, left); c.Job.ID != now.ID {
+		t.Fatalf("claimed %v, want the job due now", c.Job)
+	}
+	if c := h.claim("later", left); c.Err == nil {
+		t.Fatal("a claim by id took a job before its time")
+	}
+	if at := h.f.Read().NextScheduled(); at != h.now+60e9 {
+		t.Fatalf("next scheduled %d", at)
+	}
+	if p := h.apply(CmdPromote, &PromoteCommand{Now: h.now + 59e9, Max: 10}); len(p.Jobs) != 0 {
+		t.Fatal("promoted before its time")
+	}
+	_, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw"})
+	h.now += 60e9
+	if p := h.apply(CmdPromote, &PromoteCommand{Now: h.now, Max: 10}); len(p.Jobs) != 1 || p.Jobs[0].NotBefore != 0 {
+		t.Fatalf("promote at its time: %+v", p)
+	}
+	if !fired(ws) {
+		t.Fatal("the promotion did not wake a waiting claimant")
+	}
+	c := h.claimNext([]string{"s"}, left)
+	if !c.Claimed || c.Job.ID != "later" {
+		t.Fatalf("after the promotion: %+v", c)
+	}
+	// Fail with requeue: back in 10 s less up to 20 %, then 15 s (the max).
+	for attempt, want := range []int64{10e9, 15e9} {
+		ref := LeaseRef{JobID: "later", AttemptID: c.Job.Lease.AttemptID, Token: c.Job.Lease.Token}
+		f := h.apply(CmdFail, &FailCommand{Now: h.now, Ref: ref, Actor: left, Requeue: true, Error: JobError{Message: "flaky"}})
+		mustOK(t, f)
+		wait := f.Job.NotBefore - h.now
+		if !f.Requeued || wait > want || wait < want*8/10 {
+			t.Fatalf("attempt %d: requeued %v, waits %v, want %v less at most 20%%", attempt+1, f.Requeued, wait, want)
+		}
+		if c := h.claimNext([]string{"s"}, left); c.Claimed {
+			t.Fatal("claimed during the backoff")
+		}
+		h.now = f.Job.NotBefore
+		mustOK(t, h.apply(CmdPromote, &PromoteCommand{Now: h.now, Max: 10}))
+		c = h.claimNext([]string{"s"}, left)
+		if !c.Claimed {
+			t.Fatal("not claimable after the backoff")
+		}
+	}
+}

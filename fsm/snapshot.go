@@ -48,9 +48,10 @@ const (
 // and when each attempt started; it is written once the feed is on, which
 // the leader turns on only once every server applies it (feed.go). Version
 // 6 adds paused streams and a job's cancel (its state, and when and why a
-// cancel was asked), progress, checkpoint and priority; it is written once
-// a pause, a cancel, a progress or a create with a priority has been
-// applied, which the leader proposes only once every server applies them.
+// cancel was asked), progress, checkpoint, priority, schedule and backoff;
+// it is written once a pause, a cancel, a progress or a create with those
+// options has been applied, which the leader proposes only once every
+// server applies them.
 const snapshotVersion = 6
 
 // SnapshotVersion is the newest snapshot version this build writes (and
@@ -755,6 +756,9 @@ func (e *enc) job(j *Job, version int) {
 		e.bytes(j.Checkpoint)
 		e.varint(j.CheckpointAt)
 		e.int(j.Priority)
+		e.varint(j.NotBefore)
+		e.varint(j.BackoffBase)
+		e.varint(j.BackoffMax)
 	}
 }
 
@@ -836,6 +840,9 @@ func (d *dec) job(version int) *Job {
 		j.Checkpoint = d.bytes()
 		j.CheckpointAt = d.varint()
 		j.Priority = d.int()
+		j.NotBefore = d.varint()
+		j.BackoffBase = d.varint()
+		j.BackoffMax = d.varint()
 	}
 	*jp = j
 	return jp

@@ -127,7 +127,12 @@ func idemEntry(j *Job) (idItem, bool) {
 }
 
 func queueEntry(j *Job) (queueItem, bool) {
-	return queueItem{j.Stream, j.Target, queueRank(j), j.CreateIndex, j}, j.State == StateQueued
+	return queueItem{j.Stream, j.Target, queueRank(j), j.CreateIndex, j}, j.State == StateQueued && j.NotBefore == 0
+}
+
+// scheduledEntry keys a queued job waiting for its time by that time.
+func scheduledEntry(j *Job) (timeItem, bool) {
+	return timeItem{j.NotBefore, j.CreateIndex, j}, j.State == StateQueued && j.NotBefore != 0
 }
 
 // PriorityAging is how many log entries of waiting one level of priority
@@ -199,6 +204,7 @@ const (
 	tRouted
 	tStats
 	tQueueAge
+	tScheduled
 	tLanes   // tLanes+lane for each lane
 	numTrees = tLanes + numLanes
 )
@@ -212,8 +218,11 @@ type tables struct {
 	// queueAge holds the queued jobs by stream, then queue index: the
 	// longest-waiting job of each stream, whatever the priorities.
 	queueAge *btree.BTreeG[queueItem]
-	lease    *btree.BTreeG[timeItem] // running jobs, by lease expiry
-	finished *btree.BTreeG[timeItem] // done jobs, by finish time (retention)
+	// scheduled holds the queued jobs waiting for their time (NotBefore),
+	// by that time: what the leader's promote command looks at.
+	scheduled *btree.BTreeG[timeItem]
+	lease     *btree.BTreeG[timeItem] // running jobs, by lease expiry
+	finished  *btree.BTreeG[timeItem] // done jobs, by finish time (retention)
 	// lanes holds every job in its state's lane, by create index: listing
 	// by state, and counting, never look at other states.
 	lanes  [numLanes]*btree.BTreeG[seqItem]
@@ -251,14 +260,15 @@ type tables struct {
 
 func newTables() *tables {
 	t := &tables{
-		byID:     btree.NewG(btreeDegree, lessID),
-		idem:     btree.NewG(btreeDegree, lessID),
-		queue:    btree.NewG(btreeDegree, lessQueue),
-		queueAge: btree.NewG(btreeDegree, lessQueue),
-		lease:    btree.NewG(btreeDegree, lessTime),
-		finished: btree.NewG(btreeDegree, lessTime),
-		blobs:    btree.NewG(btreeDegree, lessBlob),
-		chunks:   btree.NewG(btreeDegree, lessChunk),
+		byID:      btree.NewG(btreeDegree, lessID),
+		idem:      btree.NewG(btreeDegree, lessID),
+		queue:     btree.NewG(btreeDegree, lessQueue),
+		queueAge:  btree.NewG(btreeDegree, lessQueue),
+		scheduled: btree.NewG(btreeDegree, lessTime),
+		lease:     btree.NewG(btreeDegree, lessTime),
+		finished:  btree.NewG(btreeDegree, lessTime),
+		blobs:     btree.NewG(btreeDegree, lessBlob),
+		chunks:    btree.NewG(btreeDegree, lessChunk),
 
 		sessions:  newSessionTree(),
 		streams:   newStreamTree(),
@@ -368,20 +378,20 @@ func update[T any](tr *btree.BTreeG[T], less func(a, b T) bool, old T, hadOld bo
 
 // jobEntries are the index entries one version of a job has (none for nil).
 type jobEntries struct {
-	present                     bool
-	id                          idItem
-	idem                        idItem
-	hasIdem                     bool
-	attempt                     idItem
-	hasAttempt                  bool
-	routed                      idItem
-	hasRouted                   bool
-	queue, age                  queueItem
-	hasQueue                    bool
-	lease, done, ended          timeItem
-	hasLease, hasDone, hasEnded bool
-	lane                        stateLane
-	seq                         seqItem
+	present                               bool
+	id                                    idItem
+	idem                                  idItem
+	hasIdem                               bool
+	attempt                               idItem
+	hasAttempt                            bool
+	routed                                idItem
+	hasRouted                             bool
+	queue, age                            queueItem
+	hasQueue                              bool
+	lease, done, ended, sched             timeItem
+	hasLease, hasDone, hasEnded, hasSched bool
+	lane                                  stateLane
+	seq                                   seqItem
 }
 
 func entriesOf(j *Job) jobEntries {
@@ -395,6 +405,7 @@ func entriesOf(j *Job) jobEntries {
 	e.queue, e.hasQueue = queueEntry(j)
 	e.age = queueItem{stream: j.Stream, rank: int64(j.QueueIndex), seq: j.CreateIndex, j: j}
 	e.lease, e.hasLease = leaseEntry(j)
+	e.sched, e.hasSched = scheduledEntry(j)
 	e.done, e.hasDone = finishedEntry(j)
 	e.ended, e.hasEnded = taskEndedEntry(j)
 	return e
@@ -426,6 +437,7 @@ func (w *writer) putJob(old, j *Job) {
 	}
 	w.mark(tQueueAge, update(w.t.queueAge, lessQueue, o.age, o.hasQueue, n.age, n.hasQueue))
 	w.mark(tLease, update(w.t.lease, lessTime, o.lease, o.hasLease, n.lease, n.hasLease))
+	w.mark(tScheduled, update(w.t.scheduled, lessTime, o.sched, o.hasSched, n.sched, n.hasSched))
 	w.mark(tFinished, update(w.t.finished, lessTime, o.done, o.hasDone, n.done, n.hasDone))
 	w.mark(tTaskEnded, update(w.t.taskEnded, lessTime, o.ended, o.hasEnded, n.ended, n.hasEnded))
 	for lane := range stateLane(numLanes) {
@@ -468,6 +480,7 @@ func (w *writer) publish(prev *tables) *tables {
 	cloneIf(&w.dirty[tIdem], &v.idem, w.t.idem)
 	cloneIf(&w.dirty[tQueue], &v.queue, w.t.queue)
 	cloneIf(&w.dirty[tQueueAge], &v.queueAge, w.t.queueAge)
+	cloneIf(&w.dirty[tScheduled], &v.scheduled, w.t.scheduled)
 	cloneIf(&w.dirty[tLease], &v.lease, w.t.lease)
 	cloneIf(&w.dirty[tFinished], &v.finished, w.t.finished)
 	cloneIf(&w.dirty[tBlobs], &v.blobs, w.t.blobs)

@@ -13,7 +13,7 @@ import (
 func checkIndexes(t testing.TB, f *FSM) {
 	t.Helper()
 	v := f.current()
-	var queued, running, done, idem, ended int
+	var queued, running, done, idem, ended, scheduled int
 	lanes := [numLanes]int{}
 	v.byID.Ascend(func(it idItem) bool {
 		j := it.j
@@ -29,6 +29,16 @@ func checkIndexes(t testing.TB, f *FSM) {
 			queued++
 			if got, ok := v.queue.Get(q); !ok || got.j != j {
 				t.Fatalf("queued job %s missing from the queue index", j.ID)
+			}
+			age := queueItem{stream: j.Stream, rank: int64(j.QueueIndex), seq: j.CreateIndex}
+			if got, ok := v.queueAge.Get(age); !ok || got.j != j {
+				t.Fatalf("queued job %s missing from the queue-age index", j.ID)
+			}
+		}
+		if s, want := scheduledEntry(j); want {
+			scheduled++
+			if got, ok := v.scheduled.Get(s); !ok || got.j != j {
+				t.Fatalf("scheduled job %s missing from the scheduled index", j.ID)
 			}
 		}
 		if l, want := leaseEntry(j); want {
@@ -58,6 +68,9 @@ func checkIndexes(t testing.TB, f *FSM) {
 		return true
 	})
 	// Every entry is accounted for: no index keeps a stale one.
+	if v.queueAge.Len() != queued || v.scheduled.Len() != scheduled {
+		t.Fatalf("queue-age index holds %d, scheduled %d; jobs call for %d, %d", v.queueAge.Len(), v.scheduled.Len(), queued, scheduled)
+	}
 	if v.taskEnded.Len() != ended {
 		t.Fatalf("task retention index holds %d, jobs call for %d", v.taskEnded.Len(), ended)
 	}

@@ -54,6 +54,14 @@ type Job struct {
 	// Priority orders the queue: higher first, FIFO within a priority,
 	// aged so that none starves (PriorityAging). 0 by default.
 	Priority int
+	// NotBefore, while not 0, is when a queued job becomes claimable (a
+	// scheduled job, or one waiting out a retry backoff): until the
+	// leader's promote command reaches it, it is in no queue lane.
+	NotBefore int64
+	// BackoffBase and BackoffMax (seconds; 0: none) make a fail with
+	// requeue wait base*2^(attempts-1), at most max, with jitter, before
+	// the job is claimable again (retryDelay).
+	BackoffBase, BackoffMax int64
 	// LeaseSeconds overrides the cluster's lease length for this job (0 = default).
 	LeaseSeconds int64
 	// TaskClass is an optional label (e.g. LLM_HEAVY) chosen at create.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/fsm"
@@ -27,6 +28,16 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 	}
 	in := queue.CreateInput{Payload: req.Payload, Target: req.Target, TaskClass: req.TaskClass, IdempotencyKey: key,
 		Priority: req.Priority, Actor: fsm.Actor{Role: c.role}}
+	if !req.RunAt.IsZero() {
+		in.RunAt = req.RunAt.UnixNano()
+	}
+	if req.DelaySeconds < 0 || req.DelaySeconds > 365*24*3600 {
+		return badRequest("delaySeconds must be 0 to %d", 365*24*3600)
+	}
+	in.Delay = time.Duration(req.DelaySeconds) * time.Second
+	if b := req.Backoff; b != nil {
+		in.BackoffBase, in.BackoffMax = b.Base, b.Max
+	}
 	if req.HasMaxAttempts() {
 		in.MaxAttempts = &req.MaxAttempts
 	}

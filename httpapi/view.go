@@ -19,7 +19,7 @@ func viewError(e *fsm.JobError) *api.JobError {
 func viewJob(j *fsm.Job) *api.Job {
 	v := &api.Job{
 		ID: j.ID, Stream: j.Stream, Target: api.NullableString(j.Target), Payload: j.Payload, Status: api.JobStatus(j.State),
-		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority, LeaseSeconds: int(j.LeaseSeconds), TaskClass: j.TaskClass,
+		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority, RunAt: api.Time(j.NotBefore), LeaseSeconds: int(j.LeaseSeconds), TaskClass: j.TaskClass,
 		Result: j.Result, Error: viewError(j.Error), Stdout: j.Stdout, Stderr: j.Stderr, IdempotencyKey: j.IdempotencyKey,
 		CreatedAt: api.Time(j.CreatedAt), UpdatedAt: api.Time(j.UpdatedAt), StartedAt: api.Time(j.StartedAt),
 		FinishedAt:  api.Time(j.FinishedAt),
@@ -27,6 +27,9 @@ func viewJob(j *fsm.Job) *api.Job {
 		Comments: make([]api.Comment, 0, len(j.Comments)),
 		Cancel:   j.CancelRequested(), CancelRequestedAt: api.Time(j.CancelRequestedAt), CancelReason: j.CancelReason,
 		Progress: j.Progress, ProgressAt: api.Time(j.ProgressAt), Checkpoint: j.Checkpoint, CheckpointAt: api.Time(j.CheckpointAt),
+	}
+	if j.BackoffBase > 0 {
+		v.Backoff = &api.Backoff{Base: j.BackoffBase, Max: j.BackoffMax}
 	}
 	if l := j.Lease; l != nil {
 		v.ClaimedBy, v.WorkerID, v.AttemptID, v.LeaseExpiresAt = l.Owner, l.WorkerID, l.AttemptID, api.Time(l.ExpiresAt)

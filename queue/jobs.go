@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/spine-queue/spine/fsm"
 )
@@ -36,8 +37,16 @@ type CreateInput struct {
 	TaskClass      string
 	IdempotencyKey string
 	Priority       int
-	Actor          fsm.Actor
+	// RunAt (unix nanoseconds) or Delay schedules the job; BackoffBase and
+	// BackoffMax (seconds) set its retry backoff.
+	RunAt                   int64
+	Delay                   time.Duration
+	BackoffBase, BackoffMax int64
+	Actor                   fsm.Actor
 }
+
+// maxSchedule bounds how far ahead a job may be scheduled, and a backoff.
+const maxSchedule = 365 * 24 * time.Hour
 
 // Create makes a job, or answers the job an earlier create with the same
 // idempotency key made (created false). index is the state the answer
@@ -88,12 +97,32 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		return nil, false, 0, invalid("priority must be between %d and %d", fsm.MinPriority, fsm.MaxPriority)
 	}
 	cmd.Now, cmd.ID = s.now(), s.cfg.NewID()
+	ex := fsm.CreateExCommand{Priority: in.Priority, BackoffBase: in.BackoffBase, BackoffMax: in.BackoffMax}
+	switch {
+	case in.RunAt != 0 && in.Delay != 0:
+		return nil, false, 0, invalid("give runAt or delaySeconds, not both")
+	case in.Delay < 0:
+		return nil, false, 0, invalid("delaySeconds must not be negative")
+	case in.Delay > maxSchedule, in.RunAt > cmd.Now+maxSchedule.Nanoseconds():
+		return nil, false, 0, invalid("a job may be scheduled at most %v ahead", maxSchedule)
+	case in.Delay > 0:
+		ex.RunAt = cmd.Now + in.Delay.Nanoseconds()
+	case in.RunAt > cmd.Now:
+		ex.RunAt = in.RunAt
+	}
+	if in.BackoffBase < 0 || in.BackoffMax < 0 || in.BackoffBase > int64(maxSchedule.Seconds()) || in.BackoffMax > int64(maxSchedule.Seconds()) {
+		return nil, false, 0, invalid("backoff base and max must be 0 to %d seconds", int64(maxSchedule.Seconds()))
+	}
+	if in.BackoffMax != 0 && in.BackoffMax < in.BackoffBase {
+		return nil, false, 0, invalid("backoff max must not be below its base")
+	}
 	var res *fsm.Result
-	if in.Priority != 0 {
-		if !s.allApply(fsm.CmdCreateEx) {
+	if ex.Priority != 0 || ex.RunAt != 0 || ex.BackoffBase != 0 {
+		if !s.allApply(fsm.CmdCreateEx) || !s.allApply(fsm.CmdPromote) {
 			return nil, false, 0, ErrUpgradeInProgress
 		}
-		res, index, err = s.Propose(ctx, fsm.CmdCreateEx, &fsm.CreateExCommand{CreateCommand: cmd, Priority: in.Priority})
+		ex.CreateCommand = cmd
+		res, index, err = s.Propose(ctx, fsm.CmdCreateEx, &ex)
 	} else {
 		res, index, err = s.Propose(ctx, fsm.CmdCreate, &cmd)
 	}

@@ -109,6 +109,33 @@ func (s *Service) Reaper(interval, grace time.Duration) func(context.Context) {
 	return sw.run
 }
 
+// PromoteInterval is how often the leader's promoter looks for scheduled
+// jobs whose time has come: a job becomes claimable at most this late.
+const PromoteInterval = 100 * time.Millisecond
+
+// Promoter returns the leader's promoter, to run while this node leads:
+// whenever the earliest scheduled time (a job's runAt, or the end of its
+// retry backoff) has passed, it proposes a promote entry that makes those
+// jobs claimable. Each look is one read of the scheduled index's first
+// item, however many jobs wait.
+func (s *Service) Promoter() func(context.Context) {
+	logger := s.cfg.Logger.Named("promoter")
+	sw := &sweeper{
+		name: "promoter", svc: s, interval: PromoteInterval, logger: logger,
+		due: func(r *fsm.Reader, now int64) bool {
+			next := r.NextScheduled()
+			return next != 0 && next <= now && s.allApply(fsm.CmdPromote)
+		},
+		command: func(now int64) (fsm.CommandType, interface{}) {
+			return fsm.CmdPromote, &fsm.PromoteCommand{Now: now, Max: sweepBatch}
+		},
+		done: func(res *fsm.Result) {
+			logger.Debug("scheduled jobs due", "jobs", len(res.Jobs))
+		},
+	}
+	return sw.run
+}
+
 // Purger returns the leader's purger, to run while this node leads: it
 // deletes done jobs that finished more than retention ago.
 func (s *Service) Purger(retention time.Duration) func(context.Context) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spine-queue/spine/client"
@@ -36,6 +37,10 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 	fs.IntVar(&p.LeaseSeconds, "lease-seconds", 0, "lease length override in seconds")
 	fs.StringVar(&p.TaskClass, "task-class", "", "optional label, e.g. LLM_HEAVY")
 	fs.IntVar(&p.Priority, "priority", 0, "-100 to 100: higher is handed out first within the stream (aged: none starves)")
+	delay := fs.Duration("delay", 0, "no claim takes the job before this long from now (e.g. 90s, 2h)")
+	runAt := fs.String("run-at", "", "no claim takes the job before this time (RFC 3339)")
+	backoffBase := fs.Duration("backoff", 0, "retry backoff: a fail with requeue waits this, doubling each attempt (e.g. 5s)")
+	backoffMax := fs.Duration("backoff-max", 0, "the most a retry backoff waits")
 	fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating a create with the same key answers the first job (default: a fresh UUID)")
 	c.nargs(0, 1)
 	return func(pos []string) int {
@@ -53,6 +58,17 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 			return c.usageError("a payload is required: --payload JSON, --payload-file PATH or -")
 		}
 		p.Payload = raw
+		if *runAt != "" {
+			t, err := time.Parse(time.RFC3339, *runAt)
+			if err != nil {
+				return c.usageError("--run-at: " + err.Error())
+			}
+			p.RunAt = t
+		}
+		p.DelaySeconds = int64(delay.Seconds())
+		if *backoffBase > 0 || *backoffMax > 0 {
+			p.Backoff = &client.Backoff{Base: int64(backoffBase.Seconds()), Max: int64(backoffMax.Seconds())}
+		}
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
 			job, err := cl.JobCreate(ctx, &p)
 			if err == nil && job.Duplicate {
@@ -283,6 +299,12 @@ func jobTable(w io.Writer, v any) {
 	row("ATTEMPTS", fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts))
 	if j.Priority != 0 {
 		row("PRIORITY", fmt.Sprint(j.Priority))
+	}
+	if !j.RunAt.IsZero() {
+		row("RUN AT", fmtTime(j.RunAt))
+	}
+	if b := j.Backoff; b != nil {
+		row("BACKOFF", fmt.Sprintf("%ds doubling, at most %ds", b.Base, b.Max))
 	}
 	if j.TaskClass != "" {
 		row("TASK CLASS", j.TaskClass)
