@@ -79,9 +79,12 @@ type Job struct {
 	LeaseSeconds int             `json:"leaseSeconds,omitempty"` // 0: the server's lease
 	// RunAt is set while a queued job waits for its time (scheduled, or
 	// waiting out its retry backoff): no claim takes it before.
-	RunAt     time.Time `json:"runAt,omitzero"`
-	Backoff   *Backoff  `json:"backoff,omitempty"`
-	TaskClass string    `json:"taskClass,omitempty"`
+	RunAt   time.Time `json:"runAt,omitzero"`
+	Backoff *Backoff  `json:"backoff,omitempty"`
+	// ConcurrencyKey and ConcurrencyLimit, as created.
+	ConcurrencyKey   string `json:"concurrencyKey,omitempty"`
+	ConcurrencyLimit int    `json:"concurrencyLimit,omitempty"`
+	TaskClass        string `json:"taskClass,omitempty"`
 
 	// ClaimedBy, WorkerID, AttemptID and LeaseExpiresAt are set while the
 	// job is running.
@@ -242,6 +245,11 @@ type JobCreateRequest struct {
 	// Backoff makes a fail with requeue wait before the job can be
 	// claimed again (without it, at once).
 	Backoff *Backoff `json:"backoff,omitempty"`
+	// ConcurrencyKey limits how many jobs of the key run at once,
+	// cluster-wide, to ConcurrencyLimit (default 1); the others wait
+	// without blocking other keys.
+	ConcurrencyKey   string `json:"concurrencyKey,omitempty"`
+	ConcurrencyLimit int    `json:"concurrencyLimit,omitempty"`
 
 	named createField // the optional fields the decoded body named
 }
@@ -284,24 +292,26 @@ func (r JobCreateRequest) HasLeaseSeconds() bool {
 // jobCreateJSON is JobCreateRequest as it is encoded and decoded: a nil
 // pointer is a field the body does not name.
 type jobCreateJSON struct {
-	Payload        json.RawMessage `json:"payload"`
-	MaxAttempts    *int            `json:"maxAttempts,omitempty"`
-	Target         string          `json:"target,omitempty"`
-	Stream         *string         `json:"stream,omitempty"`
-	LeaseSeconds   *int64          `json:"leaseSeconds,omitempty"`
-	TaskClass      string          `json:"taskClass,omitempty"`
-	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
-	Priority       int             `json:"priority,omitempty"`
-	RunAt          time.Time       `json:"runAt,omitzero"`
-	DelaySeconds   int64           `json:"delaySeconds,omitempty"`
-	Backoff        *Backoff        `json:"backoff,omitempty"`
+	Payload          json.RawMessage `json:"payload"`
+	MaxAttempts      *int            `json:"maxAttempts,omitempty"`
+	Target           string          `json:"target,omitempty"`
+	Stream           *string         `json:"stream,omitempty"`
+	LeaseSeconds     *int64          `json:"leaseSeconds,omitempty"`
+	TaskClass        string          `json:"taskClass,omitempty"`
+	IdempotencyKey   string          `json:"idempotencyKey,omitempty"`
+	Priority         int             `json:"priority,omitempty"`
+	RunAt            time.Time       `json:"runAt,omitzero"`
+	DelaySeconds     int64           `json:"delaySeconds,omitempty"`
+	Backoff          *Backoff        `json:"backoff,omitempty"`
+	ConcurrencyKey   string          `json:"concurrencyKey,omitempty"`
+	ConcurrencyLimit int             `json:"concurrencyLimit,omitempty"`
 }
 
 // MarshalJSON writes the optional fields the request gives (the Has
 // methods), so that a decoded request encodes as its body did.
 func (r JobCreateRequest) MarshalJSON() ([]byte, error) {
 	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey, Priority: r.Priority,
-		RunAt: r.RunAt, DelaySeconds: r.DelaySeconds, Backoff: r.Backoff}
+		RunAt: r.RunAt, DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit}
 	if r.HasMaxAttempts() {
 		out.MaxAttempts = &r.MaxAttempts
 	}
@@ -329,7 +339,7 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority,
-		RunAt: in.RunAt, DelaySeconds: in.DelaySeconds, Backoff: in.Backoff}
+		RunAt: in.RunAt, DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit}
 	if in.MaxAttempts != nil {
 		r.MaxAttempts, r.named = *in.MaxAttempts, r.named|namedMaxAttempts
 	}

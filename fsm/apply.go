@@ -161,6 +161,9 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	if j.NotBefore != 0 {
 		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, "the job is scheduled: not claimable before its runAt")}
 	}
+	if k := j.ConcurrencyKey; k != "" && a.t.runningOfKey(k) >= keyLimit(j) {
+		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("%d jobs of its concurrency key %s run, its limit", a.t.runningOfKey(k), k))}
+	}
 	if a.t.stream(j.Stream).Ended() {
 		return &Result{Job: j, Err: refuse(ErrStreamEnded, "claim", j, "its stream "+j.Stream+" is ended")}
 	}

@@ -254,15 +254,17 @@ func BenchmarkSnapshot1M(b *testing.B) {
 
 // BenchmarkClaimNextAmongScheduled is BenchmarkClaimNext (batch 64, 10,000
 // queued) with scheduled jobs waiting in the same stream (created with a
-// runAt far ahead, so never promoted), and with jobs of mixed priorities:
-// what the claim path costs when those are present. Compare with
-// sched=0/prio=off.
+// runAt far ahead, so never promoted), with jobs of mixed priorities, and
+// with 10,000 concurrency keys, each at its limit, with a job queued
+// behind it in the same stream: what the claim path costs when those are
+// present. Compare with sched=0/prio=off/keys=0.
 func BenchmarkClaimNextAmongScheduled(b *testing.B) {
 	for _, c := range []struct {
 		sched int
 		prio  bool
-	}{{0, false}, {100_000, false}, {0, true}, {100_000, true}} {
-		b.Run(fmt.Sprintf("sched=%d/prio=%v", c.sched, onOff(c.prio)), func(b *testing.B) {
+		keys  int
+	}{{0, false, 0}, {100_000, false, 0}, {0, true, 0}, {100_000, true, 0}, {0, false, 10_000}} {
+		b.Run(fmt.Sprintf("sched=%d/prio=%v/keys=%d", c.sched, onOff(c.prio), c.keys), func(b *testing.B) {
 			f, _ := New(Config{})
 			var idx uint64
 			batch := make([]*raft.Log, 0, 512)
@@ -277,6 +279,20 @@ func BenchmarkClaimNextAmongScheduled(b *testing.B) {
 				batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreateEx, &CreateExCommand{
 					CreateCommand: CreateCommand{Now: int64(idx), ID: fmt.Sprintf("s%08d", idx), Stream: DefaultStream, Payload: payload256, Actor: head},
 					RunAt:         1 << 62})})
+				flush(false)
+			}
+			// Each key: one job claimed (the key full), one queued behind it.
+			for k := 0; k < c.keys; k++ {
+				for range 2 {
+					idx++
+					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreateEx, &CreateExCommand{
+						CreateCommand: CreateCommand{Now: int64(idx), ID: fmt.Sprintf("k%08d", idx), Stream: DefaultStream, Payload: payload256, Actor: head},
+						ConcurrencyKey: fmt.Sprintf("key-%d", k), ConcurrencyLimit: 1})})
+				}
+				idx++
+				batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaimNext, &ClaimNextCommand{
+					Now: int64(idx), Streams: []string{DefaultStream}, Targets: []string{"left_claw"}, Actor: left,
+					AttemptID: fmt.Sprintf("ka%d", idx), LeaseToken: fmt.Sprintf("kt%d", idx), LeaseNanos: lease})})
 				flush(false)
 			}
 			for i := 0; i < 10_000+b.N; i++ {

@@ -27,6 +27,10 @@ type CreateExCommand struct {
 	Priority                int
 	RunAt                   int64
 	BackoffBase, BackoffMax int64
+	// ConcurrencyKey and ConcurrencyLimit: at most the limit (at least 1)
+	// of the key's jobs run at once (concurrency.go).
+	ConcurrencyKey   string
+	ConcurrencyLimit int
 }
 
 func init() {
@@ -40,6 +44,8 @@ func (c *CreateExCommand) encode(e *enc) {
 	e.varint(c.RunAt)
 	e.varint(c.BackoffBase)
 	e.varint(c.BackoffMax)
+	e.str(c.ConcurrencyKey)
+	e.int(c.ConcurrencyLimit)
 }
 
 func (c *CreateExCommand) decode(d *dec) {
@@ -48,6 +54,8 @@ func (c *CreateExCommand) decode(d *dec) {
 	c.RunAt = d.varint()
 	c.BackoffBase = d.varint()
 	c.BackoffMax = d.varint()
+	c.ConcurrencyKey = d.istr()
+	c.ConcurrencyLimit = d.int()
 }
 
 func (c *CreateExCommand) apply(a *applier) *Result {
@@ -57,10 +65,14 @@ func (c *CreateExCommand) apply(a *applier) *Result {
 	if c.BackoffBase < 0 || c.BackoffMax < 0 {
 		return fail(fmt.Errorf("create: %w: a negative backoff", ErrInvalid))
 	}
+	if c.ConcurrencyLimit < 0 || (c.ConcurrencyKey == "" && c.ConcurrencyLimit != 0) {
+		return fail(fmt.Errorf("create: %w: a concurrency limit needs a key and may not be negative", ErrInvalid))
+	}
 	a.t.jobControl = true
 	return a.createWith(&c.CreateCommand, func(j *Job) {
 		j.Priority = c.Priority
 		j.BackoffBase, j.BackoffMax = c.BackoffBase, c.BackoffMax
+		j.ConcurrencyKey, j.ConcurrencyLimit = c.ConcurrencyKey, c.ConcurrencyLimit
 		if c.RunAt > c.Now {
 			j.NotBefore = c.RunAt
 		}

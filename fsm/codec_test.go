@@ -49,7 +49,7 @@ func commandSamples() map[CommandType][]interface{} {
 			Instructions: big, Actor: head}},
 		CmdStreamEnd: {&StreamEndCommand{}, &StreamEndCommand{Now: 9, Name: "auth", Actor: a}},
 		CmdCreateEx: {&CreateExCommand{}, &CreateExCommand{CreateCommand: CreateCommand{Now: 1, ID: "j", Stream: "s", Payload: []byte(`{}`), Actor: a}, Priority: -7,
-			RunAt: 5e9, BackoffBase: 2, BackoffMax: 60}},
+			RunAt: 5e9, BackoffBase: 2, BackoffMax: 60, ConcurrencyKey: "tenant-7", ConcurrencyLimit: 2}},
 		CmdPromote: {&PromoteCommand{}, &PromoteCommand{Now: 7e9, Max: 512}},
 		CmdClaimBatch: {&ClaimBatchCommand{}, &ClaimBatchCommand{Now: 4, Streams: []string{"a", "b"}, Targets: []string{"left_claw", "w1"}, Actor: a,
 			AttemptIDs: []string{"a1", "a2"}, LeaseTokens: []string{"t1", "t2"}, LeaseNanos: 60e9}},

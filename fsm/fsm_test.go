@@ -895,9 +895,13 @@ func randomLog(seed uint64, n int) [][]byte {
 			cc := CreateCommand{Now: now, ID: id, Stream: []string{"a", "b"}[rng.IntN(2)],
 				Payload: []byte(`{}`), MaxAttempts: rng.IntN(4), IdempotencyKey: key, Actor: head,
 				Target: []string{"", "", "right_claw"}[rng.IntN(3)]}
-			if rng.IntN(4) == 0 { // a priority (out of range now and then), a time, a backoff
-				out = append(out, MustEncode(CmdCreateEx, &CreateExCommand{CreateCommand: cc, Priority: rng.IntN(230) - 115,
-					RunAt: now + int64(rng.IntN(3)-1)*int64(rng.IntN(60e9)), BackoffBase: int64(rng.IntN(3)), BackoffMax: int64(rng.IntN(20))}))
+			if rng.IntN(3) == 0 { // a priority (out of range now and then), a time, a backoff
+				ex := &CreateExCommand{CreateCommand: cc, Priority: rng.IntN(230) - 115,
+					RunAt: now + int64(rng.IntN(3)-1)*int64(rng.IntN(60e9)), BackoffBase: int64(rng.IntN(3)), BackoffMax: int64(rng.IntN(20))}
+				if rng.IntN(2) == 0 { // a concurrency key, shared, with limits that disagree now and then
+					ex.ConcurrencyKey, ex.ConcurrencyLimit = []string{"k1", "k2"}[rng.IntN(2)], rng.IntN(3)
+				}
+				out = append(out, MustEncode(CmdCreateEx, ex))
 			} else {
 				out = append(out, MustEncode(CmdCreate, &cc))
 			}

@@ -174,3 +174,78 @@ func TestScheduledAndBackoff(t *testing.T) {
 		}
 	}
 }
+
+// Per-key concurrency: at most the limit of a key's jobs run at once; the
+// rest wait without blocking other keys or unkeyed jobs; a job of the key
+// that stops running lets the next one in; a claim by id is refused while
+// the key is full.
+func TestConcurrencyKey(t *testing.T) {
+	h := newHarness(t)
+	create := func(key string, limit int) string {
+		id := h.nextID("job")
+		mustOK(t, h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head},
+			ConcurrencyKey: key, ConcurrencyLimit: limit}))
+		return id
+	}
+	a1, a2, a3, a4 := create("tenant-a", 2), create("tenant-a", 2), create("tenant-a", 2), create("tenant-a", 2)
+	b1 := create("tenant-b", 1)
+	plain := h.create(CreateCommand{Stream: "s"}).ID
+	var got []string
+	var leases []*Job
+	for range 4 {
+		r := h.claimNext([]string{"s"}, left)
+		if !r.Claimed {
+			break
+		}
+		got = append(got, r.Job.ID)
+		leases = append(leases, r.Job)
+	}
+	want := []string{a1, a2, b1, plain}
+	if len(got) != len(want) {
+		t.Fatalf("claimed %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("claimed %v, want %v (two of tenant-a, then the others)", got, want)
+		}
+	}
+	if r := h.claimNext([]string{"s"}, left); r.Claimed {
+		t.Fatalf("claimed %s past the limits", r.Job.ID)
+	}
+	if r := h.claim(a3, left); r.Err == nil {
+		t.Fatal("a claim by id ran a third job of tenant-a")
+	}
+	if n := h.f.Read().RunningOfKey("tenant-a"); n != 2 {
+		t.Fatalf("tenant-a runs %d", n)
+	}
+	// One of tenant-a completes: the next comes in.
+	l := leases[0].Lease
+	mustOK(t, h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: LeaseRef{JobID: a1, AttemptID: l.AttemptID, Token: l.Token}, Actor: left}))
+	if r := h.claimNext([]string{"s"}, left); !r.Claimed || r.Job.ID != a3 {
+		t.Fatalf("after a complete: %+v, want %s", r.Job, a3)
+	}
+	// A release gives a2 back to the end of the queue and lets a4 in; a
+	// cancel of a running one (ended by its lease) lets a2 in.
+	l = leases[1].Lease
+	mustOK(t, h.apply(CmdRelease, &ReleaseCommand{Now: h.now, Ref: LeaseRef{JobID: a2, AttemptID: l.AttemptID, Token: l.Token}, Actor: left}))
+	if r := h.claimNext([]string{"s"}, left); !r.Claimed || r.Job.ID != a4 {
+		t.Fatalf("after a release: %+v, want %s", r.Job, a4)
+	}
+	if r := h.claimNext([]string{"s"}, left); r.Claimed {
+		t.Fatalf("claimed %s with tenant-a full", r.Job.ID)
+	}
+	mustOK(t, h.cancel(a3))
+	h.now += 2 * lease
+	for _, id := range []string{a4} { // a4 heartbeats; a3 does not
+		j, _ := h.f.Read().Job(id)
+		mustOK(t, h.apply(CmdHeartbeat, &HeartbeatCommand{Now: h.now - lease, Ref: LeaseRef{JobID: id, AttemptID: j.Lease.AttemptID, Token: j.Lease.Token}, Actor: left, LeaseNanos: 3 * lease}))
+	}
+	mustOK(t, h.apply(CmdReap, &ReapCommand{Now: h.now, Max: 10}))
+	if j, _ := h.f.Read().Job(a3); j.State != StateCancelled {
+		t.Fatalf("a3 is %s after its lease ran out with a cancel asked", j.State)
+	}
+	if r := h.claimNext([]string{"s"}, left); !r.Claimed || r.Job.ID != a2 {
+		t.Fatalf("after the cancel: %+v, want %s", r.Job, a2)
+	}
+	checkIndexes(t, h.f)
+}

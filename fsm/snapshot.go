@@ -48,7 +48,8 @@ const (
 // and when each attempt started; it is written once the feed is on, which
 // the leader turns on only once every server applies it (feed.go). Version
 // 6 adds paused streams and a job's cancel (its state, and when and why a
-// cancel was asked), progress, checkpoint, priority, schedule and backoff;
+// cancel was asked), progress, checkpoint, priority, schedule, backoff and
+// concurrency key;
 // it is written once a pause, a cancel, a progress or a create with those
 // options has been applied, which the leader proposes only once every
 // server applies them.
@@ -759,6 +760,8 @@ func (e *enc) job(j *Job, version int) {
 		e.varint(j.NotBefore)
 		e.varint(j.BackoffBase)
 		e.varint(j.BackoffMax)
+		e.str(j.ConcurrencyKey)
+		e.int(j.ConcurrencyLimit)
 	}
 }
 
@@ -843,6 +846,8 @@ func (d *dec) job(version int) *Job {
 		j.NotBefore = d.varint()
 		j.BackoffBase = d.varint()
 		j.BackoffMax = d.varint()
+		j.ConcurrencyKey = d.istr()
+		j.ConcurrencyLimit = d.int()
 	}
 	*jp = j
 	return jp

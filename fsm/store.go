@@ -127,7 +127,7 @@ func idemEntry(j *Job) (idItem, bool) {
 }
 
 func queueEntry(j *Job) (queueItem, bool) {
-	return queueItem{j.Stream, j.Target, queueRank(j), j.CreateIndex, j}, j.State == StateQueued && j.NotBefore == 0
+	return queueItem{j.Stream, j.Target, queueRank(j), j.CreateIndex, j}, claimable(j) && j.ConcurrencyKey == ""
 }
 
 // scheduledEntry keys a queued job waiting for its time by that time.
@@ -205,6 +205,9 @@ const (
 	tStats
 	tQueueAge
 	tScheduled
+	tKeyed
+	tAdmitted
+	tKeyRunning
 	tLanes   // tLanes+lane for each lane
 	numTrees = tLanes + numLanes
 )
@@ -221,8 +224,13 @@ type tables struct {
 	// scheduled holds the queued jobs waiting for their time (NotBefore),
 	// by that time: what the leader's promote command looks at.
 	scheduled *btree.BTreeG[timeItem]
-	lease     *btree.BTreeG[timeItem] // running jobs, by lease expiry
-	finished  *btree.BTreeG[timeItem] // done jobs, by finish time (retention)
+	// The concurrency keys (concurrency.go): claimable jobs with a key by
+	// key and lane, the first job of each group admitted into its lane,
+	// and how many jobs of each key run.
+	keyed, admitted *btree.BTreeG[keyedItem]
+	keyRunning      *btree.BTreeG[keyCount]
+	lease           *btree.BTreeG[timeItem] // running jobs, by lease expiry
+	finished        *btree.BTreeG[timeItem] // done jobs, by finish time (retention)
 	// lanes holds every job in its state's lane, by create index: listing
 	// by state, and counting, never look at other states.
 	lanes  [numLanes]*btree.BTreeG[seqItem]
@@ -260,15 +268,18 @@ type tables struct {
 
 func newTables() *tables {
 	t := &tables{
-		byID:      btree.NewG(btreeDegree, lessID),
-		idem:      btree.NewG(btreeDegree, lessID),
-		queue:     btree.NewG(btreeDegree, lessQueue),
-		queueAge:  btree.NewG(btreeDegree, lessQueue),
-		scheduled: btree.NewG(btreeDegree, lessTime),
-		lease:     btree.NewG(btreeDegree, lessTime),
-		finished:  btree.NewG(btreeDegree, lessTime),
-		blobs:     btree.NewG(btreeDegree, lessBlob),
-		chunks:    btree.NewG(btreeDegree, lessChunk),
+		byID:       btree.NewG(btreeDegree, lessID),
+		idem:       btree.NewG(btreeDegree, lessID),
+		queue:      btree.NewG(btreeDegree, lessQueue),
+		queueAge:   btree.NewG(btreeDegree, lessQueue),
+		scheduled:  btree.NewG(btreeDegree, lessTime),
+		keyed:      newKeyedTree(),
+		admitted:   newAdmittedTree(),
+		keyRunning: newKeyCountTree(),
+		lease:      btree.NewG(btreeDegree, lessTime),
+		finished:   btree.NewG(btreeDegree, lessTime),
+		blobs:      btree.NewG(btreeDegree, lessBlob),
+		chunks:     btree.NewG(btreeDegree, lessChunk),
 
 		sessions:  newSessionTree(),
 		streams:   newStreamTree(),
@@ -387,7 +398,7 @@ type jobEntries struct {
 	routed                                idItem
 	hasRouted                             bool
 	queue, age                            queueItem
-	hasQueue                              bool
+	hasQueue, hasAge                      bool
 	lease, done, ended, sched             timeItem
 	hasLease, hasDone, hasEnded, hasSched bool
 	lane                                  stateLane
@@ -403,7 +414,7 @@ func entriesOf(j *Job) jobEntries {
 	e.attempt, e.hasAttempt = attemptEntry(j)
 	e.routed, e.hasRouted = routedEntry(j)
 	e.queue, e.hasQueue = queueEntry(j)
-	e.age = queueItem{stream: j.Stream, rank: int64(j.QueueIndex), seq: j.CreateIndex, j: j}
+	e.age, e.hasAge = queueItem{stream: j.Stream, rank: int64(j.QueueIndex), seq: j.CreateIndex, j: j}, claimable(j)
 	e.lease, e.hasLease = leaseEntry(j)
 	e.sched, e.hasSched = scheduledEntry(j)
 	e.done, e.hasDone = finishedEntry(j)
@@ -435,7 +446,7 @@ func (w *writer) putJob(old, j *Job) {
 		// The job entered its lane: wake the claimants watching it.
 		w.woken = append(w.woken, laneKey{j.Stream, j.Target})
 	}
-	w.mark(tQueueAge, update(w.t.queueAge, lessQueue, o.age, o.hasQueue, n.age, n.hasQueue))
+	w.mark(tQueueAge, update(w.t.queueAge, lessQueue, o.age, o.hasAge, n.age, n.hasAge))
 	w.mark(tLease, update(w.t.lease, lessTime, o.lease, o.hasLease, n.lease, n.hasLease))
 	w.mark(tScheduled, update(w.t.scheduled, lessTime, o.sched, o.hasSched, n.sched, n.hasSched))
 	w.mark(tFinished, update(w.t.finished, lessTime, o.done, o.hasDone, n.done, n.hasDone))
@@ -452,6 +463,7 @@ func (w *writer) putJob(old, j *Job) {
 			w.count(j.Stream, n.lane, 1)
 		}
 	}
+	w.putKeyed(old, j)
 }
 
 // mark records that tree n changed if changed, and returns changed.
@@ -481,6 +493,9 @@ func (w *writer) publish(prev *tables) *tables {
 	cloneIf(&w.dirty[tQueue], &v.queue, w.t.queue)
 	cloneIf(&w.dirty[tQueueAge], &v.queueAge, w.t.queueAge)
 	cloneIf(&w.dirty[tScheduled], &v.scheduled, w.t.scheduled)
+	cloneIf(&w.dirty[tKeyed], &v.keyed, w.t.keyed)
+	cloneIf(&w.dirty[tAdmitted], &v.admitted, w.t.admitted)
+	cloneIf(&w.dirty[tKeyRunning], &v.keyRunning, w.t.keyRunning)
 	cloneIf(&w.dirty[tLease], &v.lease, w.t.lease)
 	cloneIf(&w.dirty[tFinished], &v.finished, w.t.finished)
 	cloneIf(&w.dirty[tBlobs], &v.blobs, w.t.blobs)

@@ -13,7 +13,8 @@ import (
 func checkIndexes(t testing.TB, f *FSM) {
 	t.Helper()
 	v := f.current()
-	var queued, running, done, idem, ended, scheduled int
+	var queued, running, done, idem, ended, scheduled, keyed, claimableN int
+	runningByKey := map[string]int{}
 	lanes := [numLanes]int{}
 	v.byID.Ascend(func(it idItem) bool {
 		j := it.j
@@ -25,11 +26,23 @@ func checkIndexes(t testing.TB, f *FSM) {
 		if got, ok := v.lanes[lane].Get(seqItem{seq: j.CreateIndex}); !ok || got.j != j {
 			t.Fatalf("job %s (%s) missing from its state lane", j.ID, j.State)
 		}
+		if k, want := keyedEntry(j); want {
+			keyed++
+			if got, ok := v.keyed.Get(k); !ok || got.j != j {
+				t.Fatalf("keyed job %s missing from the keyed index", j.ID)
+			}
+		}
+		if j.ConcurrencyKey != "" && j.State == StateRunning {
+			runningByKey[j.ConcurrencyKey]++
+		}
 		if q, want := queueEntry(j); want {
 			queued++
 			if got, ok := v.queue.Get(q); !ok || got.j != j {
 				t.Fatalf("queued job %s missing from the queue index", j.ID)
 			}
+		}
+		if claimable(j) {
+			claimableN++
 			age := queueItem{stream: j.Stream, rank: int64(j.QueueIndex), seq: j.CreateIndex}
 			if got, ok := v.queueAge.Get(age); !ok || got.j != j {
 				t.Fatalf("queued job %s missing from the queue-age index", j.ID)
@@ -68,9 +81,49 @@ func checkIndexes(t testing.TB, f *FSM) {
 		return true
 	})
 	// Every entry is accounted for: no index keeps a stale one.
-	if v.queueAge.Len() != queued || v.scheduled.Len() != scheduled {
-		t.Fatalf("queue-age index holds %d, scheduled %d; jobs call for %d, %d", v.queueAge.Len(), v.scheduled.Len(), queued, scheduled)
+	if v.queueAge.Len() != claimableN || v.scheduled.Len() != scheduled || v.keyed.Len() != keyed {
+		t.Fatalf("queue-age index holds %d, scheduled %d, keyed %d; jobs call for %d, %d, %d",
+			v.queueAge.Len(), v.scheduled.Len(), v.keyed.Len(), claimableN, scheduled, keyed)
 	}
+	// The concurrency keys: the running counts, and in each group (key,
+	// lane) its first job admitted into the queue if and only if the key
+	// has room for it.
+	v.keyRunning.Ascend(func(it keyCount) bool {
+		if runningByKey[it.key] != it.n {
+			t.Fatalf("key %s counted %d running, jobs say %d", it.key, it.n, runningByKey[it.key])
+		}
+		delete(runningByKey, it.key)
+		return true
+	})
+	if len(runningByKey) > 0 {
+		t.Fatalf("running keys not counted: %v", runningByKey)
+	}
+	heads := map[keyedItem]keyedItem{} // group → its first job
+	v.keyed.Ascend(func(it keyedItem) bool {
+		g := keyedItem{key: it.key, stream: it.stream, target: it.target}
+		if _, ok := heads[g]; !ok {
+			heads[g] = it
+		}
+		return true
+	})
+	admitted := 0
+	for g, h := range heads {
+		cur, has := v.admitted.Get(g)
+		want := v.runningOfKey(g.key) < keyLimit(h.j)
+		if has != want || (has && cur.j != h.j) {
+			t.Fatalf("group %s/%s/%s: admitted %v (%v), want %v (head %s, %d running, limit %d)", g.key, g.stream, g.target, has, cur.j, want, h.j.ID, v.runningOfKey(g.key), keyLimit(h.j))
+		}
+		if has {
+			admitted++
+			if got, ok := v.queue.Get(queueItem{stream: g.stream, target: g.target, rank: h.rank, seq: h.seq}); !ok || got.j != h.j {
+				t.Fatalf("admitted job %s missing from the queue index", h.j.ID)
+			}
+		}
+	}
+	if v.admitted.Len() != admitted {
+		t.Fatalf("%d admitted, %d groups call for it", v.admitted.Len(), admitted)
+	}
+	queued += admitted
 	if v.taskEnded.Len() != ended {
 		t.Fatalf("task retention index holds %d, jobs call for %d", v.taskEnded.Len(), ended)
 	}

@@ -62,6 +62,11 @@ type Job struct {
 	// requeue wait base*2^(attempts-1), at most max, with jitter, before
 	// the job is claimable again (retryDelay).
 	BackoffBase, BackoffMax int64
+	// ConcurrencyKey, when set, limits how many jobs of the key run at
+	// once, cluster-wide, to ConcurrencyLimit (at least 1); the others
+	// wait without blocking other keys (concurrency.go).
+	ConcurrencyKey   string
+	ConcurrencyLimit int
 	// LeaseSeconds overrides the cluster's lease length for this job (0 = default).
 	LeaseSeconds int64
 	// TaskClass is an optional label (e.g. LLM_HEAVY) chosen at create.

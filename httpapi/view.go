@@ -28,6 +28,7 @@ func viewJob(j *fsm.Job) *api.Job {
 		Cancel:   j.CancelRequested(), CancelRequestedAt: api.Time(j.CancelRequestedAt), CancelReason: j.CancelReason,
 		Progress: j.Progress, ProgressAt: api.Time(j.ProgressAt), Checkpoint: j.Checkpoint, CheckpointAt: api.Time(j.CheckpointAt),
 	}
+	v.ConcurrencyKey, v.ConcurrencyLimit = j.ConcurrencyKey, j.ConcurrencyLimit
 	if j.BackoffBase > 0 {
 		v.Backoff = &api.Backoff{Base: j.BackoffBase, Max: j.BackoffMax}
 	}

@@ -42,8 +42,14 @@ type CreateInput struct {
 	RunAt                   int64
 	Delay                   time.Duration
 	BackoffBase, BackoffMax int64
-	Actor                   fsm.Actor
+	// ConcurrencyKey and ConcurrencyLimit (default 1 with a key).
+	ConcurrencyKey   string
+	ConcurrencyLimit int
+	Actor            fsm.Actor
 }
+
+// maxConcurrencyLimit caps a concurrency key's limit.
+const maxConcurrencyLimit = 10000
 
 // maxSchedule bounds how far ahead a job may be scheduled, and a backoff.
 const maxSchedule = 365 * 24 * time.Hour
@@ -116,8 +122,18 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 	if in.BackoffMax != 0 && in.BackoffMax < in.BackoffBase {
 		return nil, false, 0, invalid("backoff max must not be below its base")
 	}
+	switch {
+	case in.ConcurrencyKey == "" && in.ConcurrencyLimit != 0:
+		return nil, false, 0, invalid("concurrencyLimit needs a concurrencyKey")
+	case in.ConcurrencyKey != "" && !ValidName(in.ConcurrencyKey):
+		return nil, false, 0, invalid("concurrencyKey must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+	case in.ConcurrencyLimit < 0 || in.ConcurrencyLimit > maxConcurrencyLimit:
+		return nil, false, 0, invalid("concurrencyLimit must be 1 to %d", maxConcurrencyLimit)
+	case in.ConcurrencyKey != "":
+		ex.ConcurrencyKey, ex.ConcurrencyLimit = in.ConcurrencyKey, max(in.ConcurrencyLimit, 1)
+	}
 	var res *fsm.Result
-	if ex.Priority != 0 || ex.RunAt != 0 || ex.BackoffBase != 0 {
+	if ex.Priority != 0 || ex.RunAt != 0 || ex.BackoffBase != 0 || ex.ConcurrencyKey != "" {
 		if !s.allApply(fsm.CmdCreateEx) || !s.allApply(fsm.CmdPromote) {
 			return nil, false, 0, ErrUpgradeInProgress
 		}

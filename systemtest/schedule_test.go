@@ -97,3 +97,108 @@ func TestDelayedJobFiresOnceAcrossLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A concurrency limit holds across a leader kill: eight jobs of one key
+// with a limit of 2, worked by four workers through every node, each job
+// held for a while; the leader is killed while they run. No moment sees
+// more than two of the key's jobs held (a hold counted from the claim's
+// answer to the complete's sending, inside the server's own run of the
+// job), and every job is done.
+func TestConcurrencyLimitAcrossLeaderKill(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, map[string]string{"LEASE_SECONDS": "3", "REAPER_INTERVAL_MS": "200", "SPINE_LEASE_GRACE_MS": "500"})
+	leader, fs := apiRoles(t, c)
+	const stream = "limited"
+	ids := map[string]bool{}
+	for range 8 {
+		var j api.Job
+		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[0].URL+"/jobs", apiHead, map[string]any{"stream": stream, "payload": 1, "concurrencyKey": "tenant-a", "concurrencyLimit": 2}), http.StatusCreated), &j)
+		if j.ConcurrencyKey != "tenant-a" || j.ConcurrencyLimit != 2 {
+			t.Fatalf("created %+v", j)
+		}
+		ids[j.ID] = true
+	}
+	type hold struct {
+		from, to time.Time
+		job, who string
+	}
+	var mu sync.Mutex
+	var holds []hold
+	done := map[string]bool{}
+	deadline := time.Now().Add(60 * time.Second)
+	var wg sync.WaitGroup
+	killed := make(chan struct{})
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				mu.Lock()
+				finished := len(done) == len(ids)
+				mu.Unlock()
+				if finished {
+					return
+				}
+				url := c.Nodes[w%3].URL
+				r, err := apiRequest("POST", url+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: fmt.Sprintf("w%d", w), Streams: []string{stream}, MaxWaitMS: 1000})
+				if err != nil || r.Status != http.StatusOK {
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				var wc api.WorkerClaim
+				if json.Unmarshal(r.Body, &wc) != nil || !wc.Claimed {
+					continue
+				}
+				from := time.Now()
+				time.Sleep(400 * time.Millisecond) // the work
+				to := time.Now()
+				body := api.WorkerCompleteRequest{WorkerID: fmt.Sprintf("w%d", w), JobID: wc.JobID, AttemptID: wc.AttemptID, LeaseToken: wc.LeaseToken, Result: []byte(`1`)}
+				for try := 0; try < 20; try++ {
+					cr, err := apiRequest("POST", c.Nodes[(w+try)%3].URL+"/internal/worker/complete", apiLeft, body)
+					if err == nil && cr.Status == http.StatusOK {
+						mu.Lock()
+						holds = append(holds, hold{from, to, wc.JobID + "/" + wc.AttemptID, fmt.Sprintf("w%d via %s", w, url)})
+						done[wc.JobID] = true
+						mu.Unlock()
+						break
+					}
+					if err == nil && cr.Status == http.StatusConflict {
+						break // the lease was lost in the failover: the job runs again
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(killed)
+		time.Sleep(700 * time.Millisecond)
+		_ = c.Kill(leader)
+	}()
+	wg.Wait()
+	<-killed
+	mu.Lock()
+	defer mu.Unlock()
+	if len(done) != len(ids) {
+		t.Fatalf("%d of %d jobs done", len(done), len(ids))
+	}
+	// The most holds at one instant: at the start of each hold, count the
+	// holds that have begun and not ended.
+	for _, h := range holds {
+		n := 0
+		for _, o := range holds {
+			if !o.from.After(h.from) && o.to.After(h.from) {
+				n++
+			}
+		}
+		if n > 2 {
+			for _, o := range holds {
+				t.Logf("hold %s %s %v..%v", o.job, o.who, o.from.Format("15:04:05.000"), o.to.Format("15:04:05.000"))
+			}
+			t.Fatalf("%d jobs of a key limited to 2 were held at once (at %v)", n, h.from)
+		}
+	}
+	if err := c.Restart(leader); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -41,6 +41,8 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 	runAt := fs.String("run-at", "", "no claim takes the job before this time (RFC 3339)")
 	backoffBase := fs.Duration("backoff", 0, "retry backoff: a fail with requeue waits this, doubling each attempt (e.g. 5s)")
 	backoffMax := fs.Duration("backoff-max", 0, "the most a retry backoff waits")
+	fs.StringVar(&p.ConcurrencyKey, "concurrency-key", "", "at most --concurrency-limit jobs of this key run at once, cluster-wide")
+	fs.IntVar(&p.ConcurrencyLimit, "concurrency-limit", 0, "with --concurrency-key: how many of its jobs may run at once (default 1)")
 	fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating a create with the same key answers the first job (default: a fresh UUID)")
 	c.nargs(0, 1)
 	return func(pos []string) int {
@@ -302,6 +304,9 @@ func jobTable(w io.Writer, v any) {
 	}
 	if !j.RunAt.IsZero() {
 		row("RUN AT", fmtTime(j.RunAt))
+	}
+	if j.ConcurrencyKey != "" {
+		row("CONCURRENCY", fmt.Sprintf("key %s, at most %d at once", j.ConcurrencyKey, max(j.ConcurrencyLimit, 1)))
 	}
 	if b := j.Backoff; b != nil {
 		row("BACKOFF", fmt.Sprintf("%ds doubling, at most %ds", b.Base, b.Max))
