@@ -286,7 +286,7 @@ func BenchmarkClaimNextAmongScheduled(b *testing.B) {
 				for range 2 {
 					idx++
 					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreateEx, &CreateExCommand{
-						CreateCommand: CreateCommand{Now: int64(idx), ID: fmt.Sprintf("k%08d", idx), Stream: DefaultStream, Payload: payload256, Actor: head},
+						CreateCommand:  CreateCommand{Now: int64(idx), ID: fmt.Sprintf("k%08d", idx), Stream: DefaultStream, Payload: payload256, Actor: head},
 						ConcurrencyKey: fmt.Sprintf("key-%d", k), ConcurrencyLimit: 1})})
 				}
 				idx++
