@@ -84,7 +84,11 @@ type Job struct {
 	// ConcurrencyKey and ConcurrencyLimit, as created.
 	ConcurrencyKey   string `json:"concurrencyKey,omitempty"`
 	ConcurrencyLimit int    `json:"concurrencyLimit,omitempty"`
-	TaskClass        string `json:"taskClass,omitempty"`
+	// DependsOn names the jobs this one waits for; WaitingOn counts those
+	// not done yet (no claim takes the job while it is above 0).
+	DependsOn []string `json:"dependsOn,omitempty"`
+	WaitingOn int      `json:"waitingOn,omitempty"`
+	TaskClass string   `json:"taskClass,omitempty"`
 
 	// ClaimedBy, WorkerID, AttemptID and LeaseExpiresAt are set while the
 	// job is running.
@@ -250,6 +254,10 @@ type JobCreateRequest struct {
 	// without blocking other keys.
 	ConcurrencyKey   string `json:"concurrencyKey,omitempty"`
 	ConcurrencyLimit int    `json:"concurrencyLimit,omitempty"`
+	// DependsOn names existing jobs (at most 100) that must all be done
+	// before this one can be claimed; if one ends otherwise, this one
+	// fails (code dependency_failed).
+	DependsOn []string `json:"dependsOn,omitempty"`
 
 	named createField // the optional fields the decoded body named
 }
@@ -305,13 +313,14 @@ type jobCreateJSON struct {
 	Backoff          *Backoff        `json:"backoff,omitempty"`
 	ConcurrencyKey   string          `json:"concurrencyKey,omitempty"`
 	ConcurrencyLimit int             `json:"concurrencyLimit,omitempty"`
+	DependsOn        []string        `json:"dependsOn,omitempty"`
 }
 
 // MarshalJSON writes the optional fields the request gives (the Has
 // methods), so that a decoded request encodes as its body did.
 func (r JobCreateRequest) MarshalJSON() ([]byte, error) {
 	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey, Priority: r.Priority,
-		RunAt: r.RunAt, DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit}
+		RunAt: r.RunAt, DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit, DependsOn: r.DependsOn}
 	if r.HasMaxAttempts() {
 		out.MaxAttempts = &r.MaxAttempts
 	}
@@ -339,7 +348,7 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority,
-		RunAt: in.RunAt, DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit}
+		RunAt: in.RunAt, DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, DependsOn: in.DependsOn}
 	if in.MaxAttempts != nil {
 		r.MaxAttempts, r.named = *in.MaxAttempts, r.named|namedMaxAttempts
 	}

@@ -40,6 +40,9 @@ func (a *applier) put(old, j *Job, now int64) {
 	a.putJob(old, j)
 	a.emitJob(old, j)
 	a.countEvents(old, j)
+	if old != nil && !old.State.Terminal() && j.State.Terminal() && a.t.dependents.Len() > 0 {
+		a.settleDependents(j, now)
+	}
 }
 
 // jobWithCreated is a new job and the backing array of its history.
@@ -160,6 +163,9 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	}
 	if j.NotBefore != 0 {
 		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, "the job is scheduled: not claimable before its runAt")}
+	}
+	if j.DepsPending > 0 {
+		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("it waits for %d of the jobs it depends on", j.DepsPending))}
 	}
 	if k := j.ConcurrencyKey; k != "" && a.t.runningOfKey(k) >= keyLimit(j) {
 		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("%d jobs of its concurrency key %s run, its limit", a.t.runningOfKey(k), k))}

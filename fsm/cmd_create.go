@@ -31,6 +31,9 @@ type CreateExCommand struct {
 	// of the key's jobs run at once (concurrency.go).
 	ConcurrencyKey   string
 	ConcurrencyLimit int
+	// DependsOn names jobs that must be done before this one is claimable
+	// (depends.go).
+	DependsOn []string
 }
 
 func init() {
@@ -46,6 +49,7 @@ func (c *CreateExCommand) encode(e *enc) {
 	e.varint(c.BackoffMax)
 	e.str(c.ConcurrencyKey)
 	e.int(c.ConcurrencyLimit)
+	e.strs(c.DependsOn)
 }
 
 func (c *CreateExCommand) decode(d *dec) {
@@ -56,6 +60,7 @@ func (c *CreateExCommand) decode(d *dec) {
 	c.BackoffMax = d.varint()
 	c.ConcurrencyKey = d.istr()
 	c.ConcurrencyLimit = d.int()
+	c.DependsOn = d.strs()
 }
 
 func (c *CreateExCommand) apply(a *applier) *Result {
@@ -68,8 +73,13 @@ func (c *CreateExCommand) apply(a *applier) *Result {
 	if c.ConcurrencyLimit < 0 || (c.ConcurrencyKey == "" && c.ConcurrencyLimit != 0) {
 		return fail(fmt.Errorf("create: %w: a concurrency limit needs a key and may not be negative", ErrInvalid))
 	}
+	deps, pending, err := a.dependencies(c.DependsOn)
+	if err != nil {
+		return fail(err)
+	}
 	a.t.jobControl = true
 	return a.createWith(&c.CreateCommand, func(j *Job) {
+		j.DependsOn, j.DepsPending = deps, pending
 		j.Priority = c.Priority
 		j.BackoffBase, j.BackoffMax = c.BackoffBase, c.BackoffMax
 		j.ConcurrencyKey, j.ConcurrencyLimit = c.ConcurrencyKey, c.ConcurrencyLimit

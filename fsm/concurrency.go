@@ -68,7 +68,7 @@ func newKeyCountTree() *btree.BTreeG[keyCount]  { return btree.NewG(btreeDegree,
 
 // claimable reports whether j waits in a queue for a claim (queued, its
 // time come).
-func claimable(j *Job) bool { return j.State == StateQueued && j.NotBefore == 0 }
+func claimable(j *Job) bool { return j.State == StateQueued && j.NotBefore == 0 && j.DepsPending == 0 }
 
 // keyedEntry keys a claimable job that has a concurrency key.
 func keyedEntry(j *Job) (keyedItem, bool) {

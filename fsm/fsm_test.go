@@ -901,6 +901,11 @@ func randomLog(seed uint64, n int) [][]byte {
 				if rng.IntN(2) == 0 { // a concurrency key, shared, with limits that disagree now and then
 					ex.ConcurrencyKey, ex.ConcurrencyLimit = []string{"k1", "k2"}[rng.IntN(2)], rng.IntN(3)
 				}
+				if rng.IntN(2) == 0 { // dependencies on earlier jobs (unknown ones now and then)
+					for range 1 + rng.IntN(3) {
+						ex.DependsOn = append(ex.DependsOn, pick())
+					}
+				}
 				out = append(out, MustEncode(CmdCreateEx, ex))
 			} else {
 				out = append(out, MustEncode(CmdCreate, &cc))

@@ -249,3 +249,58 @@ func TestConcurrencyKey(t *testing.T) {
 	}
 	checkIndexes(t, h.f)
 }
+
+// Dependencies: a job waits until every job it names is done; fan-in waits
+// for all; a dependency that fails fails its waiting jobs, down the chain.
+func TestDependencies(t *testing.T) {
+	h := newHarness(t)
+	create := func(deps ...string) *Result {
+		id := h.nextID("job")
+		return h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head}, DependsOn: deps})
+	}
+	a := create().Job.ID
+	b := create().Job.ID
+	c := create(a).Job.ID    // after a
+	d := create(a, b).Job.ID // after a and b
+	e := create(c).Job.ID    // after c
+	if r := create("nope"); r.Err == nil {
+		t.Fatal("a dependency on an unknown job was taken")
+	}
+	finish := func(want string, ok bool) {
+		t.Helper()
+		r := h.claimNext([]string{"s"}, left)
+		if !r.Claimed || r.Job.ID != want {
+			t.Fatalf("claimed %+v, want %s", r.Job, want)
+		}
+		ref := LeaseRef{JobID: want, AttemptID: r.Job.Lease.AttemptID, Token: r.Job.Lease.Token}
+		if ok {
+			mustOK(t, h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: ref, Actor: left}))
+		} else {
+			mustOK(t, h.apply(CmdFail, &FailCommand{Now: h.now, Ref: ref, Actor: left, Requeue: false, Error: JobError{Message: "broken"}}))
+		}
+	}
+	if r := h.claim(c, left); r.Err == nil {
+		t.Fatal("a claim by id took a job waiting on another")
+	}
+	finish(a, true) // c is now claimable, d still waits for b
+	finish(b, true) // d now too
+	finish(c, true) // then e
+	for _, want := range []string{d, e} {
+		finish(want, true)
+	}
+	// A failure cascades down the chain.
+	x := create().Job.ID
+	y := create(x).Job.ID
+	z := create(y).Job.ID
+	finish(x, false)
+	for _, id := range []string{y, z} {
+		j, _ := h.f.Read().Job(id)
+		if j.State != StateFailed || j.Error == nil || j.Error.Code != DependencyFailedCode {
+			t.Fatalf("%s after its dependency failed: %s %+v", id, j.State, j.Error)
+		}
+	}
+	if r := create(x); r.Err == nil {
+		t.Fatal("a dependency on a failed job was taken")
+	}
+	checkIndexes(t, h.f)
+}

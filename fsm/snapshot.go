@@ -48,8 +48,8 @@ const (
 // and when each attempt started; it is written once the feed is on, which
 // the leader turns on only once every server applies it (feed.go). Version
 // 6 adds paused streams and a job's cancel (its state, and when and why a
-// cancel was asked), progress, checkpoint, priority, schedule, backoff and
-// concurrency key;
+// cancel was asked), progress, checkpoint, priority, schedule, backoff,
+// concurrency key and dependencies;
 // it is written once a pause, a cancel, a progress or a create with those
 // options has been applied, which the leader proposes only once every
 // server applies them.
@@ -762,6 +762,8 @@ func (e *enc) job(j *Job, version int) {
 		e.varint(j.BackoffMax)
 		e.str(j.ConcurrencyKey)
 		e.int(j.ConcurrencyLimit)
+		e.strs(j.DependsOn)
+		e.int(j.DepsPending)
 	}
 }
 
@@ -848,6 +850,8 @@ func (d *dec) job(version int) *Job {
 		j.BackoffMax = d.varint()
 		j.ConcurrencyKey = d.istr()
 		j.ConcurrencyLimit = d.int()
+		j.DependsOn = d.strs()
+		j.DepsPending = d.int()
 	}
 	*jp = j
 	return jp

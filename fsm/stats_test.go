@@ -18,7 +18,7 @@ func recount(t *testing.T, f *FSM) (map[[2]string]int, map[string]int64) {
 	f.Read().view().byID.Ascend(func(it idItem) bool {
 		j := it.j
 		counts[[2]string{j.Stream, string(j.State)}]++
-		if j.State == StateQueued {
+		if claimable(j) { // waiting in a queue: not scheduled, not waiting on other jobs
 			k := [2]string{j.Stream, ""} // the stream's first in, whatever its lane and priority
 			if h := heads[k]; h == nil || j.QueueIndex < h.QueueIndex || (j.QueueIndex == h.QueueIndex && j.CreateIndex < h.CreateIndex) {
 				heads[k] = j

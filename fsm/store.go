@@ -208,6 +208,7 @@ const (
 	tKeyed
 	tAdmitted
 	tKeyRunning
+	tDependents
 	tLanes   // tLanes+lane for each lane
 	numTrees = tLanes + numLanes
 )
@@ -229,8 +230,11 @@ type tables struct {
 	// and how many jobs of each key run.
 	keyed, admitted *btree.BTreeG[keyedItem]
 	keyRunning      *btree.BTreeG[keyCount]
-	lease           *btree.BTreeG[timeItem] // running jobs, by lease expiry
-	finished        *btree.BTreeG[timeItem] // done jobs, by finish time (retention)
+	// dependents lists each job waiting on others under each of them
+	// (depends.go).
+	dependents *btree.BTreeG[depItem]
+	lease      *btree.BTreeG[timeItem] // running jobs, by lease expiry
+	finished   *btree.BTreeG[timeItem] // done jobs, by finish time (retention)
 	// lanes holds every job in its state's lane, by create index: listing
 	// by state, and counting, never look at other states.
 	lanes  [numLanes]*btree.BTreeG[seqItem]
@@ -276,6 +280,7 @@ func newTables() *tables {
 		keyed:      newKeyedTree(),
 		admitted:   newAdmittedTree(),
 		keyRunning: newKeyCountTree(),
+		dependents: newDepTree(),
 		lease:      btree.NewG(btreeDegree, lessTime),
 		finished:   btree.NewG(btreeDegree, lessTime),
 		blobs:      btree.NewG(btreeDegree, lessBlob),
@@ -464,6 +469,7 @@ func (w *writer) putJob(old, j *Job) {
 		}
 	}
 	w.putKeyed(old, j)
+	w.putDeps(old, j)
 }
 
 // mark records that tree n changed if changed, and returns changed.
@@ -496,6 +502,7 @@ func (w *writer) publish(prev *tables) *tables {
 	cloneIf(&w.dirty[tKeyed], &v.keyed, w.t.keyed)
 	cloneIf(&w.dirty[tAdmitted], &v.admitted, w.t.admitted)
 	cloneIf(&w.dirty[tKeyRunning], &v.keyRunning, w.t.keyRunning)
+	cloneIf(&w.dirty[tDependents], &v.dependents, w.t.dependents)
 	cloneIf(&w.dirty[tLease], &v.lease, w.t.lease)
 	cloneIf(&w.dirty[tFinished], &v.finished, w.t.finished)
 	cloneIf(&w.dirty[tBlobs], &v.blobs, w.t.blobs)

@@ -124,6 +124,23 @@ func checkIndexes(t testing.TB, f *FSM) {
 		t.Fatalf("%d admitted, %d groups call for it", v.admitted.Len(), admitted)
 	}
 	queued += admitted
+	// Every job waiting on others is listed under each of them, and
+	// nothing else is.
+	deps := 0
+	v.byID.Ascend(func(it idItem) bool {
+		if j := it.j; waitingOnDeps(j) {
+			for _, d := range j.DependsOn {
+				deps++
+				if got, ok := v.dependents.Get(depItem{dep: d, id: j.ID}); !ok || got.j != j {
+					t.Fatalf("waiting job %s missing under %s in the dependents index", j.ID, d)
+				}
+			}
+		}
+		return true
+	})
+	if v.dependents.Len() != deps {
+		t.Fatalf("dependents index holds %d, waiting jobs call for %d", v.dependents.Len(), deps)
+	}
 	if v.taskEnded.Len() != ended {
 		t.Fatalf("task retention index holds %d, jobs call for %d", v.taskEnded.Len(), ended)
 	}

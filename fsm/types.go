@@ -67,6 +67,11 @@ type Job struct {
 	// wait without blocking other keys (concurrency.go).
 	ConcurrencyKey   string
 	ConcurrencyLimit int
+	// DependsOn names the jobs this one waits for; DepsPending counts
+	// those not done yet: while it is not 0 the queued job is in no lane
+	// (depends.go).
+	DependsOn   []string
+	DepsPending int
 	// LeaseSeconds overrides the cluster's lease length for this job (0 = default).
 	LeaseSeconds int64
 	// TaskClass is an optional label (e.g. LLM_HEAVY) chosen at create.

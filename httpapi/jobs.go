@@ -27,7 +27,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 		key = req.IdempotencyKey
 	}
 	in := queue.CreateInput{Payload: req.Payload, Target: req.Target, TaskClass: req.TaskClass, IdempotencyKey: key,
-		Priority: req.Priority, ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit, Actor: fsm.Actor{Role: c.role}}
+		Priority: req.Priority, ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit, DependsOn: req.DependsOn, Actor: fsm.Actor{Role: c.role}}
 	if !req.RunAt.IsZero() {
 		in.RunAt = req.RunAt.UnixNano()
 	}

@@ -29,6 +29,7 @@ func viewJob(j *fsm.Job) *api.Job {
 		Progress: j.Progress, ProgressAt: api.Time(j.ProgressAt), Checkpoint: j.Checkpoint, CheckpointAt: api.Time(j.CheckpointAt),
 	}
 	v.ConcurrencyKey, v.ConcurrencyLimit = j.ConcurrencyKey, j.ConcurrencyLimit
+	v.DependsOn, v.WaitingOn = j.DependsOn, j.DepsPending
 	if j.BackoffBase > 0 {
 		v.Backoff = &api.Backoff{Base: j.BackoffBase, Max: j.BackoffMax}
 	}

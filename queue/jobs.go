@@ -45,7 +45,9 @@ type CreateInput struct {
 	// ConcurrencyKey and ConcurrencyLimit (default 1 with a key).
 	ConcurrencyKey   string
 	ConcurrencyLimit int
-	Actor            fsm.Actor
+	// DependsOn names jobs that must be done first.
+	DependsOn []string
+	Actor     fsm.Actor
 }
 
 // maxConcurrencyLimit caps a concurrency key's limit.
@@ -132,8 +134,17 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 	case in.ConcurrencyKey != "":
 		ex.ConcurrencyKey, ex.ConcurrencyLimit = in.ConcurrencyKey, max(in.ConcurrencyLimit, 1)
 	}
+	if len(in.DependsOn) > fsm.MaxDependencies {
+		return nil, false, 0, invalid("at most %d dependencies", fsm.MaxDependencies)
+	}
+	for _, id := range in.DependsOn {
+		if id == "" || len(id) > 128 {
+			return nil, false, 0, invalid("dependsOn holds an empty or too long job id")
+		}
+	}
+	ex.DependsOn = in.DependsOn
 	var res *fsm.Result
-	if ex.Priority != 0 || ex.RunAt != 0 || ex.BackoffBase != 0 || ex.ConcurrencyKey != "" {
+	if ex.Priority != 0 || ex.RunAt != 0 || ex.BackoffBase != 0 || ex.ConcurrencyKey != "" || len(ex.DependsOn) > 0 {
 		if !s.allApply(fsm.CmdCreateEx) || !s.allApply(fsm.CmdPromote) {
 			return nil, false, 0, ErrUpgradeInProgress
 		}

@@ -202,3 +202,90 @@ func TestConcurrencyLimitAcrossLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A dependency chain completes in order across a leader kill: a fan-out of
+// three parts and a fan-in job that depends on all of them, then a job
+// after the fan-in; the leader is killed halfway; every job is handed out
+// only once what it depends on is done. A failed part fails its dependents.
+func TestDependencyChainAcrossLeaderKill(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	leader, fs := apiRoles(t, c)
+	const stream = "chained"
+	create := func(url string, deps ...string) string {
+		t.Helper()
+		var j api.Job
+		body := map[string]any{"stream": stream, "payload": 1}
+		if len(deps) > 0 {
+			body["dependsOn"] = deps
+		}
+		apiDecode(t, apiWant(t, apiDo(t, "POST", url+"/jobs", apiHead, body), http.StatusCreated), &j)
+		return j.ID
+	}
+	p1, p2, p3 := create(fs[0].URL), create(fs[0].URL), create(fs[0].URL)
+	fanIn := create(fs[1].URL, p1, p2, p3)
+	last := create(fs[1].URL, fanIn)
+	apiWantError(t, apiDo(t, "POST", fs[0].URL+"/jobs", apiHead, map[string]any{"payload": 1, "dependsOn": []string{"no-such-job"}}), http.StatusNotFound, "not_found")
+
+	var order []string
+	work := func(url string) string {
+		t.Helper()
+		var wc api.WorkerClaim
+		apiDecode(t, apiWant(t, apiDo(t, "POST", url+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "w", Streams: []string{stream}, MaxWaitMS: 5000}), http.StatusOK), &wc)
+		if !wc.Claimed {
+			return ""
+		}
+		apiWant(t, apiDo(t, "POST", url+"/internal/worker/complete", apiLeft, api.WorkerCompleteRequest{WorkerID: "w", JobID: wc.JobID,
+			AttemptID: wc.AttemptID, LeaseToken: wc.LeaseToken, Result: []byte(`1`)}), http.StatusOK)
+		order = append(order, wc.JobID)
+		return wc.JobID
+	}
+	work(fs[0].URL)
+	work(fs[0].URL)
+	var j api.Job
+	apiDecode(t, apiWant(t, apiDo(t, "GET", fs[0].URL+"/jobs/"+fanIn+"?consistent", apiHead, nil), http.StatusOK), &j)
+	if j.WaitingOn != 1 || len(j.DependsOn) != 3 {
+		t.Fatalf("fan-in after two parts: waitingOn %d of %v", j.WaitingOn, j.DependsOn)
+	}
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := c.WaitLeader(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		work(nl.URL)
+	}
+	if extra := work(nl.URL); extra != "" {
+		t.Fatalf("a sixth job %s was handed out", extra)
+	}
+	pos := map[string]int{}
+	for i, id := range order {
+		pos[id] = i
+	}
+	if len(order) != 5 || pos[fanIn] < pos[p1] || pos[fanIn] < pos[p2] || pos[fanIn] < pos[p3] || pos[last] != 4 {
+		t.Fatalf("handed out in the order %v (parts %s %s %s, fan-in %s, last %s)", order, p1, p2, p3, fanIn, last)
+	}
+
+	// A failed part fails what waits on it, down the chain.
+	q := create(nl.URL)
+	r := create(nl.URL, q)
+	s := create(nl.URL, r)
+	var wc api.WorkerClaim
+	apiDecode(t, apiWant(t, apiDo(t, "POST", nl.URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "w", Streams: []string{stream}}), http.StatusOK), &wc)
+	apiWant(t, apiDo(t, "POST", nl.URL+"/internal/worker/fail", apiLeft, api.WorkerFailRequest{WorkerID: "w", JobID: wc.JobID,
+		AttemptID: wc.AttemptID, LeaseToken: wc.LeaseToken, Error: &api.JobError{Message: "broken", Retryable: false}}), http.StatusOK)
+	if wc.JobID != q {
+		t.Fatalf("claimed %s, want %s", wc.JobID, q)
+	}
+	for _, id := range []string{r, s} {
+		apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs/"+id+"?consistent", apiHead, nil), http.StatusOK), &j)
+		if j.Status != api.JobStatusFailed || j.Error == nil || j.Error.Code != "dependency_failed" {
+			t.Fatalf("%s after its dependency failed: %s %+v", id, j.Status, j.Error)
+		}
+	}
+	if err := c.Restart(leader); err != nil {
+		t.Fatal(err)
+	}
+}

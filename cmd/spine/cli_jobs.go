@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -43,6 +44,7 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 	backoffMax := fs.Duration("backoff-max", 0, "the most a retry backoff waits")
 	fs.StringVar(&p.ConcurrencyKey, "concurrency-key", "", "at most --concurrency-limit jobs of this key run at once, cluster-wide")
 	fs.IntVar(&p.ConcurrencyLimit, "concurrency-limit", 0, "with --concurrency-key: how many of its jobs may run at once (default 1)")
+	fs.StringSliceVar(&p.DependsOn, "depends-on", nil, "job ids (comma-separated, or the flag repeated) that must be done before this job can be claimed")
 	fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating a create with the same key answers the first job (default: a fresh UUID)")
 	c.nargs(0, 1)
 	return func(pos []string) int {
@@ -304,6 +306,9 @@ func jobTable(w io.Writer, v any) {
 	}
 	if !j.RunAt.IsZero() {
 		row("RUN AT", fmtTime(j.RunAt))
+	}
+	if len(j.DependsOn) > 0 {
+		row("DEPENDS ON", fmt.Sprintf("%s (%d not done)", strings.Join(j.DependsOn, ", "), j.WaitingOn))
 	}
 	if j.ConcurrencyKey != "" {
 		row("CONCURRENCY", fmt.Sprintf("key %s, at most %d at once", j.ConcurrencyKey, max(j.ConcurrencyLimit, 1)))
