@@ -129,6 +129,21 @@ type WorkerFailRequest struct {
 	Stderr string    `json:"stderr,omitempty"`
 }
 
+// WorkerReleaseRequest is the body of POST /internal/worker/release: give
+// the job back without using an attempt. CooldownMS keeps it from being
+// claimed again (by anyone) for that long, so a worker that cannot do it is
+// not handed it straight back.
+type WorkerReleaseRequest struct {
+	WorkerID   string `json:"worker_id"`
+	JobID      string `json:"job_id"`
+	AttemptID  string `json:"attempt_id,omitempty"`
+	LeaseToken string `json:"lease_token"`
+	Stream     string `json:"stream,omitempty"`
+	MessageID  string `json:"message_id,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	CooldownMS int64  `json:"cooldown_ms,omitempty"`
+}
+
 // WorkerAck is the answer of a worker fail. It is also what the Go client
 // decodes the answer of a complete into ([WorkerCompleteAck], which lacks
 // Requeued and DLQ).
@@ -139,8 +154,11 @@ type WorkerAck struct {
 	// Duplicate: a repeat of a call already applied; nothing changed.
 	Duplicate bool `json:"duplicate"`
 	OK        bool `json:"ok"`
-	// Requeued: the job is back in the queue (fail only).
+	// Requeued: the job is back in the queue (fail and release).
 	Requeued bool `json:"requeued"`
+	// Status is the job's status after the call: queued, failed, dead or
+	// cancelled (dlq true means failed or dead).
+	Status JobStatus `json:"status,omitempty"`
 }
 
 // WorkerCompleteAck is the answer of a worker complete.

@@ -116,6 +116,13 @@ func (c *Client) WorkerFail(ctx context.Context, params *WorkerFailParams) (*Wor
 	return c.workerEnd(ctx, "fail", params, params.JobID, params.AttemptID, OutcomeFailed)
 }
 
+// WorkerRelease gives a worker-contract attempt's job back without using
+// an attempt; CooldownMS keeps it from being claimed again for that long.
+// A release after an unknown outcome is checked like a complete.
+func (c *Client) WorkerRelease(ctx context.Context, params *WorkerReleaseParams) (*WorkerAck, error) {
+	return c.workerEnd(ctx, "release", params, params.JobID, params.AttemptID, OutcomeReleased)
+}
+
 func (c *Client) workerEnd(ctx context.Context, verb string, body any, jobID, attemptID, outcome string) (*WorkerAck, error) {
 	req, err := jsonRequest(http.MethodPost, "/internal/worker/"+verb, body)
 	if err != nil {
@@ -134,6 +141,7 @@ func (c *Client) workerEnd(ctx context.Context, verb string, body any, jobID, at
 				if j, gerr := c.JobGet(ctx, jobID); gerr == nil {
 					ack.Requeued = j.Status == JobStatusQueued || j.Status == JobStatusRunning
 					ack.DLQ = j.Status == JobStatusFailed || j.Status == JobStatusDead
+					ack.Status = j.Status
 				}
 			}
 			return &ack, nil

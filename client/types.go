@@ -77,6 +77,8 @@ type (
 	WorkerCompleteParams = api.WorkerCompleteRequest
 	// WorkerFailParams fail a worker-contract attempt.
 	WorkerFailParams = api.WorkerFailRequest
+	// WorkerReleaseParams give a worker-contract attempt's job back.
+	WorkerReleaseParams = api.WorkerReleaseRequest
 	// WorkerAck is the answer to a worker complete or fail.
 	WorkerAck = api.WorkerAck
 

@@ -393,7 +393,11 @@ func (a *applier) fail(c *FailCommand) *Result {
 	return res
 }
 
-func (a *applier) release(c *ReleaseCommand) *Result {
+func (a *applier) release(c *ReleaseCommand) *Result { return a.releaseUntil(c, 0) }
+
+// releaseUntil is release; a notBefore after c.Now keeps the job from being
+// claimed again until then (the promoter queues it then).
+func (a *applier) releaseUntil(c *ReleaseCommand, notBefore int64) *Result {
 	old, r := a.lookupRunning("release", c.Ref, c.Actor, "")
 	if r != nil {
 		return r
@@ -411,6 +415,9 @@ func (a *applier) release(c *ReleaseCommand) *Result {
 	j.Attempts--
 	j.State = StateQueued
 	j.QueueIndex = a.index
+	if notBefore > c.Now {
+		j.NotBefore = notBefore
+	}
 	j.addEvent(Event{At: c.Now, Type: EventReleased, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateQueued,
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: c.Reason})
 	a.put(old, j, c.Now)

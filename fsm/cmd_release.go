@@ -9,8 +9,33 @@ type ReleaseCommand struct {
 	Reason string
 }
 
+// ReleaseExCommand is a release that also keeps the job from being claimed
+// again before NotBefore (a cooldown: the worker could not do it now, and
+// should not get it straight back). A leader proposes it only with a
+// cooldown, and only once every server applies it.
+type ReleaseExCommand struct {
+	ReleaseCommand
+	NotBefore int64
+}
+
 func init() {
 	register(CmdRelease, "release", func() command { return new(ReleaseCommand) })
+	register(CmdReleaseEx, "release-ex", func() command { return new(ReleaseExCommand) })
+}
+
+func (c *ReleaseExCommand) encode(e *enc) {
+	c.ReleaseCommand.encode(e)
+	e.varint(c.NotBefore)
+}
+
+func (c *ReleaseExCommand) decode(d *dec) {
+	c.ReleaseCommand.decode(d)
+	c.NotBefore = d.varint()
+}
+
+func (c *ReleaseExCommand) apply(a *applier) *Result {
+	a.t.jobControl = true
+	return a.releaseUntil(&c.ReleaseCommand, c.NotBefore)
 }
 
 func (c *ReleaseCommand) encode(e *enc) {

@@ -65,6 +65,8 @@ const (
 	// The leader's promotion of scheduled jobs whose time has come
 	// (cmd_promote.go).
 	CmdPromote CommandType = 35
+	// A release with a cooldown (cmd_release.go).
+	CmdReleaseEx CommandType = 36
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

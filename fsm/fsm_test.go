@@ -954,7 +954,11 @@ func randomLog(seed uint64, n int) [][]byte {
 		case 5:
 			out = append(out, MustEncode(CmdFail, &FailCommand{Now: now, Ref: ref(), Actor: a, Requeue: rng.IntN(3) > 0, Error: JobError{Message: "e"}}))
 		case 6:
-			out = append(out, MustEncode(CmdRelease, &ReleaseCommand{Now: now, Ref: ref(), Actor: a}))
+			if rng.IntN(3) == 0 { // with a cooldown
+				out = append(out, MustEncode(CmdReleaseEx, &ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: now, Ref: ref(), Actor: a}, NotBefore: now + int64(rng.IntN(30e9))}))
+			} else {
+				out = append(out, MustEncode(CmdRelease, &ReleaseCommand{Now: now, Ref: ref(), Actor: a}))
+			}
 		case 7:
 			if rng.IntN(3) == 0 {
 				out = append(out, MustEncode(CmdPromote, &PromoteCommand{Now: now, Max: 1 + rng.IntN(5)}))

@@ -155,7 +155,32 @@ func (s *Server) handleWorkerFail(w http.ResponseWriter, r *http.Request, c *cal
 	if err != nil {
 		return s.workerRefusal(w, err)
 	}
-	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Requeued, DLQ: res.DLQ, Duplicate: res.Duplicate})
+	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Requeued, DLQ: res.DLQ, Duplicate: res.Duplicate,
+		Status: api.JobStatus(res.Job.State)})
+	return nil
+}
+
+// handleWorkerRelease gives a job back without using an attempt, fenced by
+// its lease token, optionally out of reach for cooldown_ms.
+func (s *Server) handleWorkerRelease(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.WorkerReleaseRequest
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	ref, err := workerLease(req.WorkerID, req.JobID, req.AttemptID, req.LeaseToken, false)
+	if err != nil {
+		return err
+	}
+	if req.CooldownMS < 0 || req.CooldownMS > queue.MaxCooldown.Milliseconds() {
+		return badRequest("cooldown_ms must be 0 to %d", queue.MaxCooldown.Milliseconds())
+	}
+	res, index, err := s.queue.ReleaseFor(r.Context(), ref, fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, req.Reason,
+		time.Duration(req.CooldownMS)*time.Millisecond)
+	s.setIndex(w, index)
+	if err != nil {
+		return s.workerRefusal(w, err)
+	}
+	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Job.State == fsm.StateQueued, Status: api.JobStatus(res.Job.State)})
 	return nil
 }
 

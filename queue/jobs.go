@@ -273,10 +273,30 @@ func (s *Service) Fail(ctx context.Context, in FailInput) (*fsm.Result, uint64, 
 // Release gives a running job back to its queue without counting the
 // attempt.
 func (s *Service) Release(ctx context.Context, ref fsm.LeaseRef, actor fsm.Actor, reason string) (*fsm.Result, uint64, error) {
+	return s.ReleaseFor(ctx, ref, actor, reason, 0)
+}
+
+// MaxCooldown bounds a release's cooldown.
+const MaxCooldown = 24 * time.Hour
+
+// ReleaseFor is Release with a cooldown: the job is not claimable again
+// for that long (0: at once), so the worker that could not do it is not
+// handed it straight back.
+func (s *Service) ReleaseFor(ctx context.Context, ref fsm.LeaseRef, actor fsm.Actor, reason string, cooldown time.Duration) (*fsm.Result, uint64, error) {
 	if len(reason) > MaxTextBytes {
 		return nil, 0, invalid("reason is larger than %d bytes", MaxTextBytes)
 	}
-	return s.Propose(ctx, fsm.CmdRelease, &fsm.ReleaseCommand{Now: s.now(), Ref: ref, Actor: actor, Reason: reason})
+	if cooldown < 0 || cooldown > MaxCooldown {
+		return nil, 0, invalid("cooldown_ms must be 0 to %d", MaxCooldown.Milliseconds())
+	}
+	cmd := fsm.ReleaseCommand{Now: s.now(), Ref: ref, Actor: actor, Reason: reason}
+	if cooldown > 0 {
+		if !s.allApply(fsm.CmdReleaseEx) || !s.allApply(fsm.CmdPromote) {
+			return nil, 0, ErrUpgradeInProgress
+		}
+		return s.Propose(ctx, fsm.CmdReleaseEx, &fsm.ReleaseExCommand{ReleaseCommand: cmd, NotBefore: cmd.Now + cooldown.Nanoseconds()})
+	}
+	return s.Propose(ctx, fsm.CmdRelease, &cmd)
 }
 
 // Comment attaches a note to a job actor may see.

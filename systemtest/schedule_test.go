@@ -289,3 +289,53 @@ func TestDependencyChainAcrossLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The worker contract's release: fenced by the lease token, no attempt
+// used, and with cooldown_ms the job is not handed straight back (to this
+// worker or any); once the cooldown ends another worker gets it. Across a
+// leader kill between the release and the end of the cooldown.
+func TestWorkerReleaseWithCooldown(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	leader, fs := apiRoles(t, c)
+	const stream = "gpu-only"
+	var j api.Job
+	apiDecode(t, apiWant(t, apiDo(t, "POST", fs[0].URL+"/jobs", apiHead, map[string]any{"stream": stream, "payload": map[string]string{"needs": "gpu"}}), http.StatusCreated), &j)
+	claim := func(url, worker string, waitMS int64) api.WorkerClaim {
+		var wc api.WorkerClaim
+		apiDecode(t, apiWant(t, apiDo(t, "POST", url+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: worker, Streams: []string{stream}, MaxWaitMS: waitMS}), http.StatusOK), &wc)
+		return wc
+	}
+	wc := claim(fs[1].URL, "cpu-box", 0)
+	if !wc.Claimed || wc.JobID != j.ID {
+		t.Fatalf("claim %+v", wc)
+	}
+	apiWantError(t, apiDo(t, "POST", fs[1].URL+"/internal/worker/release", apiLeft, api.WorkerReleaseRequest{WorkerID: "cpu-box", JobID: j.ID, LeaseToken: "wrong"}), http.StatusConflict, "stale_lease")
+	var ack api.WorkerAck
+	apiDecode(t, apiWant(t, apiDo(t, "POST", fs[1].URL+"/internal/worker/release", apiLeft, api.WorkerReleaseRequest{WorkerID: "cpu-box", JobID: j.ID,
+		LeaseToken: wc.LeaseToken, Reason: "needs a GPU", CooldownMS: 3000}), http.StatusOK), &ack)
+	released := time.Now()
+	if !ack.Requeued || ack.Status != api.JobStatusQueued {
+		t.Fatalf("release answer %+v", ack)
+	}
+	if again := claim(fs[1].URL, "cpu-box", 0); again.Claimed {
+		t.Fatalf("the released job came straight back: %+v", again)
+	}
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := c.WaitLeader(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := claim(nl.URL, "gpu-box", 10000)
+	if !got.Claimed || got.JobID != j.ID || got.Attempt != 1 {
+		t.Fatalf("after the cooldown: %+v (want attempt 1: a release uses none)", got)
+	}
+	if since := time.Since(released); since < 2500*time.Millisecond {
+		t.Fatalf("handed out %v after a 3 s cooldown", since)
+	}
+	if err := c.Restart(leader); err != nil {
+		t.Fatal(err)
+	}
+}
