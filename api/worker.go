@@ -44,6 +44,11 @@ type WorkerClaim struct {
 	// Checkpoint is what an earlier attempt saved with a heartbeat: resume
 	// from it.
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// Elsewhere, in an answer that claimed nothing, lists up to 10 other
+	// streams with queued jobs (not paused), most queued first: where work
+	// waits that this claim did not ask for (some of it may be targeted at
+	// other claimants).
+	Elsewhere []StreamQueue `json:"elsewhere,omitempty"`
 	// Jobs, in the answer to a claim with max_jobs, lists every job taken,
 	// each with its own lease (the fields above repeat the first); empty
 	// when nothing was claimed.

@@ -906,7 +906,8 @@ func TestWorkerClaimTimesOut(t *testing.T) {
 	e.create(map[string]interface{}{"stream": "other"})
 	e.create(map[string]interface{}{"target": RoleRightClaw})
 	r := e.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w-1","max_wait_ms":50}`)
-	if r.Code != 200 || string(bytes.TrimSpace(r.Body)) != `{"claimed":false}` {
+	// The answer says where work waits: the other stream.
+	if r.Code != 200 || string(bytes.TrimSpace(r.Body)) != `{"claimed":false,"elsewhere":[{"name":"other","queued":1}]}` {
 		t.Fatalf("%d %s", r.Code, r.Body)
 	}
 }

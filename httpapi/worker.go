@@ -3,6 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
+	"sort"
 	"strconv"
 	"time"
 
@@ -40,7 +42,7 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 		return err
 	}
 	if len(jobs) == 0 {
-		writeJSON(w, http.StatusOK, api.WorkerClaim{Claimed: false})
+		writeJSON(w, http.StatusOK, api.WorkerClaim{Claimed: false, Elsewhere: s.elsewhere(req.Streams)})
 		return nil
 	}
 	a := claimAnswer(jobs[0])
@@ -61,6 +63,22 @@ func claimAnswer(j *fsm.Job) api.WorkerClaim {
 		LeaseTTLSeconds: ttl.Seconds(), HeartbeatIntervalSeconds: (ttl / 3).Seconds(),
 		Attempt: j.Attempts, MaxAttempts: j.MaxAttempts, Checkpoint: j.Checkpoint,
 	}
+}
+
+// elsewhere lists up to 10 streams other than asked with queued jobs, not
+// paused, most queued first, for an answer that claimed nothing.
+func (s *Server) elsewhere(asked []string) []api.StreamQueue {
+	if len(asked) == 0 {
+		asked = []string{fsm.DefaultStream}
+	}
+	var out []api.StreamQueue
+	for _, si := range s.queue.StreamInfos() {
+		if n := si.Counts[fsm.StateQueued]; n > 0 && si.Pause == nil && !slices.Contains(asked, si.Name) {
+			out = append(out, api.StreamQueue{Name: si.Name, Queued: n})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Queued > out[j].Queued })
+	return out[:min(len(out), 10)]
 }
 
 // reported is a heartbeat's progress or checkpoint as the queue takes it:
