@@ -161,8 +161,8 @@ type WorkerAck struct {
 	OK        bool `json:"ok"`
 	// Requeued: the job is back in the queue (fail and release).
 	Requeued bool `json:"requeued"`
-	// Status is the job's status after the call: queued, failed, dead or
-	// cancelled (dlq true means failed or dead).
+	// Status is the job's status after a release: queued, or cancelled
+	// when a cancel had been asked.
 	Status JobStatus `json:"status,omitempty"`
 }
 

@@ -173,8 +173,9 @@ func (s *Server) handleWorkerFail(w http.ResponseWriter, r *http.Request, c *cal
 	if err != nil {
 		return s.workerRefusal(w, err)
 	}
-	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Requeued, DLQ: res.DLQ, Duplicate: res.Duplicate,
-		Status: api.JobStatus(res.Job.State)})
+	// No status: a repeat must answer as the first did, and the job may
+	// have moved on since (dlq says failed or dead, requeued queued).
+	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Requeued, DLQ: res.DLQ, Duplicate: res.Duplicate})
 	return nil
 }
 
