@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,42 @@ func TestStreamPauseAcrossLeaderKill(t *testing.T) {
 		if wc := claim(c.Nodes[i%3].URL); !wc.Claimed || wc.JobID != want {
 			t.Fatalf("claim %d after the resume: %+v, want %s", i, wc, want)
 		}
+	}
+}
+
+// The job-control verbs of the CLI, as the README shows them: a job with
+// a priority, a delay, a backoff and a concurrency key; its cancel; a
+// stream's pause, stats and resume.
+func TestJobControlCLI(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	head := []string{"SPINE_TOKEN=" + apiHead}
+	run := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := spineCLI(t, c.URLs(), t.TempDir(), head, args...)
+		if code != 0 {
+			t.Fatalf("spine %v: exit %d: %s %s", args, code, out, errOut)
+		}
+		return out
+	}
+	out := run("jobs", "create", "--payload", `{"doc":7}`, "--stream", "cli", "--priority", "5", "--delay", "30s",
+		"--backoff", "5s", "--concurrency-key", "tenant-7", "--output", "json")
+	var j api.Job
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatalf("jobs create: %v: %s", err, out)
+	}
+	if j.Priority != 5 || j.RunAt.IsZero() || j.Backoff == nil || j.Backoff.Base != 5 || j.ConcurrencyKey != "tenant-7" || j.ConcurrencyLimit != 1 {
+		t.Fatalf("created %+v", j)
+	}
+	if out := run("jobs", "cancel", j.ID, "--reason", "superseded"); !strings.Contains(out, "cancelled") {
+		t.Fatalf("jobs cancel: %s", out)
+	}
+	run("stream", "pause", "cli", "--reason", "bad deploy")
+	if out := run("stream", "stats"); !strings.Contains(out, "cli") || !strings.Contains(out, "bad deploy") {
+		t.Fatalf("stream stats: %s", out)
+	}
+	run("stream", "resume", "cli")
+	if out := run("stream", "stats", "cli", "--output", "json"); !strings.Contains(out, `"paused": false`) && !strings.Contains(out, `"paused":false`) {
+		t.Fatalf("stream stats cli after the resume: %s", out)
 	}
 }
