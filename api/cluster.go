@@ -152,3 +152,18 @@ type ClusterStatus struct {
 	HashChecks     uint64 `json:"hash_checks"`
 	HashMismatches uint64 `json:"hash_mismatches"`
 }
+
+// ClusterNodes is the answer of GET /cluster/nodes (any token): every
+// node's API address, whether gossip sees it alive, and which leads.
+type ClusterNodes struct {
+	Leader string     `json:"leader"`
+	Nodes  []NodeAddr `json:"nodes"`
+}
+
+// NodeAddr is one node of ClusterNodes.
+type NodeAddr struct {
+	ID       string `json:"id"`
+	HTTPAddr string `json:"http_addr"`
+	Alive    bool   `json:"alive"`
+	Leader   bool   `json:"leader"`
+}

@@ -91,6 +91,21 @@ func viewStatus(st cluster.Status) api.ClusterStatus {
 	return out
 }
 
+// handleClusterNodes lists the nodes' API addresses for any caller with a
+// token, claws included: where to go when the node a client talks to dies.
+func (s *Server) handleClusterNodes(w http.ResponseWriter, r *http.Request, c *call) error {
+	st, err := s.cluster.Status(r.Context())
+	if err != nil {
+		return err
+	}
+	out := api.ClusterNodes{Leader: st.Leader.ID, Nodes: make([]api.NodeAddr, 0, len(st.Nodes))}
+	for _, n := range st.Nodes {
+		out.Nodes = append(out.Nodes, api.NodeAddr{ID: n.ID, HTTPAddr: n.HTTPAddr, Alive: n.Alive, Leader: n.ID == st.Leader.ID})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 func (s *Server) answerStatus(w http.ResponseWriter, r *http.Request) error {
 	st, err := s.cluster.Status(r.Context())
 	if err != nil {

@@ -66,6 +66,7 @@ func (s *Server) routes() {
 	s.staleFilters = map[string]bool{"GET /api/tasks": true}
 
 	s.route("GET", "/cluster/status", kindPublic, allowPublic, s.authorized(allowHead, s.handleClusterStatus))
+	s.route("GET", "/cluster/nodes", kindPublic, allowPublic, s.authorized(allowAll, s.handleClusterNodes))
 	s.route("POST", "/cluster/join", kindWrite, allowHead, s.handleJoin)
 	s.route("POST", "/cluster/remove", kindWrite, allowHead, s.handleRemove)
 	s.route("POST", "/cluster/transfer-leader", kindWrite, allowHead, s.handleTransfer)

@@ -135,3 +135,38 @@ func TestJobControlCLI(t *testing.T) {
 		t.Fatalf("stream stats cli after the resume: %s", out)
 	}
 }
+
+// A claw finds every node's address in GET /cluster/nodes, and sees a
+// killed node there as not alive: where to go when its node dies.
+func TestClusterNodesForClaws(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	_, fs := apiRoles(t, c)
+	var got api.ClusterNodes
+	apiDecode(t, apiWant(t, apiDo(t, "GET", fs[0].URL+"/cluster/nodes", apiLeft, nil), http.StatusOK), &got)
+	if len(got.Nodes) != 3 || got.Leader == "" {
+		t.Fatalf("nodes %+v", got)
+	}
+	for _, n := range got.Nodes {
+		if !n.Alive || n.HTTPAddr == "" || n.Leader != (n.ID == got.Leader) {
+			t.Fatalf("node %+v of %+v", n, got)
+		}
+	}
+	apiWantError(t, apiDo(t, "GET", fs[0].URL+"/cluster/nodes", "", nil), http.StatusUnauthorized, "unauthorized")
+	if err := c.Kill(fs[1]); err != nil {
+		t.Fatal(err)
+	}
+	apiEventually(t, 30*time.Second, "the killed node to show not alive", func() error {
+		var now api.ClusterNodes
+		apiDecode(t, apiWant(t, apiDo(t, "GET", fs[0].URL+"/cluster/nodes", apiRight, nil), http.StatusOK), &now)
+		for _, n := range now.Nodes {
+			if n.ID == fs[1].ID && n.Alive {
+				return fmt.Errorf("%s still alive", n.ID)
+			}
+		}
+		return nil
+	})
+	if err := c.Restart(fs[1]); err != nil {
+		t.Fatal(err)
+	}
+}
