@@ -558,7 +558,7 @@ func (a *applier) redrive(c *RedriveCommand) *Result {
 	j := copyJob(old)
 	j.State = StateQueued
 	j.CancelRequestedAt, j.CancelReason = 0, ""
-	j.NotBefore = 0
+	j.NotBefore, j.DepsPending = 0, 0 // re-driven: it runs now, whatever it waited for
 	j.Attempts = 0
 	j.QueueIndex = a.index
 	j.FinishedAt = 0

@@ -73,7 +73,7 @@ func (a *applier) cancelled(j *Job, now int64, actor, text string) {
 	}
 	j.State = StateCancelled
 	j.Lease = nil
-	j.NotBefore = 0
+	j.NotBefore, j.DepsPending = 0, 0
 	j.FinishedAt = now
 	j.addEvent(Event{At: now, Type: EventCancelled, Actor: actor, From: from, To: StateCancelled, Text: text})
 }

@@ -304,3 +304,21 @@ func TestDependencies(t *testing.T) {
 	}
 	checkIndexes(t, h.f)
 }
+
+// A waiting job that is cancelled waits no more, and re-driven it runs at
+// once: a redrive does not wait again for jobs that may be long gone.
+func TestCancelAndRedriveOfAWaitingJob(t *testing.T) {
+	h := newHarness(t)
+	dep := h.create(CreateCommand{Stream: "s"}).ID
+	id := h.nextID("job")
+	mustOK(t, h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head}, DependsOn: []string{dep}}))
+	mustOK(t, h.cancel(id))
+	if j, _ := h.f.Read().Job(id); j.State != StateCancelled || j.DepsPending != 0 {
+		t.Fatalf("cancelled waiting job: %s waiting on %d", j.State, j.DepsPending)
+	}
+	mustOK(t, h.apply(CmdRedrive, &RedriveCommand{Now: h.now, JobID: id, Actor: head}))
+	if r := h.claim(id, left); r.Err != nil {
+		t.Fatalf("a re-driven job waited for its dependency again: %v", r.Err)
+	}
+	checkIndexes(t, h.f)
+}
