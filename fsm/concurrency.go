@@ -18,13 +18,11 @@ import (
 // claim path never looks at a job it could not take.
 
 type (
-	// keyedItem keys a claimable job with a concurrency key by key, lane,
-	// then rank (the order its lane hands out jobs).
+	// keyedItem keys a claimable job with a concurrency key by key, then
+	// as its lane orders it: q is the item that admits it into the lane.
 	keyedItem struct {
-		key, stream, target string
-		rank                int64
-		seq                 uint64
-		j                   *Job
+		key string
+		q   queueItem
 	}
 	// keyCount is how many jobs of a key run.
 	keyCount struct {
@@ -37,16 +35,7 @@ func lessKeyed(a, b keyedItem) bool {
 	if a.key != b.key {
 		return a.key < b.key
 	}
-	if a.stream != b.stream {
-		return a.stream < b.stream
-	}
-	if a.target != b.target {
-		return a.target < b.target
-	}
-	if a.rank != b.rank {
-		return a.rank < b.rank
-	}
-	return a.seq < b.seq
+	return lessQueue(a.q, b.q)
 }
 
 func lessKeyCount(a, b keyCount) bool { return a.key < b.key }
@@ -56,10 +45,15 @@ func lessGroup(a, b keyedItem) bool {
 	if a.key != b.key {
 		return a.key < b.key
 	}
-	if a.stream != b.stream {
-		return a.stream < b.stream
+	if a.q.stream != b.q.stream {
+		return a.q.stream < b.q.stream
 	}
-	return a.target < b.target
+	return a.q.target < b.q.target
+}
+
+// groupStart is the first place of a group in the keyed index.
+func groupStart(key, stream, target string) keyedItem {
+	return keyedItem{key, queueItem{stream: stream, target: target, rank: math.MinInt64}}
 }
 
 func newKeyedTree() *btree.BTreeG[keyedItem]    { return btree.NewG(btreeDegree, lessKeyed) }
@@ -72,7 +66,7 @@ func claimable(j *Job) bool { return j.State == StateQueued && j.NotBefore == 0 
 
 // keyedEntry keys a claimable job that has a concurrency key.
 func keyedEntry(j *Job) (keyedItem, bool) {
-	return keyedItem{j.ConcurrencyKey, j.Stream, j.Target, queueRank(j), j.CreateIndex, j}, j.ConcurrencyKey != "" && claimable(j)
+	return keyedItem{j.ConcurrencyKey, queueItem{j.Stream, j.Target, queueRank(j), j.CreateIndex, j}}, j.ConcurrencyKey != "" && claimable(j)
 }
 
 // keyLimit is the most jobs of j's key that may run while j is claimed.
@@ -149,7 +143,7 @@ func (w *writer) admitKey(key string) {
 			groups = append(groups, g)
 		}
 	}
-	from := keyedItem{key: key, rank: math.MinInt64}
+	from := groupStart(key, "", "")
 	for {
 		var head keyedItem
 		found := false
@@ -160,14 +154,14 @@ func (w *writer) admitKey(key string) {
 		if !found {
 			break
 		}
-		add(group{head.stream, head.target})
-		from = keyedItem{key: key, stream: head.stream, target: head.target + "\x00", rank: math.MinInt64}
+		add(group{head.q.stream, head.q.target})
+		from = groupStart(key, head.q.stream, head.q.target+"\x00")
 	}
-	w.t.admitted.AscendGreaterOrEqual(keyedItem{key: key, rank: math.MinInt64}, func(it keyedItem) bool {
+	w.t.admitted.AscendGreaterOrEqual(groupStart(key, "", ""), func(it keyedItem) bool {
 		if it.key != key {
 			return false
 		}
-		add(group{it.stream, it.target})
+		add(group{it.q.stream, it.q.target})
 		return true
 	})
 	running := w.t.runningOfKey(key)
@@ -181,26 +175,25 @@ func (w *writer) admitKey(key string) {
 func (w *writer) admitGroup(key, stream, target string, running int) {
 	var head keyedItem
 	hasHead := false
-	w.t.keyed.AscendGreaterOrEqual(keyedItem{key: key, stream: stream, target: target, rank: math.MinInt64}, func(it keyedItem) bool {
-		head, hasHead = it, it.key == key && it.stream == stream && it.target == target
+	w.t.keyed.AscendGreaterOrEqual(groupStart(key, stream, target), func(it keyedItem) bool {
+		head, hasHead = it, it.key == key && it.q.stream == stream && it.q.target == target
 		return false
 	})
-	want := hasHead && running < keyLimit(head.j)
-	slot := keyedItem{key: key, stream: stream, target: target}
-	cur, hasCur := w.t.admitted.Get(slot)
-	if hasCur && want && cur.j == head.j && cur.rank == head.rank && cur.seq == head.seq {
+	want := hasHead && running < keyLimit(head.q.j)
+	cur, hasCur := w.t.admitted.Get(groupStart(key, stream, target))
+	if hasCur && want && cur == head {
 		return
 	}
 	if hasCur {
-		w.t.queue.Delete(queueItem{stream: stream, target: target, rank: cur.rank, seq: cur.seq})
-		w.t.admitted.Delete(slot)
+		w.t.queue.Delete(cur.q)
+		w.t.admitted.Delete(cur)
 		w.dirty[tQueue], w.dirty[tAdmitted] = true, true
 	}
 	if want {
-		w.t.queue.ReplaceOrInsert(queueItem{stream, target, head.rank, head.seq, head.j})
+		w.t.queue.ReplaceOrInsert(head.q)
 		w.t.admitted.ReplaceOrInsert(head)
 		w.dirty[tQueue], w.dirty[tAdmitted] = true, true
-		if !hasCur || cur.j.ID != head.j.ID || cur.rank != head.rank {
+		if !hasCur || cur.q.j.ID != head.q.j.ID || cur.q.rank != head.q.rank {
 			w.woken = append(w.woken, laneKey{stream, target})
 		}
 	}

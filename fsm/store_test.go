@@ -28,7 +28,7 @@ func checkIndexes(t testing.TB, f *FSM) {
 		}
 		if k, want := keyedEntry(j); want {
 			keyed++
-			if got, ok := v.keyed.Get(k); !ok || got.j != j {
+			if got, ok := v.keyed.Get(k); !ok || got.q.j != j {
 				t.Fatalf("keyed job %s missing from the keyed index", j.ID)
 			}
 		}
@@ -100,7 +100,7 @@ func checkIndexes(t testing.TB, f *FSM) {
 	}
 	heads := map[keyedItem]keyedItem{} // group → its first job
 	v.keyed.Ascend(func(it keyedItem) bool {
-		g := keyedItem{key: it.key, stream: it.stream, target: it.target}
+		g := groupStart(it.key, it.q.stream, it.q.target)
 		if _, ok := heads[g]; !ok {
 			heads[g] = it
 		}
@@ -109,14 +109,14 @@ func checkIndexes(t testing.TB, f *FSM) {
 	admitted := 0
 	for g, h := range heads {
 		cur, has := v.admitted.Get(g)
-		want := v.runningOfKey(g.key) < keyLimit(h.j)
-		if has != want || (has && cur.j != h.j) {
-			t.Fatalf("group %s/%s/%s: admitted %v (%v), want %v (head %s, %d running, limit %d)", g.key, g.stream, g.target, has, cur.j, want, h.j.ID, v.runningOfKey(g.key), keyLimit(h.j))
+		want := v.runningOfKey(g.key) < keyLimit(h.q.j)
+		if has != want || (has && cur.q.j != h.q.j) {
+			t.Fatalf("group %s/%s/%s: admitted %v (%v), want %v (head %s, %d running, limit %d)", g.key, g.q.stream, g.q.target, has, cur.q.j, want, h.q.j.ID, v.runningOfKey(g.key), keyLimit(h.q.j))
 		}
 		if has {
 			admitted++
-			if got, ok := v.queue.Get(queueItem{stream: g.stream, target: g.target, rank: h.rank, seq: h.seq}); !ok || got.j != h.j {
-				t.Fatalf("admitted job %s missing from the queue index", h.j.ID)
+			if got, ok := v.queue.Get(h.q); !ok || got.j != h.q.j {
+				t.Fatalf("admitted job %s missing from the queue index", h.q.j.ID)
 			}
 		}
 	}
