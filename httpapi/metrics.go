@@ -125,7 +125,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 
 var (
 	descJobs = prometheus.NewDesc("spine_jobs",
-		"Jobs by stream and state (queued, running, done, failed, dead) in this node's state machine. Streams past the "+strconv.Itoa(MaxMetricStreams)+" largest are summed under stream=\""+OtherStreams+"\".",
+		"Jobs by stream and state (queued, running, done, failed, dead, cancelled) in this node's state machine. Streams past the "+strconv.Itoa(MaxMetricStreams)+" largest are summed under stream=\""+OtherStreams+"\".",
 		[]string{"stream", "state"}, nil)
 	descOldest = prometheus.NewDesc("spine_queue_oldest_age_seconds",
 		"How long the job that has waited longest in each stream's queue has waited since it was last queued.", []string{"stream"}, nil)
