@@ -3,6 +3,7 @@ package systemtest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,6 +147,22 @@ func TestWebUIOnThreeNodes(t *testing.T) {
 	wCreate(t, fs[1].URL, stream, map[string]int{"n": 1}, nil)
 	waitCount(before+1, "a job created through another node")
 	shot(t, tab, "dashboard-live")
+
+	// Head pauses the stream from the dashboard (the follower forwards the
+	// form to the leader): its row says so and the API agrees; then resumes.
+	srow := fmt.Sprintf(`tr[data-stream=%q]`, stream)
+	run(t, tab, "pause the stream", clickJS(srow+" button.pause"), present(srow+" .st-paused"), present(srow+" button.resume"))
+	shot(t, tab, "dashboard-paused")
+	var si api.StreamInfo
+	apiDecode(t, apiWant(t, apiDo(t, "GET", fs[1].URL+"/streams/"+stream+"?consistent", apiHead, nil), http.StatusOK), &si)
+	if !si.Paused {
+		t.Fatalf("the stream paused from the page reads %+v", si)
+	}
+	run(t, tab, "resume the stream", clickJS(srow+" button.resume"), present(srow+" button.pause"))
+	apiDecode(t, apiWant(t, apiDo(t, "GET", fs[1].URL+"/streams/"+stream+"?consistent", apiHead, nil), http.StatusOK), &si)
+	if si.Paused {
+		t.Fatalf("the stream resumed from the page reads %+v", si)
+	}
 
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
