@@ -88,6 +88,9 @@ type Job struct {
 	// not done yet (no claim takes the job while it is above 0).
 	DependsOn []string `json:"dependsOn,omitempty"`
 	WaitingOn int      `json:"waitingOn,omitempty"`
+	// Requires are the capabilities a claimant must have to be handed the
+	// job (sorted, as created).
+	Requires  []string `json:"requires,omitempty"`
 	TaskClass string   `json:"taskClass,omitempty"`
 
 	// ClaimedBy, WorkerID, AttemptID and LeaseExpiresAt are set while the
@@ -258,6 +261,10 @@ type JobCreateRequest struct {
 	// before this one can be claimed; if one ends otherwise, this one
 	// fails (code dependency_failed).
 	DependsOn []string `json:"dependsOn,omitempty"`
+	// Requires lists capabilities (labels such as gpu, gpu:a100,
+	// lang:python; at most 16) a claimant must all have: only a claim
+	// naming them among its capabilities is handed the job.
+	Requires []string `json:"requires,omitempty"`
 
 	named createField // the optional fields the decoded body named
 }
@@ -314,13 +321,14 @@ type jobCreateJSON struct {
 	ConcurrencyKey   string          `json:"concurrencyKey,omitempty"`
 	ConcurrencyLimit int             `json:"concurrencyLimit,omitempty"`
 	DependsOn        []string        `json:"dependsOn,omitempty"`
+	Requires         []string        `json:"requires,omitempty"`
 }
 
 // MarshalJSON writes the optional fields the request gives (the Has
 // methods), so that a decoded request encodes as its body did.
 func (r JobCreateRequest) MarshalJSON() ([]byte, error) {
 	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey, Priority: r.Priority,
-		RunAt: r.RunAt, DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit, DependsOn: r.DependsOn}
+		RunAt: r.RunAt, DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit, DependsOn: r.DependsOn, Requires: r.Requires}
 	if r.HasMaxAttempts() {
 		out.MaxAttempts = &r.MaxAttempts
 	}
@@ -348,7 +356,7 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority,
-		RunAt: in.RunAt, DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, DependsOn: in.DependsOn}
+		RunAt: in.RunAt, DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, DependsOn: in.DependsOn, Requires: in.Requires}
 	if in.MaxAttempts != nil {
 		r.MaxAttempts, r.named = *in.MaxAttempts, r.named|namedMaxAttempts
 	}
@@ -366,6 +374,9 @@ type JobClaimRequest struct {
 	// WorkerID is recorded with the attempt; a job targeted at a worker id
 	// can only be claimed with it.
 	WorkerID string `json:"workerId,omitempty"`
+	// Capabilities the claimant has: a job that requires others is
+	// refused (409 missing_capability).
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // JobHeartbeatRequest is the body of POST /jobs/{id}/heartbeat. The lease

@@ -21,6 +21,11 @@ type WorkerClaimRequest struct {
 	// trip (as many as wait, once at least one does), each under its own
 	// lease: the answer lists them in Jobs.
 	MaxJobs int `json:"max_jobs,omitempty"`
+	// Capabilities the worker has (labels such as gpu, lang:python; at
+	// most 32): it is handed only jobs whose requires it all has, still
+	// oldest first among those. Without any, only jobs that require
+	// nothing.
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // WorkerClaim is the answer of a worker claim. Claimed is false, and every

@@ -77,7 +77,7 @@ func (c *Client) WorkerClaim(ctx context.Context, params *WorkerClaimParams) (*W
 	if params == nil {
 		params = &WorkerClaimParams{}
 	}
-	body := api.WorkerClaimRequest{WorkerID: params.WorkerID, Streams: params.Streams, MaxWaitMS: params.MaxWait.Milliseconds(), MaxJobs: params.MaxJobs}
+	body := api.WorkerClaimRequest{WorkerID: params.WorkerID, Streams: params.Streams, MaxWaitMS: params.MaxWait.Milliseconds(), MaxJobs: params.MaxJobs, Capabilities: params.Capabilities}
 	req, err := jsonRequest(http.MethodPost, "/internal/worker/claim", &body)
 	if err != nil {
 		return nil, err

@@ -117,6 +117,9 @@ type WorkerClaimParams struct {
 	// MaxJobs, from 2 to 100, asks for up to that many jobs in one round
 	// trip, each under its own lease (WorkerClaim.Jobs).
 	MaxJobs int
+	// Capabilities the worker has: it is handed only jobs whose requires
+	// it all has.
+	Capabilities []string
 }
 
 // DLQListParams page the dead-letter listing.

@@ -36,7 +36,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 	}
 	in.Delay = time.Duration(req.DelaySeconds) * time.Second
 	if b := req.Backoff; b != nil {
-		in.BackoffBase, in.BackoffMax = b.Base, b.Max
+		in.BackoffSet, in.BackoffBase, in.BackoffMax = true, b.Base, b.Max
 	}
 	if req.HasMaxAttempts() {
 		in.MaxAttempts = &req.MaxAttempts

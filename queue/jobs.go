@@ -38,9 +38,11 @@ type CreateInput struct {
 	IdempotencyKey string
 	Priority       int
 	// RunAt (unix nanoseconds) or Delay schedules the job; BackoffBase and
-	// BackoffMax (seconds) set its retry backoff.
+	// BackoffMax (seconds) set its retry backoff when BackoffSet (a zero
+	// base: none); without BackoffSet the job gets Config.RetryBackoff.
 	RunAt                   int64
 	Delay                   time.Duration
+	BackoffSet              bool
 	BackoffBase, BackoffMax int64
 	// ConcurrencyKey and ConcurrencyLimit (default 1 with a key).
 	ConcurrencyKey   string
@@ -143,6 +145,12 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		}
 	}
 	ex.DependsOn = in.DependsOn
+	if !in.BackoffSet && s.cfg.RetryBackoff.Base > 0 && s.allApply(fsm.CmdCreateEx) && s.allApply(fsm.CmdPromote) {
+		// The cluster's default, once every server knows backoffs (during
+		// a rolling upgrade from a version without them, retries stay
+		// immediate).
+		ex.BackoffBase, ex.BackoffMax = s.cfg.RetryBackoff.Base, s.cfg.RetryBackoff.Max
+	}
 	var res *fsm.Result
 	if ex.Priority != 0 || ex.RunAt != 0 || ex.BackoffBase != 0 || ex.ConcurrencyKey != "" || len(ex.DependsOn) > 0 {
 		if !s.allApply(fsm.CmdCreateEx) || !s.allApply(fsm.CmdPromote) {

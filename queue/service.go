@@ -64,11 +64,20 @@ type Config struct {
 	// (SPINE_LEASE_RENEW_FRACTION). Zero is not replaced by a default: it
 	// means every heartbeat is written.
 	LeaseRenewFraction float64
+	// RetryBackoff is the backoff (seconds) a job created without one
+	// gets (SPINE_RETRY_BACKOFF; default 1s doubling to 5m): stamped into
+	// the create entry, so the job carries it whatever node later runs it.
+	// A zero Base: a fail with requeue queues the job again at once.
+	RetryBackoff       RetryBackoff
 	Logger             hclog.Logger
 	// Now and NewID are the leader's clock and id source (tests replace them).
 	Now   func() time.Time
 	NewID func() string
 }
+
+// RetryBackoff is a retry backoff in whole seconds: Base*2^(n-1) after
+// the n-th failed attempt, at most Max (0: no ceiling).
+type RetryBackoff struct{ Base, Max int64 }
 
 // Service is the queue's operations on one node.
 type Service struct {

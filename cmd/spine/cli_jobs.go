@@ -40,7 +40,7 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 	fs.IntVar(&p.Priority, "priority", 0, "-100 to 100: higher is handed out first within the stream (aged: none starves)")
 	delay := fs.Duration("delay", 0, "no claim takes the job before this long from now (e.g. 90s, 2h)")
 	runAt := fs.String("run-at", "", "no claim takes the job before this time (RFC 3339)")
-	backoffBase := fs.Duration("backoff", 0, "retry backoff: a fail with requeue waits this, doubling each attempt (e.g. 5s)")
+	backoffBase := fs.Duration("backoff", 0, "retry backoff: a fail with requeue waits this, doubling each attempt (e.g. 5s; 0: retry at once; default: the cluster's SPINE_RETRY_BACKOFF)")
 	backoffMax := fs.Duration("backoff-max", 0, "the most a retry backoff waits")
 	fs.StringVar(&p.ConcurrencyKey, "concurrency-key", "", "at most --concurrency-limit jobs of this key run at once, cluster-wide")
 	fs.IntVar(&p.ConcurrencyLimit, "concurrency-limit", 0, "with --concurrency-key: how many of its jobs may run at once (default 1)")
@@ -70,7 +70,7 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 			p.RunAt = t
 		}
 		p.DelaySeconds = int64(delay.Seconds())
-		if *backoffBase > 0 || *backoffMax > 0 {
+		if fs.Changed("backoff") || fs.Changed("backoff-max") {
 			p.Backoff = &client.Backoff{Base: int64(backoffBase.Seconds()), Max: int64(backoffMax.Seconds())}
 		}
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {

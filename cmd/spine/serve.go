@@ -35,6 +35,30 @@ import (
 	"github.com/spine-queue/spine/httpapi"
 )
 
+// parseRetryBackoff reads SPINE_RETRY_BACKOFF: "off" (or "0"), or
+// "base..max" in whole seconds or more ("1s..5m"; "30s" alone has no
+// ceiling).
+func parseRetryBackoff(v string) (queue.RetryBackoff, error) {
+	bad := fmt.Errorf("SPINE_RETRY_BACKOFF=%q must be off, or base..max such as 1s..5m (whole seconds, base at least 1s, max not below base)", v)
+	if v == "off" || v == "0" {
+		return queue.RetryBackoff{}, nil
+	}
+	lo, hi, ranged := strings.Cut(v, "..")
+	base, err := time.ParseDuration(lo)
+	if err != nil || base < time.Second || base%time.Second != 0 {
+		return queue.RetryBackoff{}, bad
+	}
+	b := queue.RetryBackoff{Base: int64(base / time.Second)}
+	if ranged {
+		ceil, err := time.ParseDuration(hi)
+		if err != nil || ceil < base || ceil%time.Second != 0 || ceil > 365*24*time.Hour {
+			return queue.RetryBackoff{}, bad
+		}
+		b.Max = int64(ceil / time.Second)
+	}
+	return b, nil
+}
+
 // serveConfig is everything `spine serve` reads from flags and env.
 type serveConfig struct {
 	NodeID, DataDir, HTTPAddr, AdvertiseHTTP, RaftAddr, GossipAddr string
@@ -55,6 +79,9 @@ type serveConfig struct {
 	Pprof                                                          bool
 	TimerSlack                                                     time.Duration
 	LeaseRenewFraction                                             float64
+	// RetryBackoff (SPINE_RETRY_BACKOFF) is the backoff a job created
+	// without one gets.
+	RetryBackoff queue.RetryBackoff
 	// ClockOffset (SPINE_CLOCK_OFFSET) runs the queue's clock this far
 	// ahead of the system's, for drills.
 	ClockOffset time.Duration
@@ -130,7 +157,9 @@ HEAD_TOKEN(S), LEFT_CLAW_TOKEN(S), RIGHT_CLAW_TOKEN(S) (CSV for rotation); at le
 Other env: LEASE_SECONDS (300), REAPER_INTERVAL_MS (30000), DEFAULT_MAX_ATTEMPTS (5),
 SPINE_LEASE_GRACE_MS (5000; after a leader change, no lease is reaped before this),
 SPINE_RETENTION (72h; done jobs older than this are deleted, 0 keeps them; failed and dead jobs stay),
-SPINE_MAX_BLOB_BYTES (8388608). SPINE_CLOCK_OFFSET (0; a drill: the queue's clock, which stamps
+SPINE_MAX_BLOB_BYTES (8388608). SPINE_RETRY_BACKOFF (1s..5m: a job created without a backoff waits
+1s after its first failed attempt, doubling, at most 5m, before a retry; off: retries at once; give
+every node the same value). SPINE_CLOCK_OFFSET (0; a drill: the queue's clock, which stamps
 creates, leases, finish times and retention, runs this far ahead, e.g. 96h shows what the queue
 does four days on; give every node the same value). SPINE_HEALTH_SUSPECT_AFTER (15s) and
 SPINE_HEALTH_DEAD_AFTER (30s): a registered gateway or worker not heard from for this long is
@@ -245,6 +274,9 @@ Flags:
 		if c.ClockOffset, err = time.ParseDuration(v); err != nil {
 			return nil, fmt.Errorf("SPINE_CLOCK_OFFSET=%q must be a duration such as 96h", v)
 		}
+	}
+	if c.RetryBackoff, err = parseRetryBackoff(envOr("SPINE_RETRY_BACKOFF", "1s..5m")); err != nil {
+		return nil, err
 	}
 	blob, err := envInt("SPINE_MAX_BLOB_BYTES", 8<<20)
 	if err != nil {
@@ -376,7 +408,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	}
 	offset := cfg.ClockOffset
 	svc := queue.New(queue.Config{Lease: cfg.Lease, MaxBlobBytes: cfg.MaxBlobBytes,
-		LeaseRenewFraction: cfg.LeaseRenewFraction, Logger: logger,
+		LeaseRenewFraction: cfg.LeaseRenewFraction, RetryBackoff: cfg.RetryBackoff, Logger: logger,
 		Now: func() time.Time { return time.Now().Add(offset) }}, node, machine)
 	api, err := httpapi.New(httpapi.Config{
 		Tokens: cfg.Tokens, SkillMD: skill, CPUSeconds: cpuSeconds, TimerSlack: timerslack.Now,

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spine-queue/spine/httpapi"
+	"github.com/spine-queue/spine/queue"
 )
 
 func TestServeTimerSlackSetting(t *testing.T) {
@@ -81,6 +82,41 @@ func TestServeLeaseRenewFractionSetting(t *testing.T) {
 			t.Errorf("SPINE_LEASE_RENEW_FRACTION=%q --lease-renew-fraction=%q: %v", tc.env, tc.flag, err)
 		case !tc.bad && c.LeaseRenewFraction != tc.want:
 			t.Errorf("SPINE_LEASE_RENEW_FRACTION=%q --lease-renew-fraction=%q: %v, want %v", tc.env, tc.flag, c.LeaseRenewFraction, tc.want)
+		}
+	}
+}
+
+// SPINE_RETRY_BACKOFF is the backoff of jobs created without one: on by
+// default, off on request, and a malformed value stops the node with an
+// error that names the setting.
+func TestServeRetryBackoffSetting(t *testing.T) {
+	t.Setenv("HEAD_TOKEN", "h")
+	for _, tc := range []struct {
+		env  string
+		want queue.RetryBackoff
+		bad  bool
+	}{
+		{want: queue.RetryBackoff{Base: 1, Max: 300}},
+		{env: "off"},
+		{env: "0"},
+		{env: "5s..1h", want: queue.RetryBackoff{Base: 5, Max: 3600}},
+		{env: "30s", want: queue.RetryBackoff{Base: 30}},
+		{env: "500ms..5m", bad: true},
+		{env: "10s..5s", bad: true},
+		{env: "1.5s..5m", bad: true},
+		{env: "fast", bad: true},
+	} {
+		t.Setenv("SPINE_RETRY_BACKOFF", tc.env) // empty: the default
+		c, err := parseServe([]string{"--node-id", "n1"})
+		switch {
+		case tc.bad && err == nil:
+			t.Errorf("SPINE_RETRY_BACKOFF=%q accepted as %+v", tc.env, c.RetryBackoff)
+		case tc.bad && !strings.Contains(err.Error(), "SPINE_RETRY_BACKOFF"):
+			t.Errorf("SPINE_RETRY_BACKOFF=%q: error %q does not name the setting", tc.env, err)
+		case !tc.bad && err != nil:
+			t.Errorf("SPINE_RETRY_BACKOFF=%q: %v", tc.env, err)
+		case !tc.bad && c.RetryBackoff != tc.want:
+			t.Errorf("SPINE_RETRY_BACKOFF=%q: %+v, want %+v", tc.env, c.RetryBackoff, tc.want)
 		}
 	}
 }
