@@ -155,6 +155,9 @@ const (
 	// CodeStreamPaused: 409, an operator paused the stream: a claim by id
 	// of its jobs is refused until it is resumed (claim-next skips it).
 	CodeStreamPaused = "stream_paused"
+	// CodeMissingCapability: 409, a claim by id of a job that requires a
+	// capability the claim did not name (JobClaimRequest.Capabilities).
+	CodeMissingCapability = "missing_capability"
 	// CodeAlreadyExists: 409, a session or stream with that name exists.
 	CodeAlreadyExists = "already_exists"
 	// CodeSessionEnded: 409, the session is ended: it takes no new streams.

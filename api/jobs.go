@@ -415,6 +415,18 @@ type JobFailRequest struct {
 	AttemptID  string `json:"attemptId,omitempty"`
 	Stdout     string `json:"stdout,omitempty"`
 	Stderr     string `json:"stderr,omitempty"`
+
+	// The worker contract's fail body (WorkerFailRequest) is accepted as
+	// it is, so one body works on both APIs: its lease_token and
+	// attempt_id fence the call like leaseToken and attemptId, job_id must
+	// name the job of the path, worker_id is accepted; without requeue,
+	// an error that names retryable decides (true: requeue).
+	JobIDAlt      string `json:"job_id,omitempty"`
+	WorkerID      string `json:"worker_id,omitempty"`
+	LeaseTokenAlt string `json:"lease_token,omitempty"`
+	AttemptIDAlt  string `json:"attempt_id,omitempty"`
+	Stream        string `json:"stream,omitempty"`
+	MessageID     string `json:"message_id,omitempty"`
 }
 
 // JobReleaseRequest is the body of POST /jobs/{id}/release: the job goes

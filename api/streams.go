@@ -27,6 +27,17 @@ type StreamInfo struct {
 	// (active or ended), for the streams it has.
 	Status       string `json:"status,omitempty"`
 	Instructions string `json:"instructions,omitempty"`
+	// Unmatched lists queued jobs no live worker can take: their
+	// requirements, and how many jobs have them, for each set no worker
+	// heard from in the last 10 minutes (a claim, or a heartbeat of a job
+	// it claimed) had every capability of.
+	Unmatched []UnmatchedJobs `json:"unmatched,omitempty"`
+}
+
+// UnmatchedJobs counts the queued jobs of one requirement set.
+type UnmatchedJobs struct {
+	Requires []string `json:"requires"`
+	Jobs     int      `json:"jobs"`
 }
 
 // StreamPause is an operator's pause of a stream.

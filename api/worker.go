@@ -137,6 +137,9 @@ type WorkerFailRequest struct {
 	Error  *JobError `json:"error"`
 	Stdout string    `json:"stdout,omitempty"`
 	Stderr string    `json:"stderr,omitempty"`
+	// Requeue, when given, decides instead of Error.Retryable whether the
+	// job goes back to the queue (the v0 fail's field, accepted here too).
+	Requeue *bool `json:"requeue,omitempty"`
 }
 
 // WorkerReleaseRequest is the body of POST /internal/worker/release: give
@@ -166,8 +169,10 @@ type WorkerAck struct {
 	OK        bool `json:"ok"`
 	// Requeued: the job is back in the queue (fail and release).
 	Requeued bool `json:"requeued"`
-	// Status is the job's status after a release: queued, or cancelled
-	// when a cancel had been asked.
+	// Status is where the call left the job. After a fail: queued
+	// (requeued), failed (not retryable), dead (retryable, but out of
+	// attempts) or cancelled (a cancel had been asked); a repeat answers
+	// as the first did. After a release: queued, or cancelled.
 	Status JobStatus `json:"status,omitempty"`
 }
 

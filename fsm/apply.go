@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -21,6 +22,10 @@ type applier struct {
 	maxAttempts int
 	in          *interner
 	events      *eventCounts // nil: not counted
+	// caps (sorted) and capsKey are the capabilities of the claim being
+	// applied (CapableCommand), nil outside one.
+	caps    []string
+	capsKey string
 }
 
 func (a *applier) get(id string) (*Job, error) { return a.t.job(id), nil }
@@ -162,7 +167,7 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, "only a queued job can be claimed")}
 	}
 	if j.NotBefore != 0 {
-		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, "the job is scheduled: not claimable before its runAt")}
+		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, "it waits for its runAt (a schedule, a retry backoff or a release's cooldown): not claimable before")}
 	}
 	if j.DepsPending > 0 {
 		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("it waits for %d of the jobs it depends on", j.DepsPending))}
@@ -178,6 +183,9 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	}
 	if !eligible(j, targets) {
 		return &Result{Job: j, Err: refuse(ErrTargetMismatch, "claim", j, "job is targeted at "+j.Target)}
+	}
+	if j.Requires != "" && !covers(a.caps, j.Requires) {
+		return &Result{Job: j, Err: refuse(ErrMissingCapability, "claim", j, "it requires "+j.Requires+"; the claim has "+cmp.Or(a.capsKey, "no capabilities"))}
 	}
 	if j.Attempts >= j.MaxAttempts {
 		d := a.kill(j, g.Now, a.in.actor(g.Actor), "claim with no attempts left")
@@ -210,7 +218,7 @@ func (a *applier) claimNext(streams, targets []string, g grant) *Result {
 }
 
 func (a *applier) nextQueued(streams, targets []string) *Job {
-	return a.t.nextQueued(streams, targets)
+	return a.t.nextQueued(streams, targets, a.caps)
 }
 
 func (a *applier) start(old *Job, g grant) *Job {
@@ -219,6 +227,7 @@ func (a *applier) start(old *Job, g grant) *Job {
 	j.Attempts++
 	j.StartedAt = g.Now
 	j.Progress, j.ProgressAt = nil, 0 // a new attempt reports its own
+	j.ClaimCaps = a.capsKey
 	j.Lease = &Lease{
 		Owner:     g.Actor.Role,
 		WorkerID:  g.Actor.WorkerID,
@@ -321,6 +330,7 @@ func (a *applier) heartbeat(c *HeartbeatCommand) *Result {
 	j.Lease.ExpiresAt = c.Now + j.leaseNanos(c.LeaseNanos)
 	j.addEvent(Event{At: c.Now, Type: EventHeartbeat, Actor: a.in.actor(c.Actor), AttemptID: j.Lease.AttemptID, WorkerID: c.Actor.WorkerID})
 	a.put(old, j, c.Now)
+	a.seeCaps(j.ClaimCaps, c.Now) // its worker is alive
 	return &Result{Job: j}
 }
 

@@ -34,6 +34,9 @@ type CreateExCommand struct {
 	// DependsOn names jobs that must be done before this one is claimable
 	// (depends.go).
 	DependsOn []string
+
+	// requires is the requirement key CreateRequiresCommand adds.
+	requires string
 }
 
 func init() {
@@ -83,6 +86,7 @@ func (c *CreateExCommand) apply(a *applier) *Result {
 		j.Priority = c.Priority
 		j.BackoffBase, j.BackoffMax = c.BackoffBase, c.BackoffMax
 		j.ConcurrencyKey, j.ConcurrencyLimit = c.ConcurrencyKey, c.ConcurrencyLimit
+		j.Requires = c.requires
 		if c.RunAt > c.Now {
 			j.NotBefore = c.RunAt
 		}

@@ -50,5 +50,6 @@ func (c *ProgressCommand) apply(a *applier) *Result {
 	}
 	j.addEvent(Event{At: c.Now, Type: EventHeartbeat, Actor: a.in.actor(c.Actor), AttemptID: j.Lease.AttemptID, WorkerID: c.Actor.WorkerID, Text: text})
 	a.put(old, j, c.Now)
+	a.seeCaps(j.ClaimCaps, c.Now)
 	return &Result{Job: j}
 }

@@ -94,6 +94,19 @@ func (f *filler) u64() uint64 {
 }
 
 func (f *filler) fill(v reflect.Value) {
+	if v.Type() == reflect.TypeFor[CapableCommand]() {
+		// Its Inner is a command of the type Type names (none for 0).
+		c := v.Addr().Interface().(*CapableCommand)
+		c.Now = int64(f.u64())
+		f.fill(reflect.ValueOf(&c.Capabilities).Elem())
+		c.Type = []CommandType{0, CmdClaim, CmdClaimNext, CmdClaimNextKeyed, CmdClaimBatch}[f.byte1()%5]
+		if c.Type != 0 {
+			inner := newCommand(c.Type)
+			f.fill(reflect.ValueOf(inner).Elem())
+			c.Inner = inner
+		}
+		return
+	}
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(string(f.take(int(f.byte1() % 24))))

@@ -67,6 +67,10 @@ const (
 	CmdPromote CommandType = 35
 	// A release with a cooldown (cmd_release.go).
 	CmdReleaseEx CommandType = 36
+	// A claim made with the worker's capabilities, and a create of a job
+	// that requires some (capabilities.go).
+	CmdCapable        CommandType = 37
+	CmdCreateRequires CommandType = 38
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

@@ -35,7 +35,19 @@ func lessKeyed(a, b keyedItem) bool {
 	if a.key != b.key {
 		return a.key < b.key
 	}
-	return lessQueue(a.q, b.q)
+	// A group (key and lane) in queue order; its jobs' requirements, part
+	// of the lane in the queue index, do not split the group.
+	x, y := a.q, b.q
+	if x.stream != y.stream {
+		return x.stream < y.stream
+	}
+	if x.target != y.target {
+		return x.target < y.target
+	}
+	if x.rank != y.rank {
+		return x.rank < y.rank
+	}
+	return x.seq < y.seq
 }
 
 func lessKeyCount(a, b keyCount) bool { return a.key < b.key }
@@ -66,7 +78,7 @@ func claimable(j *Job) bool { return j.State == StateQueued && j.NotBefore == 0 
 
 // keyedEntry keys a claimable job that has a concurrency key.
 func keyedEntry(j *Job) (keyedItem, bool) {
-	return keyedItem{j.ConcurrencyKey, queueItem{j.Stream, j.Target, queueRank(j), j.CreateIndex, j}}, j.ConcurrencyKey != "" && claimable(j)
+	return keyedItem{j.ConcurrencyKey, queueItem{j.Stream, j.Target, j.Requires, queueRank(j), j.CreateIndex, j}}, j.ConcurrencyKey != "" && claimable(j)
 }
 
 // keyLimit is the most jobs of j's key that may run while j is claimed.
@@ -185,12 +197,12 @@ func (w *writer) admitGroup(key, stream, target string, running int) {
 		return
 	}
 	if hasCur {
-		w.t.queue.Delete(cur.q)
+		w.queueDelete(cur.q)
 		w.t.admitted.Delete(cur)
 		w.dirty[tQueue], w.dirty[tAdmitted] = true, true
 	}
 	if want {
-		w.t.queue.ReplaceOrInsert(head.q)
+		w.queueInsert(head.q)
 		w.t.admitted.ReplaceOrInsert(head)
 		w.dirty[tQueue], w.dirty[tAdmitted] = true, true
 		if !hasCur || cur.q.j.ID != head.q.j.ID || cur.q.rank != head.q.rank {

@@ -30,6 +30,9 @@ var (
 	// ErrStreamPaused: an operator paused the stream: it takes new jobs but
 	// hands out none until resumed.
 	ErrStreamPaused = errors.New("stream paused")
+	// ErrMissingCapability: the job requires a capability the claim did
+	// not name.
+	ErrMissingCapability = errors.New("missing capability")
 	// ErrExists: a session or stream with that name exists.
 	ErrExists = errors.New("already exists")
 	// ErrEnded: the session is ended (no new streams).

@@ -657,7 +657,7 @@ func registeredLanes(f *FSM) int {
 
 func TestWatchFiresOnCreate(t *testing.T) {
 	h := newHarness(t)
-	j, ws := h.f.Read().NextClaimable([]string{"a", "b"}, []string{"left_claw"})
+	j, ws := h.f.Read().NextClaimable([]string{"a", "b"}, []string{"left_claw"}, nil)
 	if j != nil {
 		t.Fatal("queue not empty")
 	}
@@ -675,7 +675,7 @@ func TestWatchFiresOnCreate(t *testing.T) {
 	if err := ws.WatchCtx(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := h.f.Read().NextClaimable([]string{"a", "b"}, []string{"left_claw"}); j == nil || j.Stream != "b" {
+	if j, _ := h.f.Read().NextClaimable([]string{"a", "b"}, []string{"left_claw"}, nil); j == nil || j.Stream != "b" {
 		t.Fatalf("next claimable %+v", j)
 	}
 }
@@ -687,7 +687,7 @@ func TestWatchRequeueAndCleanup(t *testing.T) {
 	h := newHarness(t)
 	h.create(CreateCommand{Stream: "s"})
 	r := h.claimNext([]string{"s"}, left)
-	_, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw"})
+	_, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw"}, nil)
 	mustOK(t, h.apply(CmdRelease, &ReleaseCommand{Now: h.now, Ref: LeaseRef{JobID: r.Job.ID}, Actor: left}))
 	if !fired(ws) {
 		t.Fatal("release did not wake a waiting claimant")
@@ -697,7 +697,7 @@ func TestWatchRequeueAndCleanup(t *testing.T) {
 	// A look that finds a job leaves nothing registered (the caller claims
 	// it and never waits), even for a lane no job may ever enter again.
 	h.create(CreateCommand{Stream: "s"})
-	j, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw", "worker-that-leaves"})
+	j, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw", "worker-that-leaves"}, nil)
 	if j == nil {
 		t.Fatal("no job found")
 	}
@@ -708,7 +708,7 @@ func TestWatchRequeueAndCleanup(t *testing.T) {
 		t.Fatalf("%d lanes still registered after a look that found a job", n)
 	}
 
-	_, ws = h.f.Read().NextClaimable([]string{"idle"}, []string{"left_claw"})
+	_, ws = h.f.Read().NextClaimable([]string{"idle"}, []string{"left_claw"}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := ws.WatchCtx(ctx); !errors.Is(err, context.Canceled) {
@@ -906,7 +906,18 @@ func randomLog(seed uint64, n int) [][]byte {
 						ex.DependsOn = append(ex.DependsOn, pick())
 					}
 				}
-				out = append(out, MustEncode(CmdCreateEx, ex))
+				if rng.IntN(3) == 0 { // requirements (a bad label now and then)
+					req := &CreateRequiresCommand{CreateExCommand: *ex}
+					for range 1 + rng.IntN(2) {
+						req.Requires = append(req.Requires, []string{"gpu", "py", "gpu", "bad label"}[rng.IntN(4)])
+					}
+					out = append(out, MustEncode(CmdCreateRequires, req))
+				} else {
+					out = append(out, MustEncode(CmdCreateEx, ex))
+				}
+			} else if rng.IntN(6) == 0 {
+				out = append(out, MustEncode(CmdCreateRequires, &CreateRequiresCommand{CreateExCommand: CreateExCommand{CreateCommand: cc},
+					Requires: [][]string{{"gpu"}, {"py"}, {"gpu", "py"}}[rng.IntN(3)]}))
 			} else {
 				out = append(out, MustEncode(CmdCreate, &cc))
 			}
@@ -935,7 +946,24 @@ func randomLog(seed uint64, n int) [][]byte {
 				c.JobID = pick()
 				tokens = append(tokens, LeaseRef{JobID: c.JobID, AttemptID: att, Token: tok})
 				out = append(out, MustEncode(CmdClaim, c))
-			case 1: // claim-next in the form written before it had its own type
+			case 1:
+				if rng.IntN(2) == 0 { // with capabilities, as a claim-next or a claim by id
+					caps := [][]string{{"gpu"}, {"py"}, {"gpu", "py"}, {"zz"}}[rng.IntN(4)]
+					cn := &ClaimNextCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets,
+						Actor: c.Actor, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos}
+					switch rng.IntN(3) {
+					case 0:
+						out = append(out, MustEncode(CmdCapable, &CapableCommand{Now: now, Capabilities: caps, Type: CmdClaimNext, Inner: cn}))
+					case 1:
+						c.JobID = pick()
+						tokens = append(tokens, LeaseRef{JobID: c.JobID, AttemptID: att, Token: tok})
+						out = append(out, MustEncode(CmdCapable, &CapableCommand{Now: now, Capabilities: caps, Type: CmdClaim, Inner: c}))
+					default:
+						out = append(out, MustEncode(CmdCapable, &CapableCommand{Now: now, Capabilities: caps}))
+					}
+					break
+				}
+				// claim-next in the form written before it had its own type
 				out = append(out, MustEncode(CmdClaim, c))
 			default:
 				out = append(out, MustEncode(CmdClaimNext, &ClaimNextCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets,
@@ -1051,7 +1079,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("applied index %d", f2.AppliedIndex())
 	}
 	// A restore wakes watchers of the old state.
-	_, ws := f2.Read().NextClaimable([]string{"zzz"}, nil)
+	_, ws := f2.Read().NextClaimable([]string{"zzz"}, nil, nil)
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(raw))); err != nil {
 		t.Fatal(err)
 	}

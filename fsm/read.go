@@ -172,8 +172,8 @@ func (m *laneMerge) next() *Job {
 	return j
 }
 
-// NextClaimable returns the job a claim-next over streams for targets would
-// take now (nil if none), and a watch that fires when that answer may have
+// NextClaimable returns the job a claim-next over streams for targets and
+// capabilities (a sorted list, as Labels gives; nil for none) would take now (nil if none), and a watch that fires when that answer may have
 // changed: a job entering one of those queues, or a restore. It looks at the
 // latest state, not this view's: the watch is registered first, so no job
 // queued after the look can be missed.
@@ -182,10 +182,10 @@ func (m *laneMerge) next() *Job {
 // a caller that takes the job does not wait on it, and a watch left
 // registered would stay until a job entered each of its lanes, which for a
 // lane of one worker id may be never.
-func (r *Reader) NextClaimable(streams, targets []string) (*Job, *Watch) {
+func (r *Reader) NextClaimable(streams, targets, caps []string) (*Job, *Watch) {
 	wt := r.f.waiters.watch(streams, targets)
 	var j *Job
-	r.f.latest(func(t *tables) { j = t.nextQueued(streams, targets) })
+	r.f.latest(func(t *tables) { j = t.nextQueued(streams, targets, caps) })
 	if j != nil {
 		r.f.waiters.release(wt)
 	}
@@ -193,11 +193,11 @@ func (r *Reader) NextClaimable(streams, targets []string) (*Job, *Watch) {
 }
 
 // NextQueued returns the job a claim-next of streams by a claimant with
-// the given targets would take in this view, or nil; it watches nothing
-// (a dry run).
-func (r *Reader) NextQueued(streams, targets []string) *Job {
+// the given targets and capabilities (sorted) would take in this view, or
+// nil; it watches nothing (a dry run).
+func (r *Reader) NextQueued(streams, targets, caps []string) *Job {
 	var j *Job
-	r.point(func(t *tables) { j = t.nextQueued(streams, targets) })
+	r.point(func(t *tables) { j = t.nextQueued(streams, targets, caps) })
 	return j
 }
 
@@ -336,7 +336,7 @@ func (r *Reader) PeekTask(stream string) *Job {
 	var j *Job
 	r.point(func(t *tables) {
 		if !t.stream(stream).Ended() && !t.isPaused(stream) {
-			j = t.firstQueued(stream, "")
+			j = t.firstQueued(stream, "", "")
 		}
 	})
 	return j

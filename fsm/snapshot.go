@@ -34,7 +34,9 @@ const (
 	snapFeed     byte = 11
 	// Version 6: paused streams (cmd_pause.go).
 	snapPause byte = 12
-	snapEnd   byte = 255
+	// Version 7: the capability sets seen (capabilities.go).
+	snapCaps byte = 13
+	snapEnd  byte = 255
 )
 
 // snapshotVersion changes when the record layout changes incompatibly.
@@ -52,8 +54,11 @@ const (
 // concurrency key and dependencies;
 // it is written once a pause, a cancel, a progress or a create with those
 // options has been applied, which the leader proposes only once every
-// server applies them.
-const snapshotVersion = 6
+// server applies them. Version 7 adds a job's requirements and the
+// capabilities of the claim that took it, and the capability sets seen; it
+// is written once a create with requirements or a claim with capabilities
+// has been applied.
+const snapshotVersion = 7
 
 // SnapshotVersion is the newest snapshot version this build writes (and
 // so the newest it reads).
@@ -87,6 +92,8 @@ type snapEndRecord struct {
 	Feed     int `codec:",omitempty"`
 	// Version 6.
 	Paused int `codec:",omitempty"`
+	// Version 7.
+	Caps int `codec:",omitempty"`
 }
 
 type snapshot struct {
@@ -126,6 +133,9 @@ func (s *snapshot) write(w io.Writer) error {
 	}
 	if s.t.jobControl {
 		version = 6
+	}
+	if s.t.capabilities {
+		version = 7
 	}
 	head := snapHeaderRecord{Version: version, Index: s.index}
 	if s.hashKnown {
@@ -245,6 +255,17 @@ func (s *snapshot) write(w io.Writer) error {
 			end.Paused++
 		}
 	}
+	if err == nil && version >= 7 {
+		for _, c := range s.t.capsSeenList() {
+			e.b = e.b[:0]
+			e.str(c.Key)
+			e.varint(c.At)
+			if err = put(snapCaps); err != nil {
+				break
+			}
+			end.Caps++
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -276,13 +297,14 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	switch h.Version {
 	case 1:
 		err = readRecordsV1(br, w, &got)
-	case 2, 3, 4, 5, 6:
+	case 2, 3, 4, 5, 6, 7:
 		err = readRecordsV2(br, w, &got, h.Version)
 		if err == nil && h.Version >= 5 {
 			w.t.feed.on = true
 			err = w.t.feed.restored(w.feedHead)
 		}
 		w.t.jobControl = h.Version >= 6
+		w.t.capabilities = h.Version >= 7
 	default:
 		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 to %d", h.Version, snapshotVersion)
 	}
@@ -386,6 +408,8 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int)
 				r = record{t, d.feedEvent()}
 			case snapPause:
 				r = record{t, d.pause()}
+			case snapCaps:
+				r = record{t, &CapsSeen{Key: d.str(), At: d.varint()}}
 			case snapBlob:
 				r = record{t, d.blob()}
 			case snapChunk:
@@ -611,6 +635,15 @@ func restoreObject(w *writer, obj interface{}, got *snapEndRecord) error {
 			return fmt.Errorf("restore: stream pause record %q without a stream or twice", v.Stream)
 		}
 		w.setPause(v.Stream, v)
+	case *CapsSeen:
+		got.Caps++
+		if _, dup := w.t.capsSeen[v.Key]; v.Key == "" || dup {
+			return fmt.Errorf("restore: capability set record %q empty or twice", v.Key)
+		}
+		if w.t.capsSeen == nil {
+			w.t.capsSeen = map[string]int64{}
+		}
+		w.t.capsSeen[v.Key] = v.At
 	}
 	return nil
 }
@@ -765,6 +798,10 @@ func (e *enc) job(j *Job, version int) {
 		e.strs(j.DependsOn)
 		e.int(j.DepsPending)
 	}
+	if version >= 7 {
+		e.str(j.Requires)
+		e.str(j.ClaimCaps)
+	}
 }
 
 func (d *dec) job(version int) *Job {
@@ -852,6 +889,10 @@ func (d *dec) job(version int) *Job {
 		j.ConcurrencyLimit = d.int()
 		j.DependsOn = d.strs()
 		j.DepsPending = d.int()
+	}
+	if version >= 7 {
+		j.Requires = d.istr()
+		j.ClaimCaps = d.istr()
 	}
 	*jp = j
 	return jp

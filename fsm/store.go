@@ -77,16 +77,17 @@ type (
 		seq uint64
 		j   *Job
 	}
-	// queueItem keys a queued job by lane, then rank, then create index:
-	// the first item of a lane is the job a claim takes next. The rank is
+	// queueItem keys a queued job by lane (stream, target and the
+	// requirement key), then rank, then create index: the first item of a
+	// lane is the job a claim takes next. The rank is
 	// the queue index less PriorityAging per level of priority (queueRank):
 	// among jobs of one priority the one that has waited longest (ties, as
 	// after one reap, go in creation order).
 	queueItem struct {
-		stream, target string
-		rank           int64
-		seq            uint64
-		j              *Job
+		stream, target, req string
+		rank                int64
+		seq                 uint64
+		j                   *Job
 	}
 	blobItem struct {
 		id string
@@ -111,6 +112,9 @@ func lessQueue(a, b queueItem) bool {
 	if a.target != b.target {
 		return a.target < b.target
 	}
+	if a.req != b.req {
+		return a.req < b.req
+	}
 	if a.rank != b.rank {
 		return a.rank < b.rank
 	}
@@ -127,7 +131,7 @@ func idemEntry(j *Job) (idItem, bool) {
 }
 
 func queueEntry(j *Job) (queueItem, bool) {
-	return queueItem{j.Stream, j.Target, queueRank(j), j.CreateIndex, j}, claimable(j) && j.ConcurrencyKey == ""
+	return queueItem{j.Stream, j.Target, j.Requires, queueRank(j), j.CreateIndex, j}, claimable(j) && j.ConcurrencyKey == ""
 }
 
 // scheduledEntry keys a queued job waiting for its time by that time.
@@ -209,6 +213,7 @@ const (
 	tAdmitted
 	tKeyRunning
 	tDependents
+	tReqs
 	tLanes   // tLanes+lane for each lane
 	numTrees = tLanes + numLanes
 )
@@ -268,6 +273,14 @@ type tables struct {
 	// jobControl is set once a pause or a cancel has been applied: the
 	// state may then hold what only version 6 snapshots carry.
 	jobControl bool
+	// reqs counts the queued jobs of each requirement set in each lane
+	// (capabilities.go); capsSeen says when a claim with each capability
+	// set was last applied (immutable, replaced whole); capabilities is
+	// set once either is used: the state may then hold what only version
+	// 7 snapshots carry.
+	reqs         *btree.BTreeG[reqCount]
+	capsSeen     map[string]int64
+	capabilities bool
 }
 
 func newTables() *tables {
@@ -294,6 +307,7 @@ func newTables() *tables {
 		workers:   newWorkerTree(),
 		routed:    btree.NewG(btreeDegree, lessID),
 		stats:     btree.NewG(btreeDegree, lessStat),
+		reqs:      btree.NewG(btreeDegree, lessReqCount),
 	}
 	for i := range t.lanes {
 		t.lanes[i] = btree.NewG(btreeDegree, lessSeq)
@@ -325,10 +339,10 @@ func (t *tables) jobByIdem(key string) *Job {
 }
 
 // firstQueued returns the longest-waiting job of one lane, or nil.
-func (t *tables) firstQueued(stream, target string) *Job {
+func (t *tables) firstQueued(stream, target, req string) *Job {
 	var j *Job
-	t.queue.AscendGreaterOrEqual(queueItem{stream: stream, target: target, rank: math.MinInt64}, func(it queueItem) bool {
-		if it.stream == stream && it.target == target {
+	t.queue.AscendGreaterOrEqual(queueItem{stream: stream, target: target, req: req, rank: math.MinInt64}, func(it queueItem) bool {
+		if it.stream == stream && it.target == target && it.req == req {
 			j = it.j
 		}
 		return false
@@ -337,21 +351,21 @@ func (t *tables) firstQueued(stream, target string) *Job {
 }
 
 // nextQueued returns the longest-waiting queued job of the first stream (in
-// order) that has one a claimant with the given targets may take: untargeted
-// jobs and jobs targeted at one of targets. Ended streams are skipped.
-func (t *tables) nextQueued(streams, targets []string) *Job {
+// order) that has one a claimant with the given targets and capabilities
+// (sorted) may take: untargeted jobs and jobs targeted at one of targets,
+// that require nothing or only capabilities among caps. Ended and paused
+// streams are skipped.
+func (t *tables) nextQueued(streams, targets, caps []string) *Job {
 	for _, s := range streams {
 		if t.stream(s).Ended() || t.isPaused(s) {
 			continue // an ended or paused stream's queued jobs stay, unclaimed
 		}
-		best := t.firstQueued(s, "")
+		best := t.bestOfLane(s, "", caps, nil)
 		for _, tg := range targets {
 			if tg == "" {
 				continue
 			}
-			if j := t.firstQueued(s, tg); j != nil && (best == nil || queueRank(j) < queueRank(best)) {
-				best = j
-			}
+			best = t.bestOfLane(s, tg, caps, best)
 		}
 		if best != nil {
 			return best
@@ -446,7 +460,7 @@ func (w *writer) putJob(old, j *Job) {
 	w.mark(tIdem, update(w.t.idem, lessID, o.idem, o.hasIdem, n.idem, n.hasIdem))
 	w.mark(tAttempts, update(w.t.attempts, lessID, o.attempt, o.hasAttempt, n.attempt, n.hasAttempt))
 	w.mark(tRouted, update(w.t.routed, lessID, o.routed, o.hasRouted, n.routed, n.hasRouted))
-	if w.mark(tQueue, update(w.t.queue, lessQueue, o.queue, o.hasQueue, n.queue, n.hasQueue)) &&
+	if w.queueUpdate(o.queue, o.hasQueue, n.queue, n.hasQueue) &&
 		n.hasQueue && (!o.hasQueue || lessQueue(o.queue, n.queue) || lessQueue(n.queue, o.queue)) {
 		// The job entered its lane: wake the claimants watching it.
 		w.woken = append(w.woken, laneKey{j.Stream, j.Target})
@@ -519,6 +533,9 @@ func (w *writer) publish(prev *tables) *tables {
 	v.feed = w.t.feed         // append-only blocks: shared as they are (feed.go)
 	v.paused = w.t.paused     // immutable: shared as it is
 	v.jobControl = w.t.jobControl
+	cloneIf(&w.dirty[tReqs], &v.reqs, w.t.reqs)
+	v.capsSeen = w.t.capsSeen // immutable: shared as it is
+	v.capabilities = w.t.capabilities
 	for i := range v.lanes {
 		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])
 	}

@@ -124,6 +124,26 @@ func checkIndexes(t testing.TB, f *FSM) {
 		t.Fatalf("%d admitted, %d groups call for it", v.admitted.Len(), admitted)
 	}
 	queued += admitted
+	// The requirement sets of each lane are counted as the queue holds them.
+	reqs := map[reqCount]int{}
+	v.queue.Ascend(func(it queueItem) bool {
+		if it.req != "" {
+			reqs[reqCount{stream: it.stream, target: it.target, req: it.req}]++
+		}
+		return true
+	})
+	v.reqs.Ascend(func(rc reqCount) bool {
+		n := rc.n
+		rc.n = 0
+		if reqs[rc] != n {
+			t.Fatalf("lane %s/%s counts %d jobs requiring %q, the queue holds %d", rc.stream, rc.target, n, rc.req, reqs[rc])
+		}
+		delete(reqs, rc)
+		return true
+	})
+	if len(reqs) > 0 {
+		t.Fatalf("requirement sets not counted: %v", reqs)
+	}
 	// Every job waiting on others is listed under each of them, and
 	// nothing else is.
 	deps := 0
@@ -246,7 +266,7 @@ func TestPeekReadsLatestWithoutPublishing(t *testing.T) {
 	if err != nil || got.State != StateRunning {
 		t.Fatalf("peek sees %v, %v; want the claimed job", got, err)
 	}
-	if next, _ := p.NextClaimable([]string{"s"}, []string{left.Role}); next != nil {
+	if next, _ := p.NextClaimable([]string{"s"}, []string{left.Role}, nil); next != nil {
 		t.Fatalf("peek finds %s claimable after the only job was claimed", next.ID)
 	}
 	if res, ok := p.Heartbeat(&HeartbeatCommand{Now: h.now, Ref: LeaseRef{JobID: j.ID, AttemptID: got.Lease.AttemptID, Token: got.Lease.Token},

@@ -67,6 +67,10 @@ type Job struct {
 	// wait without blocking other keys (concurrency.go).
 	ConcurrencyKey   string
 	ConcurrencyLimit int
+	// Requires is the key (CapabilityKey) of the capabilities a claim must
+	// have to take the job; "" for none. ClaimCaps is the capability key
+	// of the claim that last took it (capabilities.go).
+	Requires, ClaimCaps string
 	// DependsOn names the jobs this one waits for; DepsPending counts
 	// those not done yet: while it is not 0 the queued job is in no lane
 	// (depends.go).

@@ -64,6 +64,8 @@ func classify(err error) *apiError {
 		return withJob(errorf(http.StatusConflict, api.CodeStreamEnded, "%v", err), err)
 	case errors.Is(err, fsm.ErrStreamPaused):
 		return withJob(errorf(http.StatusConflict, api.CodeStreamPaused, "%v", err), err)
+	case errors.Is(err, fsm.ErrMissingCapability):
+		return withJob(errorf(http.StatusConflict, api.CodeMissingCapability, "%v", err), err)
 	case errors.Is(err, fsm.ErrNoHealthyGateway):
 		return errorf(http.StatusServiceUnavailable, api.CodeNoHealthyGateway, "%v", err)
 	case errors.Is(err, fsm.ErrExists):

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"cmp"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,7 +29,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 		key = req.IdempotencyKey
 	}
 	in := queue.CreateInput{Payload: req.Payload, Target: req.Target, TaskClass: req.TaskClass, IdempotencyKey: key,
-		Priority: req.Priority, ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit, DependsOn: req.DependsOn, Actor: fsm.Actor{Role: c.role}}
+		Priority: req.Priority, ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit, DependsOn: req.DependsOn,
+		Requires: req.Requires, Actor: fsm.Actor{Role: c.role}}
 	if !req.RunAt.IsZero() {
 		in.RunAt = req.RunAt.UnixNano()
 	}
@@ -156,7 +159,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, c *call) er
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	j, index, err := s.queue.ClaimJob(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role, WorkerID: req.WorkerID})
+	j, index, err := s.queue.ClaimJob(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, req.Capabilities)
 	s.setIndex(w, index)
 	if err != nil {
 		return err
@@ -215,9 +218,52 @@ func (s *Server) handleFail(w http.ResponseWriter, r *http.Request, c *call) err
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, index, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: leaseRef(r, req.LeaseToken, req.AttemptID), Actor: fsm.Actor{Role: c.role},
-		Error: jobError(req.Error), Requeue: req.Requeue == nil || *req.Requeue, Stdout: req.Stdout, Stderr: req.Stderr})
+	// The worker contract's body is accepted too (api.JobFailRequest).
+	if req.JobIDAlt != "" && req.JobIDAlt != r.PathValue("id") {
+		return badRequest("job_id %q is not the job of the path, %q", req.JobIDAlt, r.PathValue("id"))
+	}
+	token, err := oneOf("leaseToken", req.LeaseToken, "lease_token", req.LeaseTokenAlt)
+	if err != nil {
+		return err
+	}
+	attempt, err := oneOf("attemptId", req.AttemptID, "attempt_id", req.AttemptIDAlt)
+	if err != nil {
+		return err
+	}
+	requeue := true
+	switch {
+	case req.Requeue != nil:
+		requeue = *req.Requeue
+	case namesRetryable(c.body):
+		requeue = req.Error.Retryable
+	}
+	res, index, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: leaseRef(r, token, attempt), Actor: fsm.Actor{Role: c.role},
+		Error: jobError(req.Error), Requeue: requeue, Stdout: req.Stdout, Stderr: req.Stderr})
 	return s.answerJob(w, res, index, err)
+}
+
+// oneOf is the value of a field the body may give under either of two
+// names (the v0 and the worker contract's): refused when both are given
+// and differ.
+func oneOf(name, v, altName, alt string) (string, error) {
+	if v != "" && alt != "" && v != alt {
+		return "", badRequest("%s and %s differ", name, altName)
+	}
+	return cmp.Or(v, alt), nil
+}
+
+// namesRetryable reports whether a fail body's error is an object that
+// names retryable.
+func namesRetryable(body []byte) bool {
+	var b struct {
+		Error json.RawMessage `json:"error"`
+	}
+	var e map[string]json.RawMessage
+	if json.Unmarshal(body, &b) != nil || json.Unmarshal(b.Error, &e) != nil {
+		return false
+	}
+	_, ok := e["retryable"]
+	return ok
 }
 
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, c *call) error {

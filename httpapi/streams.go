@@ -34,6 +34,9 @@ func viewStreamInfo(si queue.StreamInfo, now time.Time) api.StreamInfo {
 	if c := si.Catalog; c != nil {
 		v.Status, v.Instructions = c.Status, c.Instructions
 	}
+	for _, u := range si.Unmatched {
+		v.Unmatched = append(v.Unmatched, api.UnmatchedJobs{Requires: fsm.Labels(u.Requires), Jobs: u.Jobs})
+	}
 	return v
 }
 

@@ -36,13 +36,13 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 		return badRequest("max_jobs must be 1 to %d", fsm.MaxClaimBatch)
 	}
 	jobs, index, err := s.queue.ClaimNextBatch(r.Context(), queue.ClaimNextInput{Streams: req.Streams,
-		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Wait: wait, MaxJobs: req.MaxJobs})
+		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Wait: wait, MaxJobs: req.MaxJobs, Capabilities: req.Capabilities})
 	s.setIndex(w, index)
 	if err != nil {
 		return err
 	}
 	if len(jobs) == 0 {
-		writeJSON(w, http.StatusOK, api.WorkerClaim{Claimed: false, Elsewhere: s.elsewhere(req.Streams)})
+		writeJSON(w, http.StatusOK, api.WorkerClaim{Claimed: false, Elsewhere: s.elsewhere(req.Streams, fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, req.Capabilities)})
 		return nil
 	}
 	a := claimAnswer(jobs[0])
@@ -65,15 +65,16 @@ func claimAnswer(j *fsm.Job) api.WorkerClaim {
 	}
 }
 
-// elsewhere lists up to 10 streams other than asked with queued jobs, not
-// paused, most queued first, for an answer that claimed nothing.
-func (s *Server) elsewhere(asked []string) []api.StreamQueue {
+// elsewhere lists up to 10 streams other than asked with a job the
+// claimant (actor, with capabilities caps) could take now, most queued
+// first, for an answer that claimed nothing.
+func (s *Server) elsewhere(asked []string, actor fsm.Actor, caps []string) []api.StreamQueue {
 	if len(asked) == 0 {
 		asked = []string{fsm.DefaultStream}
 	}
 	var out []api.StreamQueue
 	for _, si := range s.queue.StreamInfos() {
-		if n := si.Counts[fsm.StateQueued]; n > 0 && si.Pause == nil && !slices.Contains(asked, si.Name) {
+		if n := si.Counts[fsm.StateQueued]; n > 0 && si.Pause == nil && !slices.Contains(asked, si.Name) && s.queue.HasWorkFor(si.Name, actor, caps) {
 			out = append(out, api.StreamQueue{Name: si.Name, Queued: n})
 		}
 	}
@@ -167,15 +168,28 @@ func (s *Server) handleWorkerFail(w http.ResponseWriter, r *http.Request, c *cal
 		return err
 	}
 	je := jobError(req.Error)
+	requeue := je.Retryable
+	if req.Requeue != nil {
+		requeue = *req.Requeue
+	}
 	res, index, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: ref,
-		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Error: je, Requeue: je.Retryable, Stdout: req.Stdout, Stderr: req.Stderr})
+		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Error: je, Requeue: requeue, Stdout: req.Stdout, Stderr: req.Stderr})
 	s.setIndex(w, index)
 	if err != nil {
 		return s.workerRefusal(w, err)
 	}
-	// No status: a repeat must answer as the first did, and the job may
-	// have moved on since (dlq says failed or dead, requeued queued).
-	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Requeued, DLQ: res.DLQ, Duplicate: res.Duplicate})
+	// The status the fail left the job in, not the job's status now: a
+	// repeat answers as the first did, and the job may have moved on.
+	status := api.JobStatusCancelled
+	switch {
+	case res.Requeued:
+		status = api.JobStatusQueued
+	case res.DLQ && requeue:
+		status = api.JobStatusDead
+	case res.DLQ:
+		status = api.JobStatusFailed
+	}
+	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Requeued, DLQ: res.DLQ, Duplicate: res.Duplicate, Status: status})
 	return nil
 }
 

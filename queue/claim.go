@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/spine-queue/spine/fsm"
@@ -26,6 +27,9 @@ type ClaimNextInput struct {
 	// (ClaimNextBatch; at most fsm.MaxClaimBatch), each under its own
 	// lease: as many as wait, once at least one does.
 	MaxJobs int
+	// Capabilities the worker has: the claim may take jobs whose
+	// requirements they cover (and those that require nothing).
+	Capabilities []string
 }
 
 // ValidClaimID reports whether id may key a claim: 8 to 64 letters,
@@ -116,6 +120,19 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 		}
 		key = claimKeyPrefix + in.ClaimID
 	}
+	capsKey, err := fsm.CapabilityKey(in.Capabilities, fsm.MaxCapabilities)
+	if err != nil {
+		return nil, 0, labelsInvalid("capabilities", err)
+	}
+	if capsKey != "" {
+		if !s.allApply(fsm.CmdCapable) {
+			return nil, 0, ErrUpgradeInProgress
+		}
+		if err := s.seeCapabilities(ctx, capsKey); err != nil {
+			return nil, 0, err
+		}
+	}
+	caps := fsm.Labels(capsKey)
 	wctx, cancel := context.WithTimeout(ctx, min(in.Wait, s.cfg.MaxClaimWait))
 	defer cancel()
 	// A node shutting down ends the wait early (Drain).
@@ -126,7 +143,7 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 	defer s.claimWaiters.Add(-1)
 	for {
 		r := s.state.Peek()
-		j, ws := r.NextClaimable(streams, targets)
+		j, ws := r.NextClaimable(streams, targets, caps)
 		// A repeated keyed claim whose attempt runs: the command answers it
 		// (or refuses a clash) without waiting for a queued job.
 		if j != nil || (key != "" && r.RunningByAttempt(key) != nil) {
@@ -142,9 +159,9 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 					b.AttemptIDs = append(b.AttemptIDs, s.cfg.NewID())
 					b.LeaseTokens = append(b.LeaseTokens, s.cfg.NewID())
 				}
-				res, index, err = s.Propose(actx, fsm.CmdClaimBatch, &b)
+				res, index, err = s.proposeCapable(actx, caps, fsm.CmdClaimBatch, &b)
 			} else {
-				res, index, err = s.proposeClaimNext(actx, &cmd, key)
+				res, index, err = s.proposeClaimNext(actx, &cmd, key, caps)
 				if err == nil && res.Claimed {
 					res.Jobs = []*fsm.Job{res.Job}
 				}
@@ -187,16 +204,63 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 // keyed by it; before that the claim is an ordinary one (a repeat after a
 // lost answer then takes a second job, and the first waits for its lease
 // to expire, as every claim did before keys).
-func (s *Service) proposeClaimNext(ctx context.Context, c *fsm.ClaimNextCommand, key string) (*fsm.Result, uint64, error) {
+func (s *Service) proposeClaimNext(ctx context.Context, c *fsm.ClaimNextCommand, key string, caps []string) (*fsm.Result, uint64, error) {
 	if key != "" && s.allApply(fsm.CmdClaimNextKeyed) {
 		c.AttemptID = key
-		return s.Propose(ctx, fsm.CmdClaimNextKeyed, &fsm.ClaimNextKeyedCommand{ClaimNextCommand: *c})
+		return s.proposeCapable(ctx, caps, fsm.CmdClaimNextKeyed, &fsm.ClaimNextKeyedCommand{ClaimNextCommand: *c})
 	}
 	if s.allApply(fsm.CmdClaimNext) {
-		return s.Propose(ctx, fsm.CmdClaimNext, c)
+		return s.proposeCapable(ctx, caps, fsm.CmdClaimNext, c)
 	}
 	return s.Propose(ctx, fsm.CmdClaim, &fsm.ClaimCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets, Actor: c.Actor,
 		AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos})
+}
+
+// proposeCapable proposes the claim cmd of type t, wrapped with the
+// claimant's capabilities when it has any (fsm.CapableCommand; the caller
+// checked every server applies it).
+func (s *Service) proposeCapable(ctx context.Context, caps []string, t fsm.CommandType, cmd any) (*fsm.Result, uint64, error) {
+	if len(caps) == 0 {
+		return s.Propose(ctx, t, cmd)
+	}
+	return s.Propose(ctx, fsm.CmdCapable, &fsm.CapableCommand{Now: s.now(), Capabilities: caps, Type: t, Inner: cmd})
+}
+
+// capsRefresh is how old the record of a capability set may be before a
+// claim with it writes a new one.
+const capsRefresh = time.Minute
+
+// seeCapabilities records that a worker with the capability set key is
+// alive, when the state last heard of the set more than capsRefresh ago: a
+// worker that long-polls and finds nothing writes at most one entry a
+// minute, and status can tell which jobs no live worker can take.
+func (s *Service) seeCapabilities(ctx context.Context, key string) error {
+	if at := s.state.Peek().CapsSeenAt(key); at != 0 && s.now()-at < capsRefresh.Nanoseconds() {
+		return nil
+	}
+	_, _, err := s.Propose(ctx, fsm.CmdCapable, &fsm.CapableCommand{Now: s.now(), Capabilities: fsm.Labels(key)})
+	return err
+}
+
+// LiveWindow is how recently a worker with some capabilities must have
+// been heard from (a claim, or a heartbeat of a job it claimed) to count
+// as live when status says which jobs no live worker can take.
+const LiveWindow = 10 * time.Minute
+
+// HasWorkFor reports whether a claim of stream by actor with caps (a
+// capability list) would take a job now.
+func (s *Service) HasWorkFor(stream string, actor fsm.Actor, caps []string) bool {
+	key, err := fsm.CapabilityKey(caps, fsm.MaxCapabilities)
+	if err != nil {
+		return false
+	}
+	return s.state.Read().NextQueued([]string{stream}, s.claimTargets(actor), fsm.Labels(key)) != nil
+}
+
+// labelsInvalid is the bad-input error of a capability or requirement
+// list fsm.CapabilityKey refused.
+func labelsInvalid(field string, err error) error {
+	return invalid("%s: %s", field, strings.TrimPrefix(err.Error(), fsm.ErrInvalid.Error()+": "))
 }
 
 // giveBack releases a job claimed for a caller that left before the answer.

@@ -49,7 +49,9 @@ type CreateInput struct {
 	ConcurrencyLimit int
 	// DependsOn names jobs that must be done first.
 	DependsOn []string
-	Actor     fsm.Actor
+	// Requires lists the capabilities a claim must have to take the job.
+	Requires []string
+	Actor    fsm.Actor
 }
 
 // maxConcurrencyLimit caps a concurrency key's limit.
@@ -151,8 +153,18 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		// immediate).
 		ex.BackoffBase, ex.BackoffMax = s.cfg.RetryBackoff.Base, s.cfg.RetryBackoff.Max
 	}
+	reqKey, err := fsm.CapabilityKey(in.Requires, fsm.MaxRequires)
+	if err != nil {
+		return nil, false, 0, labelsInvalid("requires", err)
+	}
 	var res *fsm.Result
-	if ex.Priority != 0 || ex.RunAt != 0 || ex.BackoffBase != 0 || ex.ConcurrencyKey != "" || len(ex.DependsOn) > 0 {
+	if reqKey != "" {
+		if !s.allApply(fsm.CmdCreateRequires) {
+			return nil, false, 0, ErrUpgradeInProgress
+		}
+		ex.CreateCommand = cmd
+		res, index, err = s.Propose(ctx, fsm.CmdCreateRequires, &fsm.CreateRequiresCommand{CreateExCommand: ex, Requires: fsm.Labels(reqKey)})
+	} else if ex.Priority != 0 || ex.RunAt != 0 || ex.BackoffBase != 0 || ex.ConcurrencyKey != "" || len(ex.DependsOn) > 0 {
 		if !s.allApply(fsm.CmdCreateEx) || !s.allApply(fsm.CmdPromote) {
 			return nil, false, 0, ErrUpgradeInProgress
 		}
@@ -219,11 +231,19 @@ func (s *Service) ListDLQ(f fsm.ListFilter) ([]*fsm.Job, uint64, error) {
 	return s.state.Read().List(f)
 }
 
-// ClaimJob claims the job id for actor (the v0 claim by id).
-func (s *Service) ClaimJob(ctx context.Context, id string, actor fsm.Actor) (*fsm.Job, uint64, error) {
+// ClaimJob claims the job id for actor, who has the capabilities caps
+// (the v0 claim by id).
+func (s *Service) ClaimJob(ctx context.Context, id string, actor fsm.Actor, caps []string) (*fsm.Job, uint64, error) {
+	key, err := fsm.CapabilityKey(caps, fsm.MaxCapabilities)
+	if err != nil {
+		return nil, 0, labelsInvalid("capabilities", err)
+	}
+	if key != "" && !s.allApply(fsm.CmdCapable) {
+		return nil, 0, ErrUpgradeInProgress
+	}
 	cmd := fsm.ClaimCommand{Now: s.now(), JobID: id, Targets: s.claimTargets(actor), Actor: actor,
 		AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
-	res, index, err := s.Propose(ctx, fsm.CmdClaim, &cmd)
+	res, index, err := s.proposeCapable(ctx, fsm.Labels(key), fsm.CmdClaim, &cmd)
 	if err != nil {
 		return nil, index, err
 	}

@@ -68,8 +68,8 @@ type Config struct {
 	// gets (SPINE_RETRY_BACKOFF; default 1s doubling to 5m): stamped into
 	// the create entry, so the job carries it whatever node later runs it.
 	// A zero Base: a fail with requeue queues the job again at once.
-	RetryBackoff       RetryBackoff
-	Logger             hclog.Logger
+	RetryBackoff RetryBackoff
+	Logger       hclog.Logger
 	// Now and NewID are the leader's clock and id source (tests replace them).
 	Now   func() time.Time
 	NewID func() string

@@ -16,6 +16,9 @@ type StreamInfo struct {
 	OldestQueuedAt int64 // unix nanoseconds; 0 when nothing is queued
 	Pause          *fsm.StreamPause
 	Catalog        *fsm.Stream
+	// Unmatched are the requirement sets of claimable jobs that no worker
+	// heard from within LiveWindow has the capabilities for.
+	Unmatched []fsm.Unmatched
 }
 
 // StreamInfos lists every stream the state knows of, by name: those with jobs
@@ -40,6 +43,9 @@ func (s *Service) StreamInfos() []StreamInfo {
 	}
 	for _, p := range r.Paused() {
 		get(p.Stream).Pause = p
+	}
+	for name, u := range r.Unmatched(s.now() - LiveWindow.Nanoseconds()) {
+		get(name).Unmatched = u
 	}
 	for _, st := range r.Streams("") {
 		get(st.Name).Catalog = st

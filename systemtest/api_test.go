@@ -33,9 +33,11 @@ func apiUnique(prefix string) string {
 }
 
 // TestAPI runs the v0 API behaviours that need no special settings and kill
-// no node on one shared cluster.
+// no node on one shared cluster. Its retries are immediate (no default
+// backoff): the cases claim a requeued job straight back; the backoff has
+// its own test (TestDelayedJobFiresOnceAcrossLeaderKill).
 func TestAPI(t *testing.T) {
-	c := startCluster(t, 3, nil)
+	c := startCluster(t, 3, map[string]string{"SPINE_RETRY_BACKOFF": "off"})
 	leader, fs := apiRoles(t, c)
 	if len(fs) != 2 {
 		t.Fatalf("want 2 followers, have %d", len(fs))

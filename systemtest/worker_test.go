@@ -436,7 +436,8 @@ func wAwaitSent(t testing.TB, sent <-chan struct{}) {
 
 func TestWorkerContract(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 3, map[string]string{"REAPER_INTERVAL_MS": "100"})
+	// Immediate retries: its cases claim a requeued job straight back.
+	c := startCluster(t, 3, map[string]string{"REAPER_INTERVAL_MS": "100", "SPINE_RETRY_BACKOFF": "off"})
 	leader, followers := wRoles(t, c)
 	L, F1, F2 := leader.URL, followers[0].URL, followers[1].URL
 	nodes := []string{L, F1, F2}

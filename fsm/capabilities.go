@@ -1,0 +1,397 @@
+package fsm
+
+import (
+	"cmp"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Capabilities. A job may require capabilities: labels such as gpu,
+// gpu:a100 or lang:python (Job.Requires). A claim may name the capabilities
+// its worker has (CapableCommand); it is handed only jobs whose every
+// requirement is among them, oldest first as always among those, and a
+// claim that names none only jobs that require nothing.
+//
+// A job's requirements, as a canonical key (sorted, comma-joined), are part
+// of its queue lane: (stream, target, requirements). A lane with no
+// requirements is where every job of earlier versions is, and a claim
+// without capabilities looks only there, exactly as before. A claim with
+// capabilities also looks at the requirement sets its stream's lanes hold
+// (the reqs index counts them) and seeks the first job of each set it
+// covers: a few index operations per set, whatever the number of jobs.
+//
+// Whether some worker can take a job is soft knowledge the state keeps as
+// replicated facts: when a claim with each capability set was last applied
+// (capsSeen; a running job's heartbeats refresh the set of the claim that
+// runs it). A reader decides with its own clock which sets are live.
+
+// Limits of requirement and capability lists.
+const (
+	MaxRequires     = 16
+	MaxCapabilities = 32
+	// maxCapsSeen bounds the capability sets remembered; the one seen
+	// longest ago makes room.
+	maxCapsSeen = 256
+	// capsSeenStep: a set's last-seen time moves only by at least this, so
+	// the table changes about once a minute per set, not on every claim.
+	capsSeenStep = int64(60e9) // a minute
+)
+
+// labelRE is what a capability label may be: no comma (the key's
+// separator), no spaces.
+var labelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/=+-]{0,63}$`)
+
+// CapabilityKey returns the canonical key of a list of labels (sorted,
+// without repeats, comma-joined; "" for none), or an ErrInvalid error
+// naming a bad label or a list longer than most.
+func CapabilityKey(labels []string, most int) (string, error) {
+	if len(labels) == 0 {
+		return "", nil
+	}
+	s := slices.Clone(labels)
+	slices.Sort(s)
+	s = slices.Compact(s)
+	if len(s) > most {
+		return "", fmt.Errorf("%w: at most %d capability labels", ErrInvalid, most)
+	}
+	for _, l := range s {
+		if !labelRE.MatchString(l) {
+			return "", fmt.Errorf("%w: capability label %q: 1-64 letters, digits or _ . : / = + -, starting with a letter or digit", ErrInvalid, l)
+		}
+	}
+	return strings.Join(s, ","), nil
+}
+
+// Labels splits a capability key into its labels (nil for "").
+func Labels(key string) []string {
+	if key == "" {
+		return nil
+	}
+	return strings.Split(key, ",")
+}
+
+// covers reports whether the sorted labels caps include every label of
+// the requirement key req.
+func covers(caps []string, req string) bool {
+	for req != "" {
+		l, rest, _ := strings.Cut(req, ",")
+		if _, ok := slices.BinarySearch(caps, l); !ok {
+			return false
+		}
+		req = rest
+	}
+	return true
+}
+
+// Covers reports whether the capability key caps has every label of the
+// requirement key req.
+func Covers(caps, req string) bool { return covers(Labels(caps), req) }
+
+// reqCount counts the jobs of one requirement set in one queue lane (only
+// sets that are not empty).
+type reqCount struct {
+	stream, target, req string
+	n                   int
+}
+
+func lessReqCount(a, b reqCount) bool {
+	if a.stream != b.stream {
+		return a.stream < b.stream
+	}
+	if a.target != b.target {
+		return a.target < b.target
+	}
+	return a.req < b.req
+}
+
+// queueInsert and queueDelete change the queue index and keep the reqs
+// index's counts with it.
+func (w *writer) queueInsert(it queueItem) {
+	if _, replaced := w.t.queue.ReplaceOrInsert(it); !replaced && it.req != "" {
+		w.addReq(it, 1)
+	}
+	w.dirty[tQueue] = true
+}
+
+func (w *writer) queueDelete(it queueItem) {
+	if _, found := w.t.queue.Delete(it); found && it.req != "" {
+		w.addReq(it, -1)
+	}
+	w.dirty[tQueue] = true
+}
+
+// queueUpdate moves a job's queue entry from o to n (see update); it
+// reports whether the index changed.
+func (w *writer) queueUpdate(o queueItem, hadO bool, n queueItem, hasN bool) bool {
+	if hadO && hasN && !lessQueue(o, n) && !lessQueue(n, o) {
+		w.t.queue.ReplaceOrInsert(n)
+		w.dirty[tQueue] = true
+		return true
+	}
+	if hadO {
+		w.queueDelete(o)
+	}
+	if hasN {
+		w.queueInsert(n)
+	}
+	return hadO || hasN
+}
+
+func (w *writer) addReq(it queueItem, d int) {
+	k := reqCount{stream: it.stream, target: it.target, req: it.req}
+	c, _ := w.t.reqs.Get(k)
+	k.n = c.n + d
+	if k.n <= 0 {
+		w.t.reqs.Delete(k)
+	} else {
+		w.t.reqs.ReplaceOrInsert(k)
+	}
+	w.dirty[tReqs] = true
+}
+
+// bestOfLane is the first job of lane (stream, target) that a claim with
+// the sorted capabilities caps may take, better than best (by rank), or
+// best.
+func (t *tables) bestOfLane(stream, target string, caps []string, best *Job) *Job {
+	consider := func(j *Job) {
+		if j != nil && (best == nil || queueRank(j) < queueRank(best)) {
+			best = j
+		}
+	}
+	consider(t.firstQueued(stream, target, ""))
+	if len(caps) == 0 {
+		return best
+	}
+	t.reqs.AscendGreaterOrEqual(reqCount{stream: stream, target: target}, func(rc reqCount) bool {
+		if rc.stream != stream || rc.target != target {
+			return false
+		}
+		if covers(caps, rc.req) {
+			consider(t.firstQueued(stream, target, rc.req))
+		}
+		return true
+	})
+	return best
+}
+
+// seeCaps records that a worker with capability set key was heard from at
+// now. The map is replaced, never changed in place: published views share
+// it.
+func (a *applier) seeCaps(key string, now int64) {
+	if key == "" {
+		return
+	}
+	old := a.t.capsSeen
+	if at, ok := old[key]; ok && now-at < capsSeenStep {
+		return
+	}
+	m := make(map[string]int64, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[key] = now
+	if len(m) > maxCapsSeen {
+		// Forget the set heard from longest ago (ties: the smallest key).
+		victim := ""
+		for k, v := range m {
+			if victim == "" || v < m[victim] || (v == m[victim] && k < victim) {
+				victim = k
+			}
+		}
+		delete(m, victim)
+	}
+	a.t.capsSeen = m
+	a.t.capabilities = true
+}
+
+// CapsSeen is a capability set and when a claim with it (or a heartbeat
+// of a job such a claim runs) was last applied.
+type CapsSeen struct {
+	Key string
+	At  int64
+}
+
+func (t *tables) capsSeenList() []CapsSeen {
+	out := make([]CapsSeen, 0, len(t.capsSeen))
+	for k, v := range t.capsSeen {
+		out = append(out, CapsSeen{k, v})
+	}
+	slices.SortFunc(out, func(a, b CapsSeen) int { return cmp.Compare(a.Key, b.Key) })
+	return out
+}
+
+// CapableCommand is a claim made with the capabilities its worker has:
+// Inner is a claim by id (CmdClaim), a claim-next (CmdClaimNext or
+// CmdClaimNextKeyed) or a batch claim (CmdClaimBatch) of that type,
+// applied as it would be alone except that it may take jobs whose
+// requirements Capabilities cover. Type 0 with no Inner only records that
+// a worker with these capabilities is alive (a long-poll that found
+// nothing).
+type CapableCommand struct {
+	Now          int64
+	Capabilities []string
+	Type         CommandType
+	Inner        any
+}
+
+func init() {
+	register(CmdCapable, "capable", func() command { return new(CapableCommand) })
+}
+
+// capableInner lists the command types a CapableCommand may carry.
+func capableInner(t CommandType) bool {
+	switch t {
+	case CmdClaim, CmdClaimNext, CmdClaimNextKeyed, CmdClaimBatch:
+		return true
+	}
+	return false
+}
+
+func (c *CapableCommand) encode(e *enc) {
+	e.varint(c.Now)
+	e.strs(c.Capabilities)
+	e.byte1(byte(c.Type))
+	if c.Type == 0 {
+		return
+	}
+	inner, ok, err := asCommand(c.Type, c.Inner)
+	if !ok || err != nil || !capableInner(c.Type) {
+		panic(fmt.Sprintf("fsm: a capable command carries a %T as %s", c.Inner, c.Type))
+	}
+	inner.encode(e)
+}
+
+func (c *CapableCommand) decode(d *dec) {
+	c.Now = d.varint()
+	c.Capabilities = d.strs()
+	c.Type = CommandType(d.byte1())
+	if c.Type == 0 {
+		return
+	}
+	if !capableInner(c.Type) {
+		d.fail(fmt.Sprintf("a capable command carries command type %d", c.Type))
+		return
+	}
+	inner := newCommand(c.Type)
+	inner.decode(d)
+	c.Inner = inner
+}
+
+func (c *CapableCommand) apply(a *applier) *Result {
+	key, err := CapabilityKey(c.Capabilities, MaxCapabilities)
+	if err != nil {
+		return fail(fmt.Errorf("claim: %w", err))
+	}
+	if key == "" {
+		return fail(fmt.Errorf("claim: %w: a capable claim names at least one capability", ErrInvalid))
+	}
+	a.seeCaps(key, c.Now)
+	if c.Type == 0 {
+		return &Result{}
+	}
+	inner, ok, err := asCommand(c.Type, c.Inner)
+	if !ok || err != nil || !capableInner(c.Type) {
+		return fail(fmt.Errorf("claim: %w: a capable command carries %s", ErrInvalid, c.Type))
+	}
+	a.caps, a.capsKey = Labels(key), key
+	defer func() { a.caps, a.capsKey = nil, "" }()
+	return inner.apply(a)
+}
+
+// CreateRequiresCommand is a create (with the options of CreateExCommand)
+// of a job only claims with the capabilities Requires may take.
+type CreateRequiresCommand struct {
+	CreateExCommand
+	Requires []string
+}
+
+func init() {
+	register(CmdCreateRequires, "create-requires", func() command { return new(CreateRequiresCommand) })
+}
+
+func (c *CreateRequiresCommand) encode(e *enc) {
+	c.CreateExCommand.encode(e)
+	e.strs(c.Requires)
+}
+
+func (c *CreateRequiresCommand) decode(d *dec) {
+	c.CreateExCommand.decode(d)
+	c.Requires = d.strs()
+}
+
+func (c *CreateRequiresCommand) apply(a *applier) *Result {
+	key, err := CapabilityKey(c.Requires, MaxRequires)
+	if err != nil {
+		return fail(fmt.Errorf("create: requires: %w", err))
+	}
+	a.t.capabilities = true
+	ex := c.CreateExCommand
+	ex.requires = key
+	return ex.apply(a)
+}
+
+// Unmatched is a requirement set of queued, claimable jobs in a stream, and
+// how many there are.
+type Unmatched struct {
+	Requires string
+	Jobs     int
+}
+
+// Unmatched lists, per stream, the requirement sets of its claimable jobs
+// that no capability set seen at or after liveSince covers: jobs no live
+// worker can take.
+func (r *Reader) Unmatched(liveSince int64) map[string][]Unmatched {
+	counts := map[string]map[string]int{} // stream → requirement key → jobs
+	r.point(func(t *tables) {
+		var live [][]string
+		for k, at := range t.capsSeen {
+			if at >= liveSince {
+				live = append(live, Labels(k))
+			}
+		}
+		t.reqs.Ascend(func(rc reqCount) bool {
+			for _, caps := range live {
+				if covers(caps, rc.req) {
+					return true
+				}
+			}
+			if counts[rc.stream] == nil {
+				counts[rc.stream] = map[string]int{}
+			}
+			counts[rc.stream][rc.req] += rc.n
+			return true
+		})
+	})
+	out := make(map[string][]Unmatched, len(counts))
+	for s, m := range counts {
+		for req, n := range m {
+			out[s] = append(out[s], Unmatched{req, n})
+		}
+		slices.SortFunc(out[s], func(a, b Unmatched) int { return cmp.Compare(a.Requires, b.Requires) })
+	}
+	return out
+}
+
+// LiveFor reports whether a capability set seen at or after liveSince
+// covers the requirement key req ("" always is).
+func (r *Reader) LiveFor(req string, liveSince int64) bool {
+	if req == "" {
+		return true
+	}
+	for k, at := range r.view().capsSeen {
+		if at >= liveSince && Covers(k, req) {
+			return true
+		}
+	}
+	return false
+}
+
+// CapsSeen lists the capability sets claims were made with, and when each
+// was last heard from, by key.
+func (r *Reader) CapsSeen() []CapsSeen { return r.view().capsSeenList() }
+
+// CapsSeenAt is when a claim with the capability set key was last heard
+// from (0: never, or forgotten).
+func (r *Reader) CapsSeenAt(key string) int64 { return r.view().capsSeen[key] }

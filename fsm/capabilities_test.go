@@ -1,0 +1,123 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+)
+
+func (h *harness) createRequiring(stream string, requires ...string) *Result {
+	h.t.Helper()
+	return h.apply(CmdCreateRequires, &CreateRequiresCommand{CreateExCommand: CreateExCommand{CreateCommand: CreateCommand{
+		Now: h.now, ID: h.nextID("job"), Stream: stream, Payload: []byte(`{}`), Actor: head}}, Requires: requires})
+}
+
+func (h *harness) claimNextWith(streams []string, a Actor, caps ...string) *Result {
+	h.t.Helper()
+	return h.apply(CmdCapable, &CapableCommand{Now: h.now, Capabilities: caps, Type: CmdClaimNext, Inner: &ClaimNextCommand{
+		Now: h.now, Streams: streams, Targets: []string{a.Role, a.WorkerID}, Actor: a,
+		AttemptID: h.nextID("att"), LeaseToken: h.nextID("tok"), LeaseNanos: lease}})
+}
+
+// A claim is handed only jobs whose requirements its capabilities cover,
+// oldest first among those; a claim without capabilities only jobs that
+// require nothing; a claim by id of a job it cannot take is refused with
+// the job.
+func TestCapabilitiesMatchClaims(t *testing.T) {
+	h := newHarness(t)
+	gpu := h.createRequiring("s", "gpu").Job
+	plain := h.create(CreateCommand{Stream: "s"})
+	both := h.createRequiring("s", "lang:python", "gpu", "gpu").Job
+	py := h.createRequiring("s", "lang:python").Job
+	if gpu.Requires != "gpu" || both.Requires != "gpu,lang:python" {
+		t.Fatalf("requirement keys %q, %q", gpu.Requires, both.Requires)
+	}
+	if r := h.claim(gpu.ID, left); !errors.Is(r.Err, ErrMissingCapability) || r.Job == nil || r.Job.State != StateQueued {
+		t.Fatalf("claim by id without the capability: %+v", r)
+	}
+	if r := h.claimNext([]string{"s"}, left); !r.Claimed || r.Job.ID != plain.ID {
+		t.Fatalf("a claim without capabilities took %+v, want %s", r.Job, plain.ID)
+	}
+	if r := h.claimNext([]string{"s"}, left); r.Claimed {
+		t.Fatalf("a claim without capabilities took %s (requires %q)", r.Job.ID, r.Job.Requires)
+	}
+	if r := h.claimNextWith([]string{"s"}, left, "lang:python"); !r.Claimed || r.Job.ID != py.ID || r.Job.ClaimCaps != "lang:python" {
+		t.Fatalf("a python claim took %+v, want %s", r.Job, py.ID)
+	}
+	// FIFO among what it covers: the gpu job, then the one needing both.
+	for _, want := range []string{gpu.ID, both.ID} {
+		if r := h.claimNextWith([]string{"s"}, left, "gpu", "lang:python", "cuda"); !r.Claimed || r.Job.ID != want {
+			t.Fatalf("a gpu+python claim took %+v, want %s", r.Job, want)
+		}
+	}
+	// Bad lists are refused and change nothing.
+	if r := h.createRequiring("s", "has space"); !errors.Is(r.Err, ErrInvalid) {
+		t.Fatalf("a bad label: %v", r.Err)
+	}
+	if r := h.claimNextWith([]string{"s"}, left); !errors.Is(r.Err, ErrInvalid) {
+		t.Fatalf("a capable claim with no capabilities: %v", r.Err)
+	}
+	checkIndexes(t, h.f)
+}
+
+// The capability sets claims were made with are remembered with when they
+// were heard from (a heartbeat of a job such a claim runs counts); queued
+// jobs whose requirements no set seen since a time covers are unmatched.
+// All of it, and the jobs' requirements, survive a snapshot (version 7,
+// written only once capabilities were used).
+func TestCapabilitiesSeenAndSnapshot(t *testing.T) {
+	h := newHarness(t)
+	h.create(CreateCommand{Stream: "s"})
+	if v := snapVersion(t, writeSnap(t, h.f)); v >= 7 {
+		t.Fatalf("a state without capabilities written as version %d", v)
+	}
+	t0 := h.now
+	h.createRequiring("s", "gpu")
+	h.createRequiring("s", "gpu")
+	h.createRequiring("s", "tpu")
+	if u := h.f.Read().Unmatched(t0)["s"]; len(u) != 2 || u[0] != (Unmatched{"gpu", 2}) || u[1] != (Unmatched{"tpu", 1}) {
+		t.Fatalf("unmatched before any worker: %+v", u)
+	}
+	h.now += 1e9
+	r := h.claimNextWith([]string{"s"}, left, "gpu")
+	if !r.Claimed || r.Job.Requires != "" { // the oldest it may take: one requiring nothing
+		t.Fatalf("the gpu claim took %+v", r.Job)
+	}
+	if u := h.f.Read().Unmatched(t0)["s"]; len(u) != 1 || u[0] != (Unmatched{"tpu", 1}) {
+		t.Fatalf("unmatched after a gpu worker claimed: %+v", u)
+	}
+	if !h.f.Read().LiveFor("gpu", h.now) || h.f.Read().LiveFor("gpu", h.now+1) || h.f.Read().LiveFor("tpu", 0) {
+		t.Fatal("LiveFor disagrees with the claims")
+	}
+	// A heartbeat two minutes on refreshes the gpu set.
+	h.now += 120e9
+	mustOK(t, h.apply(CmdHeartbeat, &HeartbeatCommand{Now: h.now, Ref: LeaseRef{JobID: r.Job.ID, AttemptID: r.Job.Lease.AttemptID, Token: r.Job.Lease.Token}, Actor: left, LeaseNanos: lease}))
+	if !h.f.Read().LiveFor("gpu", h.now) {
+		t.Fatal("a heartbeat of a gpu claim's job did not refresh the set")
+	}
+
+	raw := writeSnap(t, h.f)
+	f2, _ := New(Config{})
+	if err := f2.Restore(io.NopCloser(bytes.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	if v := snapVersion(t, writeSnap(t, h.f)); v != 7 {
+		t.Fatalf("written as version %d, want 7", v)
+	}
+	if got, want := f2.Read().CapsSeen(), h.f.Read().CapsSeen(); len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("restored sets %+v, want %+v", got, want)
+	}
+	j2, _ := f2.Read().Job(r.Job.ID)
+	if j2.ClaimCaps != "gpu" {
+		t.Fatalf("restored job %+v", j2)
+	}
+	checkIndexes(t, f2)
+	h2 := &harness{t: t, f: f2, idx: h.idx, now: h.now, ids: h.ids}
+	if r := h2.claimNext([]string{"s"}, left); r.Claimed {
+		t.Fatalf("after a restore a claim without capabilities took %s", r.Job.ID)
+	}
+	if r := h2.claimNextWith([]string{"s"}, left, "gpu"); !r.Claimed || r.Job.Requires != "gpu" {
+		t.Fatalf("after a restore the gpu claim took %+v", r.Job)
+	}
+}

@@ -1,0 +1,73 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/spine-queue/spine/api"
+)
+
+// A job that requires capabilities is handed only to a claim that has
+// them: a worker without them passes over it (and is not pointed at its
+// stream as "elsewhere"), a claim by id is refused with the job, and the
+// stream lists it as unmatched until a worker with them claims.
+func TestCapabilitiesOverHTTP(t *testing.T) {
+	e := newEnv(t)
+	decodeAs := func(r resp, v any) {
+		t.Helper()
+		if r.Code != http.StatusOK && r.Code != http.StatusCreated {
+			t.Fatalf("status %d: %s", r.Code, r.Body)
+		}
+		if err := json.Unmarshal(r.Body, v); err != nil {
+			t.Fatalf("%v: %s", err, r.Body)
+		}
+	}
+	var gpu api.Job
+	decodeAs(e.do("POST", "/jobs", headTok, map[string]any{"stream": "ml", "payload": 1, "requires": []string{"gpu:a100", "gpu"}}), &gpu)
+	if !slices.Equal(gpu.Requires, []string{"gpu", "gpu:a100"}) {
+		t.Fatalf("requires %v", gpu.Requires)
+	}
+	// Bad lists are refused and create nothing.
+	for _, bad := range []any{[]string{"has space"}, []string{""}, []string{"a,b"}, make([]string, 17)} {
+		e.do("POST", "/jobs", headTok, map[string]any{"stream": "ml", "payload": 1, "requires": bad}).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
+	}
+	e.do("POST", "/jobs", headTok, map[string]any{"stream": "ml", "payload": 1, "requires": []int{1}}).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
+	e.do("POST", "/internal/worker/claim", leftTok, map[string]any{"worker_id": "w", "capabilities": []string{"a,b"}}).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
+
+	var list api.StreamList
+	decodeAs(e.do("GET", "/streams", leftTok, nil), &list)
+	if len(list.Streams) != 1 || list.Streams[0].Queued != 1 || len(list.Streams[0].Unmatched) != 1 ||
+		!slices.Equal(list.Streams[0].Unmatched[0].Requires, gpu.Requires) || list.Streams[0].Unmatched[0].Jobs != 1 {
+		t.Fatalf("streams before any gpu worker: %+v", list.Streams)
+	}
+
+	var wc api.WorkerClaim
+	decodeAs(e.do("POST", "/internal/worker/claim", leftTok, api.WorkerClaimRequest{WorkerID: "cpu", Streams: []string{"ml"}}), &wc)
+	if wc.Claimed {
+		t.Fatalf("a worker without capabilities got %s", wc.JobID)
+	}
+	decodeAs(e.do("POST", "/internal/worker/claim", leftTok, api.WorkerClaimRequest{WorkerID: "cpu", Streams: []string{"etl"}, Capabilities: []string{"gpu"}}), &wc)
+	if wc.Claimed || len(wc.Elsewhere) != 0 {
+		t.Fatalf("a worker with gpu but not gpu:a100 was pointed at %+v", wc)
+	}
+	er := e.do("POST", "/jobs/"+gpu.ID+"/claim", leftTok, api.JobClaimRequest{Capabilities: []string{"gpu"}}).apiErr(t, http.StatusConflict, api.CodeMissingCapability)
+	if j, _ := er["job"].(map[string]any); j["id"] != gpu.ID || j["status"] != "queued" {
+		t.Fatalf("error.job = %v", er["job"])
+	}
+
+	decodeAs(e.do("POST", "/internal/worker/claim", leftTok, api.WorkerClaimRequest{WorkerID: "big", Streams: []string{"etl"}, Capabilities: []string{"gpu:a100", "gpu", "lang:go"}}), &wc)
+	if wc.Claimed || len(wc.Elsewhere) != 1 || wc.Elsewhere[0].Name != "ml" {
+		t.Fatalf("a worker that could take the job was not pointed at its stream: %+v", wc)
+	}
+	var ml api.StreamInfo
+	decodeAs(e.do("GET", "/streams/ml", rightTok, nil), &ml)
+	if len(ml.Unmatched) != 0 {
+		t.Fatalf("still unmatched after a gpu:a100 worker claimed: %+v", ml)
+	}
+	decodeAs(e.do("POST", "/internal/worker/claim", leftTok, api.WorkerClaimRequest{WorkerID: "big", Streams: []string{"ml"}, Capabilities: []string{"gpu:a100", "gpu", "lang:go"}}), &wc)
+	if !wc.Claimed || wc.JobID != gpu.ID {
+		t.Fatalf("the capable worker's claim: %+v", wc)
+	}
+}
