@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -312,6 +313,75 @@ func BenchmarkClaimNextAmongScheduled(b *testing.B) {
 				logs[i] = &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaimNext, &ClaimNextCommand{
 					Now: int64(idx), Streams: []string{DefaultStream}, Targets: []string{"left_claw"}, Actor: left,
 					AttemptID: fmt.Sprintf("a%d", i), LeaseToken: fmt.Sprintf("t%d", i), LeaseNanos: lease})}
+			}
+			runtime.GC()
+			b.ResetTimer()
+			for i := 0; i < len(logs); i += 64 {
+				for _, r := range f.ApplyBatch(logs[i:min(i+64, len(logs))]) {
+					if !r.(*Result).Claimed {
+						b.Fatal("nothing claimed")
+					}
+				}
+				f.Read()
+			}
+		})
+	}
+}
+
+// BenchmarkClaimWithCapabilities is the claim path with 10,000 queued jobs
+// (and more as claims take them) of 50 requirement sets, each a gpu kind,
+// a language and a zone: a claim whose capabilities cover every set (it
+// looks at all 50), one that covers five (one language), and, for
+// comparison, plain claims of jobs that require nothing.
+func BenchmarkClaimWithCapabilities(b *testing.B) {
+	set := func(i int) []string {
+		return []string{fmt.Sprintf("gpu:%d", i%2), fmt.Sprintf("lang:%d", i%5), fmt.Sprintf("zone:%d", i%5)}
+	}
+	var all []string // the 12 labels of the 50 sets
+	for i := range 50 {
+		all = append(all, set(i)...)
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	for _, c := range []struct {
+		name string
+		caps []string
+		// every is how many queued jobs there are per job a claim can take.
+		every int
+	}{{"plain", nil, 1}, {"covers-50-sets", all, 1}, {"covers-5-sets", []string{"gpu:0", "lang:0", "zone:0", "zone:1", "zone:2", "zone:3", "zone:4"}, 10}} {
+		b.Run(c.name, func(b *testing.B) {
+			f, _ := New(Config{})
+			var idx uint64
+			batch := make([]*raft.Log, 0, 512)
+			flush := func(force bool) {
+				if len(batch) == cap(batch) || (force && len(batch) > 0) {
+					f.ApplyBatch(batch)
+					batch = batch[:0]
+				}
+			}
+			for i := 0; i < 10_000+c.every*b.N; i++ {
+				idx++
+				cc := CreateCommand{Now: int64(idx), ID: fmt.Sprintf("q%08d", idx), Stream: DefaultStream, Payload: payload256, Actor: head}
+				if c.caps == nil {
+					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreate, &cc)})
+				} else {
+					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreateRequires,
+						&CreateRequiresCommand{CreateExCommand: CreateExCommand{CreateCommand: cc}, Requires: set(i)})})
+				}
+				flush(false)
+			}
+			flush(true)
+			logs := make([]*raft.Log, b.N)
+			for i := range logs {
+				idx++
+				cn := &ClaimNextCommand{Now: int64(idx), Streams: []string{DefaultStream}, Targets: []string{"left_claw"}, Actor: left,
+					AttemptID: fmt.Sprintf("a%d", i), LeaseToken: fmt.Sprintf("t%d", i), LeaseNanos: lease}
+				if c.caps == nil {
+					logs[i] = &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaimNext, cn)}
+				} else {
+					logs[i] = &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCapable,
+						&CapableCommand{Now: int64(idx), Capabilities: c.caps, Type: CmdClaimNext, Inner: cn})}
+				}
 			}
 			runtime.GC()
 			b.ResetTimer()

@@ -3,7 +3,7 @@ package fsm
 import (
 	"cmp"
 	"fmt"
-	"regexp"
+	"math"
 	"slices"
 	"strings"
 )
@@ -17,10 +17,14 @@ import (
 // A job's requirements, as a canonical key (sorted, comma-joined), are part
 // of its queue lane: (stream, target, requirements). A lane with no
 // requirements is where every job of earlier versions is, and a claim
-// without capabilities looks only there, exactly as before. A claim with
-// capabilities also looks at the requirement sets its stream's lanes hold
-// (the reqs index counts them) and seeks the first job of each set it
-// covers: a few index operations per set, whatever the number of jobs.
+// without capabilities looks only there, exactly as before. For the lanes
+// with requirements, the heads index holds the first job of each, in queue
+// order: a claim with capabilities walks the heads of its stream's lanes
+// from the oldest and stops at the first it covers, or at the first that
+// could not beat the job without requirements it found. A claim whose
+// capabilities cover the oldest head does one seek more than a plain one;
+// each head it passes over (a set it does not cover, older than what it
+// takes) costs one step of an in-order walk, never a search.
 //
 // Whether some worker can take a job is soft knowledge the state keeps as
 // replicated facts: when a claim with each capability set was last applied
@@ -39,9 +43,24 @@ const (
 	capsSeenStep = int64(60e9) // a minute
 )
 
-// labelRE is what a capability label may be: no comma (the key's
-// separator), no spaces.
-var labelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/=+-]{0,63}$`)
+// validLabel reports whether l may be a capability label: 1-64 letters,
+// digits or _ . : / = + -, starting with a letter or digit (no comma, the
+// key's separator, and no spaces).
+func validLabel(l string) bool {
+	if len(l) == 0 || len(l) > 64 {
+		return false
+	}
+	for i := 0; i < len(l); i++ {
+		c := l[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && strings.IndexByte("_.:/=+-", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // CapabilityKey returns the canonical key of a list of labels (sorted,
 // without repeats, comma-joined; "" for none), or an ErrInvalid error
@@ -57,7 +76,7 @@ func CapabilityKey(labels []string, most int) (string, error) {
 		return "", fmt.Errorf("%w: at most %d capability labels", ErrInvalid, most)
 	}
 	for _, l := range s {
-		if !labelRE.MatchString(l) {
+		if !validLabel(l) {
 			return "", fmt.Errorf("%w: capability label %q: 1-64 letters, digits or _ . : / = + -, starting with a letter or digit", ErrInvalid, l)
 		}
 	}
@@ -90,10 +109,30 @@ func covers(caps []string, req string) bool {
 func Covers(caps, req string) bool { return covers(Labels(caps), req) }
 
 // reqCount counts the jobs of one requirement set in one queue lane (only
-// sets that are not empty).
+// sets that are not empty), and holds the lane's first job (its item in the
+// heads index).
 type reqCount struct {
 	stream, target, req string
 	n                   int
+	head                queueItem
+}
+
+// lessHead orders the heads index: by stream and target, then in queue
+// order.
+func lessHead(a, b queueItem) bool {
+	if a.stream != b.stream {
+		return a.stream < b.stream
+	}
+	if a.target != b.target {
+		return a.target < b.target
+	}
+	if a.rank != b.rank {
+		return a.rank < b.rank
+	}
+	if a.seq != b.seq {
+		return a.seq < b.seq
+	}
+	return a.req < b.req
 }
 
 func lessReqCount(a, b reqCount) bool {
@@ -126,8 +165,19 @@ func (w *writer) queueDelete(it queueItem) {
 // reports whether the index changed.
 func (w *writer) queueUpdate(o queueItem, hadO bool, n queueItem, hasN bool) bool {
 	if hadO && hasN && !lessQueue(o, n) && !lessQueue(n, o) {
+		// The same place, a new version of the job: a lane's head holds
+		// the new one too.
 		w.t.queue.ReplaceOrInsert(n)
 		w.dirty[tQueue] = true
+		if n.req != "" {
+			k := reqCount{stream: n.stream, target: n.target, req: n.req}
+			if c, ok := w.t.reqs.Get(k); ok && c.head.j == o.j {
+				c.head = n
+				w.t.reqs.ReplaceOrInsert(c)
+				w.t.heads.ReplaceOrInsert(n)
+				w.dirty[tReqs], w.dirty[tHeads] = true, true
+			}
+		}
 		return true
 	}
 	if hadO {
@@ -139,16 +189,37 @@ func (w *writer) queueUpdate(o queueItem, hadO bool, n queueItem, hasN bool) boo
 	return hadO || hasN
 }
 
+// addReq counts it (d 1) into or out of (d -1) its lane's requirement set,
+// after the queue index took the change, and keeps the lane's head.
 func (w *writer) addReq(it queueItem, d int) {
 	k := reqCount{stream: it.stream, target: it.target, req: it.req}
-	c, _ := w.t.reqs.Get(k)
-	k.n = c.n + d
-	if k.n <= 0 {
+	c, had := w.t.reqs.Get(k)
+	k.n, k.head = c.n+d, c.head
+	switch {
+	case k.n <= 0:
 		w.t.reqs.Delete(k)
-	} else {
+		w.t.heads.Delete(c.head)
+	case !had || (d > 0 && lessQueue(it, c.head)):
+		// A new lane, or a job ahead of its head.
+		if had {
+			w.t.heads.Delete(c.head)
+		}
+		k.head = it
+		w.t.heads.ReplaceOrInsert(it)
+		w.t.reqs.ReplaceOrInsert(k)
+	case d < 0 && it.j == c.head.j:
+		// The head left: the lane's next job leads.
+		w.t.heads.Delete(c.head)
+		w.t.queue.AscendGreaterOrEqual(queueItem{stream: it.stream, target: it.target, req: it.req, rank: math.MinInt64}, func(q queueItem) bool {
+			k.head = q
+			return false
+		})
+		w.t.heads.ReplaceOrInsert(k.head)
+		w.t.reqs.ReplaceOrInsert(k)
+	default:
 		w.t.reqs.ReplaceOrInsert(k)
 	}
-	w.dirty[tReqs] = true
+	w.dirty[tReqs], w.dirty[tHeads] = true, true
 }
 
 // bestOfLane is the first job of lane (stream, target) that a claim with
@@ -164,12 +235,13 @@ func (t *tables) bestOfLane(stream, target string, caps []string, best *Job) *Jo
 	if len(caps) == 0 {
 		return best
 	}
-	t.reqs.AscendGreaterOrEqual(reqCount{stream: stream, target: target}, func(rc reqCount) bool {
-		if rc.stream != stream || rc.target != target {
-			return false
+	t.heads.AscendGreaterOrEqual(queueItem{stream: stream, target: target, rank: math.MinInt64}, func(h queueItem) bool {
+		if h.stream != stream || h.target != target || (best != nil && queueRank(best) <= h.rank) {
+			return false // past the lane, or no head from here on beats best
 		}
-		if covers(caps, rc.req) {
-			consider(t.firstQueued(stream, target, rc.req))
+		if covers(caps, h.req) {
+			consider(h.j)
+			return false // the oldest head it may take
 		}
 		return true
 	})

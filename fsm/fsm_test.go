@@ -1023,7 +1023,11 @@ func TestDeterminismOracle(t *testing.T) {
 		// One applies entry by entry, the other in uneven batches.
 		for i, d := range log {
 			f1.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: d})
+			if i%250 == 0 {
+				checkIndexes(t, f1) // every derived index, along the way
+			}
 		}
+		checkIndexes(t, f1)
 		rng := rand.New(rand.NewPCG(seed, 7))
 		for i := 0; i < len(log); {
 			n := 1 + rng.IntN(64)

@@ -214,6 +214,7 @@ const (
 	tKeyRunning
 	tDependents
 	tReqs
+	tHeads
 	tLanes   // tLanes+lane for each lane
 	numTrees = tLanes + numLanes
 )
@@ -279,6 +280,7 @@ type tables struct {
 	// set once either is used: the state may then hold what only version
 	// 7 snapshots carry.
 	reqs         *btree.BTreeG[reqCount]
+	heads        *btree.BTreeG[queueItem]
 	capsSeen     map[string]int64
 	capabilities bool
 }
@@ -308,6 +310,7 @@ func newTables() *tables {
 		routed:    btree.NewG(btreeDegree, lessID),
 		stats:     btree.NewG(btreeDegree, lessStat),
 		reqs:      btree.NewG(btreeDegree, lessReqCount),
+		heads:     btree.NewG(btreeDegree, lessHead),
 	}
 	for i := range t.lanes {
 		t.lanes[i] = btree.NewG(btreeDegree, lessSeq)
@@ -534,6 +537,7 @@ func (w *writer) publish(prev *tables) *tables {
 	v.paused = w.t.paused     // immutable: shared as it is
 	v.jobControl = w.t.jobControl
 	cloneIf(&w.dirty[tReqs], &v.reqs, w.t.reqs)
+	cloneIf(&w.dirty[tHeads], &v.heads, w.t.heads)
 	v.capsSeen = w.t.capsSeen // immutable: shared as it is
 	v.capabilities = w.t.capabilities
 	for i := range v.lanes {

@@ -132,15 +132,27 @@ func checkIndexes(t testing.TB, f *FSM) {
 		}
 		return true
 	})
+	laneHeads := 0
 	v.reqs.Ascend(func(rc reqCount) bool {
-		n := rc.n
-		rc.n = 0
+		n, head := rc.n, rc.head
+		rc.n, rc.head = 0, queueItem{}
 		if reqs[rc] != n {
 			t.Fatalf("lane %s/%s counts %d jobs requiring %q, the queue holds %d", rc.stream, rc.target, n, rc.req, reqs[rc])
 		}
 		delete(reqs, rc)
+		// Its head is the lane's first job, in the heads index.
+		if first := v.firstQueued(rc.stream, rc.target, rc.req); first != head.j {
+			t.Fatalf("lane %s/%s/%q: head %v, first job %v", rc.stream, rc.target, rc.req, head.j, first)
+		}
+		if got, ok := v.heads.Get(head); !ok || got.j != head.j {
+			t.Fatalf("lane %s/%s/%q: head %s missing from the heads index", rc.stream, rc.target, rc.req, head.j.ID)
+		}
+		laneHeads++
 		return true
 	})
+	if v.heads.Len() != laneHeads {
+		t.Fatalf("heads index holds %d, lanes call for %d", v.heads.Len(), laneHeads)
+	}
 	if len(reqs) > 0 {
 		t.Fatalf("requirement sets not counted: %v", reqs)
 	}
