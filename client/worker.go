@@ -45,6 +45,9 @@ type WorkerConfig struct {
 	WorkerID string
 	// Streams are claimed from in order; empty means ["default"].
 	Streams []string
+	// Capabilities the worker has (gpu, lang:python, ...): it is handed
+	// only jobs whose requires it all has.
+	Capabilities []string
 	// MaxWait is the long-poll wait of each claim (default 20s; the server
 	// caps it at 30s).
 	MaxWait time.Duration
@@ -124,7 +127,7 @@ func (w *Worker) loop(ctx context.Context) error {
 	failures := 0
 	for ctx.Err() == nil {
 		claim, err := w.c.WorkerClaim(ctx, &WorkerClaimParams{
-			WorkerID: w.cfg.WorkerID, Streams: w.cfg.Streams, MaxWait: w.cfg.MaxWait,
+			WorkerID: w.cfg.WorkerID, Streams: w.cfg.Streams, MaxWait: w.cfg.MaxWait, Capabilities: w.cfg.Capabilities,
 		})
 		if err != nil {
 			if ctx.Err() != nil {

@@ -699,7 +699,7 @@ func streamResume(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string)
 }
 
 func streamInfoTable(w io.Writer, v any) {
-	fmt.Fprintln(w, "NAME\tQUEUED\tRUNNING\tDONE\tFAILED\tDEAD\tOLDEST WAIT\tPAUSED")
+	fmt.Fprintln(w, "NAME\tQUEUED\tRUNNING\tDONE\tFAILED\tDEAD\tOLDEST WAIT\tPAUSED\tNO LIVE WORKER FOR")
 	for _, s := range oneOrMany[client.StreamInfo](v) {
 		wait := "-"
 		if s.Queued > 0 {
@@ -712,6 +712,14 @@ func streamInfoTable(w io.Writer, v any) {
 				paused += ": " + p.Reason
 			}
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Name, s.Queued, s.Running, s.Done, s.Failed, s.Dead, wait, paused)
+		unmatched := "-"
+		if len(s.Unmatched) > 0 {
+			var parts []string
+			for _, u := range s.Unmatched {
+				parts = append(parts, fmt.Sprintf("%d needing %s", u.Jobs, strings.Join(u.Requires, "+")))
+			}
+			unmatched = strings.Join(parts, "; ")
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", s.Name, s.Queued, s.Running, s.Done, s.Failed, s.Dead, wait, paused, unmatched)
 	}
 }

@@ -44,6 +44,7 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 	backoffMax := fs.Duration("backoff-max", 0, "the most a retry backoff waits")
 	fs.StringVar(&p.ConcurrencyKey, "concurrency-key", "", "at most --concurrency-limit jobs of this key run at once, cluster-wide")
 	fs.IntVar(&p.ConcurrencyLimit, "concurrency-limit", 0, "with --concurrency-key: how many of its jobs may run at once (default 1)")
+	fs.StringSliceVar(&p.Requires, "requires", nil, "capabilities a worker must have to be handed the job (comma-separated labels, e.g. gpu,lang:python)")
 	fs.StringSliceVar(&p.DependsOn, "depends-on", nil, "job ids (comma-separated, or the flag repeated) that must be done before this job can be claimed")
 	fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating a create with the same key answers the first job (default: a fresh UUID)")
 	c.nargs(0, 1)
@@ -179,6 +180,7 @@ func jobsAttempts(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string)
 func jobsClaim(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	var p client.JobClaimParams
 	fs.StringVar(&p.WorkerID, "worker-id", "", "worker identity recorded with the attempt")
+	fs.StringSliceVar(&p.Capabilities, "capabilities", nil, "what this worker has (comma-separated labels, e.g. gpu,lang:python): a job that requires others is refused")
 	c.nargs(1, 1)
 	return func(pos []string) int {
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
@@ -312,6 +314,9 @@ func jobTable(w io.Writer, v any) {
 	}
 	if j.ConcurrencyKey != "" {
 		row("CONCURRENCY", fmt.Sprintf("key %s, at most %d at once", j.ConcurrencyKey, max(j.ConcurrencyLimit, 1)))
+	}
+	if len(j.Requires) > 0 {
+		row("REQUIRES", strings.Join(j.Requires, ", "))
 	}
 	if b := j.Backoff; b != nil {
 		row("BACKOFF", fmt.Sprintf("%ds doubling, at most %ds", b.Base, b.Max))
