@@ -178,19 +178,37 @@ func (s *Server) handleWorkerFail(w http.ResponseWriter, r *http.Request, c *cal
 	if err != nil {
 		return s.workerRefusal(w, err)
 	}
-	// The status the fail left the job in, not the job's status now: a
-	// repeat answers as the first did, and the job may have moved on.
-	status := api.JobStatusCancelled
+	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Requeued, DLQ: res.DLQ, Duplicate: res.Duplicate, Status: failStatus(res, req.AttemptID)})
+	return nil
+}
+
+// failStatus is the status a fail left its job in: for a repeat, the first
+// fail's, whatever the job's status is now (its answer is the first's).
+func failStatus(res *fsm.Result, attemptID string) api.JobStatus {
+	j := res.Job
 	switch {
 	case res.Requeued:
-		status = api.JobStatusQueued
-	case res.DLQ && requeue:
-		status = api.JobStatusDead
-	case res.DLQ:
-		status = api.JobStatusFailed
+		return api.JobStatusQueued
+	case !res.Duplicate:
+		return api.JobStatus(j.State)
+	case !res.DLQ:
+		return api.JobStatusCancelled
 	}
-	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Requeued, DLQ: res.DLQ, Duplicate: res.Duplicate, Status: status})
-	return nil
+	// A repeat of a fail that dead-lettered the job: failed or dead, as
+	// the job still reads if that attempt was its last; else (re-driven
+	// since) dead when it was retryable at its last attempt.
+	for i := len(j.AttemptLog) - 1; i >= 0; i-- {
+		if at := j.AttemptLog[i]; at.ID == attemptID {
+			if i == len(j.AttemptLog)-1 && (j.State == fsm.StateFailed || j.State == fsm.StateDead) {
+				return api.JobStatus(j.State)
+			}
+			if at.Error != nil && at.Error.Retryable && i+1 >= j.MaxAttempts {
+				return api.JobStatusDead
+			}
+			break
+		}
+	}
+	return api.JobStatusFailed
 }
 
 // handleWorkerRelease gives a job back without using an attempt, fenced by
