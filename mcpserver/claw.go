@@ -1,0 +1,468 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/spine-queue/spine/client"
+)
+
+// The claws' tools: claim, heartbeat, complete, fail, release and
+// held_jobs. A claim keeps each job's lease in the session (leases); the
+// others take it from there unless the call gives a lease_token.
+
+// Claim waits: the default and the most a claim waits for a job.
+const (
+	defaultClaimWait = 10 * time.Second
+	maxClaimWait     = 30 * time.Second
+)
+
+type claimIn struct {
+	Streams      []string `json:"streams,omitempty" jsonschema:"streams to take work from, in order of preference (default [\"default\"]); list_streams shows them"`
+	WaitSeconds  *int     `json:"wait_seconds,omitempty" jsonschema:"how long to wait for a job when none is queued, 0 to 30 (default 10)"`
+	MaxJobs      int      `json:"max_jobs,omitempty" jsonschema:"take up to this many jobs at once, 1 to 100 (default 1), each under its own lease"`
+	Capabilities []string `json:"capabilities,omitempty" jsonschema:"what you can do, as labels such as gpu or lang:python: you are handed only jobs whose requires you all have"`
+	WorkerID     string   `json:"worker_id,omitempty" jsonschema:"your name as a worker, shown on the job (default: this session's, in the answer)"`
+}
+
+// ClaimedJob is one job a claim took.
+type ClaimedJob struct {
+	JobID   string `json:"job_id"`
+	Stream  string `json:"stream"`
+	Payload any    `json:"payload,omitempty"`
+	// Attempt is this attempt's number, from 1.
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"max_attempts"`
+	// Checkpoint is what an earlier attempt saved: resume from it.
+	Checkpoint any `json:"checkpoint,omitempty"`
+	// Instructions are the stream's.
+	Instructions             string  `json:"instructions,omitempty"`
+	LeaseSeconds             float64 `json:"lease_seconds"`
+	HeartbeatIntervalSeconds float64 `json:"heartbeat_interval_seconds"`
+	// AttemptID and LeaseToken prove the job is yours. The session keeps
+	// them; they are shown for finishing the job from another session.
+	AttemptID  string `json:"attempt_id"`
+	LeaseToken string `json:"lease_token"`
+}
+
+// StreamQueued is a stream with queued jobs.
+type StreamQueued struct {
+	Name   string `json:"name"`
+	Queued int    `json:"queued"`
+}
+
+type claimOut struct {
+	Claimed  bool         `json:"claimed"`
+	WorkerID string       `json:"worker_id"`
+	Jobs     []ClaimedJob `json:"jobs,omitempty"`
+	// Elsewhere, when nothing was claimed, lists other streams where work waits.
+	Elsewhere []StreamQueued `json:"elsewhere,omitempty"`
+	Next      string         `json:"next"`
+}
+
+type heartbeatIn struct {
+	JobID      string         `json:"job_id" jsonschema:"the claimed job's id"`
+	Progress   map[string]any `json:"progress,omitempty" jsonschema:"how far you are, shown on the job, e.g. {\"pct\": 40, \"step\": \"tests\"} (at most 4 KiB)"`
+	Checkpoint map[string]any `json:"checkpoint,omitempty" jsonschema:"state to resume from, handed to the next attempt if this one does not finish (at most 64 KiB)"`
+	LeaseToken string         `json:"lease_token,omitempty" jsonschema:"only for a job claimed in another session: its lease_token (this session's own leases are kept for you)"`
+	AttemptID  string         `json:"attempt_id,omitempty" jsonschema:"with lease_token: the claim's attempt_id"`
+}
+
+type heartbeatOut struct {
+	JobID          string    `json:"job_id"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
+	// CancelRequested: head cancelled the job: stop, then fail or release it.
+	CancelRequested bool   `json:"cancel_requested"`
+	Next            string `json:"next"`
+}
+
+type completeIn struct {
+	JobID      string         `json:"job_id" jsonschema:"the claimed job's id"`
+	Result     map[string]any `json:"result" jsonschema:"what you did: an object with a one-line \"summary\" first, then any fields worth keeping (ids, counts, blob ids of large outputs)"`
+	LeaseToken string         `json:"lease_token,omitempty" jsonschema:"only for a job claimed in another session: its lease_token"`
+	AttemptID  string         `json:"attempt_id,omitempty" jsonschema:"with lease_token: the claim's attempt_id"`
+}
+
+type completeOut struct {
+	JobID  string `json:"job_id"`
+	Status string `json:"status"`
+	// Duplicate: it had been completed already by this attempt; nothing changed.
+	Duplicate bool   `json:"duplicate"`
+	Next      string `json:"next"`
+}
+
+type failIn struct {
+	JobID      string `json:"job_id" jsonschema:"the claimed job's id"`
+	Message    string `json:"message" jsonschema:"what went wrong, for whoever looks next"`
+	Retryable  bool   `json:"retryable" jsonschema:"true: another attempt may succeed, the job goes back to the queue while it has attempts left; false: it goes to the dead letters for a human"`
+	Code       string `json:"code,omitempty" jsonschema:"a short machine-readable cause, e.g. timeout, bad_input, cancelled"`
+	LeaseToken string `json:"lease_token,omitempty" jsonschema:"only for a job claimed in another session: its lease_token"`
+	AttemptID  string `json:"attempt_id,omitempty" jsonschema:"with lease_token: the claim's attempt_id"`
+}
+
+type failOut struct {
+	JobID string `json:"job_id"`
+	// Status is where the fail left the job: queued, failed, dead or cancelled.
+	Status string `json:"status,omitempty"`
+	// Requeued: the job is back in the queue for another attempt.
+	Requeued bool `json:"requeued"`
+	// DeadLetter: the job is failed or dead, waiting for a human.
+	DeadLetter bool   `json:"dead_letter"`
+	Next       string `json:"next"`
+}
+
+type releaseIn struct {
+	JobID      string `json:"job_id" jsonschema:"the claimed job's id"`
+	Reason     string `json:"reason,omitempty" jsonschema:"why you give it back, e.g. needs a GPU"`
+	CooldownMS int64  `json:"cooldown_ms,omitempty" jsonschema:"no one is handed the job again for this long, so that you do not get it straight back (at most a day)"`
+	LeaseToken string `json:"lease_token,omitempty" jsonschema:"only for a job claimed in another session: its lease_token"`
+	AttemptID  string `json:"attempt_id,omitempty" jsonschema:"with lease_token: the claim's attempt_id"`
+}
+
+type releaseOut struct {
+	JobID string `json:"job_id"`
+	// Status is queued, or cancelled when head had cancelled the job.
+	Status string `json:"status"`
+	Next   string `json:"next"`
+}
+
+// HeldJob is a lease the session holds.
+type HeldJob struct {
+	JobID                    string    `json:"job_id"`
+	Stream                   string    `json:"stream"`
+	WorkerID                 string    `json:"worker_id"`
+	AttemptID                string    `json:"attempt_id"`
+	LeaseToken               string    `json:"lease_token"`
+	HeartbeatIntervalSeconds float64   `json:"heartbeat_interval_seconds"`
+	ClaimedAt                time.Time `json:"claimed_at"`
+}
+
+type heldOut struct {
+	WorkerID string    `json:"worker_id"`
+	Jobs     []HeldJob `json:"jobs"`
+}
+
+func (s *server) addClawTools(srv *mcp.Server) {
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "claim",
+		Title: "Claim the next job",
+		Description: "Take the next job of your streams (the first listed stream that has one; within it the highest priority, " +
+			"then the oldest), waiting up to wait_seconds for one to be queued. The job is yours under a lease: this session keeps " +
+			"the lease, so later calls need only the job_id. Heartbeat while you work, then complete, fail or release it. " +
+			"When nothing came, elsewhere lists other streams where work waits.",
+		Annotations: writes("Claim the next job", false, false),
+	}, s.claim)
+
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "heartbeat",
+		Title: "Heartbeat a claimed job",
+		Description: "Keep your lease on a job you work on: call it every heartbeat_interval_seconds (the claim says; a third of the lease). " +
+			"Report progress (shown on the job) and save a checkpoint (handed to the next attempt if this one does not finish). " +
+			"If it answers cancel_requested, stop and fail (code cancelled) or release the job; if it says the lease ended, stop working on it.",
+		Annotations: writes("Heartbeat a claimed job", true, false),
+	}, s.heartbeat)
+
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "complete",
+		Title: "Complete a claimed job",
+		Description: "Report a job you claimed as done, with its result: an object whose \"summary\" says in one line what you did, " +
+			"plus any fields worth keeping. Repeating it (say after a lost answer) is safe.",
+		Annotations: writes("Complete a claimed job", true, false),
+	}, s.complete)
+
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "fail",
+		Title: "Fail a claimed job",
+		Description: "Report that you could not do a job you claimed. retryable true puts it back in the queue for another attempt " +
+			"(while it has attempts left); false sends it to the dead letters for a human. Repeating it is safe.",
+		Annotations: writes("Fail a claimed job", true, true),
+	}, s.fail)
+
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "release",
+		Title: "Release a claimed job",
+		Description: "Give back a job that is not for you (it needs a tool or capability you lack) without using up an attempt; " +
+			"with cooldown_ms no one is handed it again for that long.",
+		Annotations: writes("Release a claimed job", true, false),
+	}, s.release)
+
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "held_jobs",
+		Title:       "Jobs this session holds",
+		Description: "The jobs this session claimed and has not finished or released, with their leases: what you are working on.",
+		Annotations: readOnly("Jobs this session holds"),
+	}, func(_ context.Context, _ *mcp.CallToolRequest, _ noInput) (*mcp.CallToolResult, heldOut, error) {
+		out := heldOut{WorkerID: s.workerID, Jobs: []HeldJob{}}
+		for _, l := range s.leases.all() {
+			out.Jobs = append(out.Jobs, HeldJob{JobID: l.JobID, Stream: l.Stream, WorkerID: l.WorkerID, AttemptID: l.AttemptID,
+				LeaseToken: l.LeaseToken, HeartbeatIntervalSeconds: l.HeartbeatEvery.Seconds(), ClaimedAt: l.ClaimedAt})
+		}
+		return nil, out, nil
+	})
+}
+
+func (s *server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) (*mcp.CallToolResult, claimOut, error) {
+	streams := in.Streams
+	if len(streams) == 0 {
+		streams = []string{"default"}
+	}
+	wait := defaultClaimWait
+	if in.WaitSeconds != nil {
+		wait = min(max(time.Duration(*in.WaitSeconds)*time.Second, 0), maxClaimWait)
+	}
+	worker := in.WorkerID
+	if worker == "" {
+		worker = s.workerID
+	}
+	p := &client.WorkerClaimParams{WorkerID: worker, Streams: streams, MaxWait: wait, Capabilities: in.Capabilities}
+	if in.MaxJobs > 1 {
+		p.MaxJobs = in.MaxJobs
+	}
+	wc, err := s.c.WorkerClaim(ctx, p)
+	if err != nil {
+		return nil, claimOut{}, s.advise(err, opClaim, "")
+	}
+	out := claimOut{Claimed: wc.Claimed, WorkerID: worker}
+	claims := wc.Jobs
+	if len(claims) == 0 && wc.Claimed {
+		claims = []client.WorkerClaim{*wc}
+	}
+	if len(claims) == 0 {
+		for _, e := range wc.Elsewhere {
+			out.Elsewhere = append(out.Elsewhere, StreamQueued{Name: e.Name, Queued: e.Queued})
+		}
+		out.Next = nothingClaimed(streams, wait, out.Elsewhere)
+		return nil, out, nil
+	}
+	out.Claimed = true
+	now := time.Now()
+	for _, c := range claims {
+		s.leases.put(lease{JobID: c.JobID, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, WorkerID: worker, Stream: c.Stream,
+			HeartbeatEvery: c.HeartbeatInterval(), ClaimedAt: now})
+	}
+	instructions := s.instructionsOf(ctx, claims)
+	for _, c := range claims {
+		out.Jobs = append(out.Jobs, ClaimedJob{JobID: c.JobID, Stream: c.Stream, Payload: rawJSON(c.Payload), Attempt: c.Attempt,
+			MaxAttempts: c.MaxAttempts, Checkpoint: rawJSON(c.Checkpoint), Instructions: instructions[c.Stream],
+			LeaseSeconds: c.LeaseTTLSeconds, HeartbeatIntervalSeconds: c.HeartbeatInterval().Seconds(),
+			AttemptID: c.AttemptID, LeaseToken: c.LeaseToken})
+	}
+	first := claims[0]
+	what := "the job's payload says"
+	if len(claims) > 1 {
+		what = "each job's payload says"
+	}
+	out.Next = fmt.Sprintf("Do what %s (and its stream's instructions, if any). While you work, call heartbeat with the job_id "+
+		"at least every %.0f s (the lease lasts %.0f s). Then call complete with the job_id and a result {\"summary\": …}; "+
+		"or fail (message, retryable) if you cannot do it; or release if it is not for you. This session keeps the lease.",
+		what, first.HeartbeatInterval().Seconds(), first.LeaseTTLSeconds)
+	return nil, out, nil
+}
+
+// instructionsWait bounds the look-up of the claimed streams' instructions:
+// the jobs are claimed, and their leases run, either way.
+const instructionsWait = 3 * time.Second
+
+// instructionsOf returns the instructions of the claims' streams, by name,
+// as far as they can be read in instructionsWait.
+func (s *server) instructionsOf(ctx context.Context, claims []client.WorkerClaim) map[string]string {
+	ctx, cancel := context.WithTimeout(ctx, instructionsWait)
+	defer cancel()
+	out := map[string]string{}
+	for _, c := range claims {
+		if _, ok := out[c.Stream]; ok {
+			continue
+		}
+		out[c.Stream] = ""
+		if st, err := s.c.Stream(ctx, c.Stream); err == nil {
+			out[c.Stream] = st.Instructions
+		}
+	}
+	return out
+}
+
+// nothingClaimed is the next step of a claim that took nothing.
+func nothingClaimed(streams []string, wait time.Duration, elsewhere []StreamQueued) string {
+	msg := fmt.Sprintf("No job of %s became claimable within %s.", strings.Join(streams, ", "), wait)
+	if len(elsewhere) == 0 {
+		return msg + " No other stream has queued work either: call claim again to keep waiting."
+	}
+	parts := make([]string, 0, len(elsewhere))
+	for _, e := range elsewhere {
+		parts = append(parts, fmt.Sprintf("%s (%d queued)", e.Name, e.Queued))
+	}
+	return msg + " Work waits in " + strings.Join(parts, ", ") +
+		": call claim with those streams to take it (some of it may be meant for other workers), or claim again to keep waiting."
+}
+
+// leaseOf returns the lease a call about jobID is fenced with: the
+// token (and attempt) the call gives, else the session's. needAttempt
+// looks up the attempt id a given token lacks.
+func (s *server) leaseOf(ctx context.Context, op, jobID, token, attemptID string, needAttempt bool) (lease, error) {
+	if jobID == "" {
+		return lease{}, fmt.Errorf("%s: job_id is required", op)
+	}
+	held, ok := s.leases.get(jobID)
+	if token == "" {
+		if !ok {
+			return lease{}, fmt.Errorf("%s of job %s: this session holds no lease on it (held_jobs lists the ones it holds). "+
+				"Take work with claim; for a job claimed in another session, pass the lease_token and attempt_id its claim answered", op, jobID)
+		}
+		if attemptID != "" {
+			held.AttemptID = attemptID
+		}
+		return held, nil
+	}
+	l := lease{JobID: jobID, LeaseToken: token, AttemptID: attemptID, WorkerID: s.workerID}
+	if ok && held.LeaseToken == token {
+		l.WorkerID, l.Stream, l.HeartbeatEvery = held.WorkerID, held.Stream, held.HeartbeatEvery
+		if l.AttemptID == "" {
+			l.AttemptID = held.AttemptID
+		}
+	}
+	if l.AttemptID == "" && needAttempt {
+		j, err := s.c.JobGet(ctx, jobID)
+		if err != nil {
+			return lease{}, s.advise(err, op, jobID)
+		}
+		if j.Status != client.JobStatusRunning || j.AttemptID == "" {
+			return lease{}, fmt.Errorf("%s refused: job %s is %s, not running: your lease on it ended. "+
+				"Stop working on it and do not report it again; call claim for new work", op, jobID, j.Status)
+		}
+		l.AttemptID = j.AttemptID
+		if j.WorkerID != "" {
+			l.WorkerID = j.WorkerID
+		}
+	}
+	return l, nil
+}
+
+// ended forgets the session's lease when err says it is gone.
+func (s *server) ended(l lease, err error) {
+	if errors.Is(err, client.ErrStaleLease) || errors.Is(err, client.ErrIllegalTransition) || errors.Is(err, client.ErrNotFound) ||
+		errors.Is(err, client.ErrNotOwner) || errors.Is(err, client.ErrMaxAttempts) {
+		s.leases.drop(l.JobID, l.LeaseToken)
+	}
+}
+
+func marshalObject(what string, m map[string]any) (json.RawMessage, error) {
+	if m == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", what, err)
+	}
+	return b, nil
+}
+
+func (s *server) heartbeat(ctx context.Context, _ *mcp.CallToolRequest, in heartbeatIn) (*mcp.CallToolResult, heartbeatOut, error) {
+	l, err := s.leaseOf(ctx, opHeartbeat, in.JobID, in.LeaseToken, in.AttemptID, false)
+	if err != nil {
+		return nil, heartbeatOut{}, err
+	}
+	progress, err := marshalObject("heartbeat: progress", in.Progress)
+	if err != nil {
+		return nil, heartbeatOut{}, err
+	}
+	checkpoint, err := marshalObject("heartbeat: checkpoint", in.Checkpoint)
+	if err != nil {
+		return nil, heartbeatOut{}, err
+	}
+	res, err := s.c.WorkerHeartbeat(ctx, &client.WorkerHeartbeatParams{WorkerID: l.WorkerID, JobID: l.JobID, LeaseToken: l.LeaseToken,
+		AttemptID: l.AttemptID, Progress: progress, Checkpoint: checkpoint})
+	if err != nil {
+		s.ended(l, err)
+		return nil, heartbeatOut{}, s.advise(err, opHeartbeat, l.JobID)
+	}
+	out := heartbeatOut{JobID: l.JobID, LeaseExpiresAt: res.LeaseExpiresAt, CancelRequested: res.Cancel}
+	switch {
+	case res.Cancel:
+		out.Next = "Head cancelled this job: stop working on it, then call fail with code \"cancelled\" (or release it)."
+	case l.HeartbeatEvery > 0:
+		out.Next = fmt.Sprintf("Keep working; heartbeat again within %.0f s.", l.HeartbeatEvery.Seconds())
+	default:
+		out.Next = "Keep working; heartbeat again well before lease_expires_at."
+	}
+	return nil, out, nil
+}
+
+func (s *server) complete(ctx context.Context, _ *mcp.CallToolRequest, in completeIn) (*mcp.CallToolResult, completeOut, error) {
+	l, err := s.leaseOf(ctx, opComplete, in.JobID, in.LeaseToken, in.AttemptID, true)
+	if err != nil {
+		return nil, completeOut{}, err
+	}
+	result, err := marshalObject("complete: result", in.Result)
+	if err != nil {
+		return nil, completeOut{}, err
+	}
+	ack, err := s.c.WorkerComplete(ctx, &client.WorkerCompleteParams{WorkerID: l.WorkerID, JobID: l.JobID, AttemptID: l.AttemptID,
+		LeaseToken: l.LeaseToken, Stream: l.Stream, Result: result})
+	if err != nil {
+		s.ended(l, err)
+		return nil, completeOut{}, s.advise(err, opComplete, l.JobID)
+	}
+	s.leases.drop(l.JobID, l.LeaseToken)
+	return nil, completeOut{JobID: l.JobID, Status: string(client.JobStatusDone), Duplicate: ack.Duplicate,
+		Next: "Done: the job's result is committed. Call claim for the next job."}, nil
+}
+
+func (s *server) fail(ctx context.Context, _ *mcp.CallToolRequest, in failIn) (*mcp.CallToolResult, failOut, error) {
+	if strings.TrimSpace(in.Message) == "" {
+		return nil, failOut{}, errors.New("fail: message is required: say what went wrong")
+	}
+	l, err := s.leaseOf(ctx, opFail, in.JobID, in.LeaseToken, in.AttemptID, true)
+	if err != nil {
+		return nil, failOut{}, err
+	}
+	ack, err := s.c.WorkerFail(ctx, &client.WorkerFailParams{WorkerID: l.WorkerID, JobID: l.JobID, AttemptID: l.AttemptID,
+		LeaseToken: l.LeaseToken, Stream: l.Stream, Error: &client.JobError{Code: in.Code, Message: in.Message, Retryable: in.Retryable}})
+	if err != nil {
+		s.ended(l, err)
+		return nil, failOut{}, s.advise(err, opFail, l.JobID)
+	}
+	s.leases.drop(l.JobID, l.LeaseToken)
+	out := failOut{JobID: l.JobID, Status: string(ack.Status), Requeued: ack.Requeued, DeadLetter: ack.DLQ}
+	switch {
+	case ack.Requeued:
+		out.Next = "The job is back in the queue for another attempt. Call claim for the next job."
+	case ack.DLQ:
+		out.Next = "The job is in the dead letters, for a human (head may redrive it). Call claim for the next job."
+	default:
+		out.Next = "Head had cancelled the job: it is now cancelled. Call claim for the next job."
+	}
+	return nil, out, nil
+}
+
+func (s *server) release(ctx context.Context, _ *mcp.CallToolRequest, in releaseIn) (*mcp.CallToolResult, releaseOut, error) {
+	l, err := s.leaseOf(ctx, opRelease, in.JobID, in.LeaseToken, in.AttemptID, false)
+	if err != nil {
+		return nil, releaseOut{}, err
+	}
+	ack, err := s.c.WorkerRelease(ctx, &client.WorkerReleaseParams{WorkerID: l.WorkerID, JobID: l.JobID, AttemptID: l.AttemptID,
+		LeaseToken: l.LeaseToken, Stream: l.Stream, Reason: in.Reason, CooldownMS: in.CooldownMS})
+	if err != nil {
+		s.ended(l, err)
+		return nil, releaseOut{}, s.advise(err, opRelease, l.JobID)
+	}
+	s.leases.drop(l.JobID, l.LeaseToken)
+	status := string(ack.Status)
+	if status == "" {
+		status = string(client.JobStatusQueued)
+	}
+	next := "The job is back in the queue for another worker. Call claim for the next job."
+	if in.CooldownMS > 0 {
+		next = fmt.Sprintf("The job is back in the queue; no one is handed it for %s. Call claim for the next job.",
+			time.Duration(in.CooldownMS)*time.Millisecond)
+	}
+	if status == string(client.JobStatusCancelled) {
+		next = "Head had cancelled the job: it is now cancelled. Call claim for the next job."
+	}
+	return nil, releaseOut{JobID: l.JobID, Status: status, Next: next}, nil
+}
