@@ -63,6 +63,7 @@ func (s *Server) routes() {
 	s.readModelRoutes()
 	s.taskRoutes()
 	s.uiRoutes()
+	s.mcpRoutes()
 	s.staleFilters = map[string]bool{"GET /api/tasks": true}
 
 	s.route("GET", "/cluster/status", kindPublic, allowPublic, s.authorized(allowHead, s.handleClusterStatus))
