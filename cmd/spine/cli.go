@@ -211,6 +211,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 unavailable,
 	} {
 		root.AddCommand(group(env, g, grp.name, grp.short, "queue", grp.verbs))
 	}
+	root.AddCommand(mcpCommand(env, g))
 	root.AddCommand(versionCommand(env))
 	root.AddCommand(tlsCommand(env))
 	root.AddCommand(&cobra.Command{

@@ -48,6 +48,9 @@ spine cluster status --addr http://127.0.0.1:36735`,
 
 	"spine version": "spine version\nspine version --json",
 
+	"spine mcp": `spine mcp --addr http://127.0.0.1:36725,http://127.0.0.1:36735 --token CLAW_TOKEN
+spine mcp --role head --worker-id planner`,
+
 	"spine setup": `spine setup
 spine setup --yes --project-name api --script-dir scripts`,
 	"spine run": `spine run
