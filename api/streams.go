@@ -8,11 +8,12 @@ import "time"
 type StreamInfo struct {
 	Name string `json:"name"`
 	// Jobs per status (zeros included).
-	Queued  int `json:"queued"`
-	Running int `json:"running"`
-	Done    int `json:"done"`
-	Failed  int `json:"failed"`
-	Dead    int `json:"dead"`
+	Queued    int `json:"queued"`
+	Running   int `json:"running"`
+	Done      int `json:"done"`
+	Failed    int `json:"failed"`
+	Dead      int `json:"dead"`
+	Cancelled int `json:"cancelled"`
 	// OldestQueuedAt is when the job that has waited longest was queued
 	// (zero, left out, when nothing is queued); OldestQueuedSeconds its
 	// age when the answer was made.

@@ -20,7 +20,8 @@ func (s *Server) streamRoutes() {
 
 func viewStreamInfo(si queue.StreamInfo, now time.Time) api.StreamInfo {
 	v := api.StreamInfo{Name: si.Name, Queued: si.Counts[fsm.StateQueued], Running: si.Counts[fsm.StateRunning],
-		Done: si.Counts[fsm.StateDone], Failed: si.Counts[fsm.StateFailed], Dead: si.Counts[fsm.StateDead]}
+		Done: si.Counts[fsm.StateDone], Failed: si.Counts[fsm.StateFailed], Dead: si.Counts[fsm.StateDead],
+		Cancelled: si.Counts[fsm.StateCancelled]}
 	if si.OldestQueuedAt != 0 {
 		v.OldestQueuedAt = api.Time(si.OldestQueuedAt)
 		if age := now.Sub(v.OldestQueuedAt).Seconds(); age > 0 {
