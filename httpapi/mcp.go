@@ -114,9 +114,12 @@ func (m *mcpEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 // node speaks (the SDK asks it of every request; the session's own server
 // answers the request).
 func (m *mcpEndpoint) getServer(r *http.Request) *mcp.Server {
-	caller, _ := r.Context().Value(mcpCallerKey{}).(*mcpCaller)
-	if caller == nil || r.Header.Get("Mcp-Session-Id") != "" {
+	if r.Header.Get("Mcp-Session-Id") != "" {
 		return m.versions
+	}
+	caller, _ := r.Context().Value(mcpCallerKey{}).(*mcpCaller)
+	if caller == nil {
+		return nil // not authenticated by serve: no session
 	}
 	if caller.srv == nil && caller.err == nil {
 		caller.srv, caller.err = m.newServer(r, caller)
