@@ -88,12 +88,13 @@ type AttemptRow struct {
 
 // StreamView is a stream as list_streams shows it.
 type StreamView struct {
-	Name    string `json:"name"`
-	Queued  int    `json:"queued"`
-	Running int    `json:"running"`
-	Done    int    `json:"done"`
-	Failed  int    `json:"failed"`
-	Dead    int    `json:"dead"`
+	Name      string `json:"name"`
+	Queued    int    `json:"queued"`
+	Running   int    `json:"running"`
+	Done      int    `json:"done"`
+	Failed    int    `json:"failed"`
+	Dead      int    `json:"dead"`
+	Cancelled int    `json:"cancelled"`
 	// OldestWaitSeconds is how long the job that has waited longest has
 	// been queued.
 	OldestWaitSeconds float64 `json:"oldest_wait_seconds,omitempty"`
@@ -148,7 +149,7 @@ func jobView(j *client.Job) JobView {
 }
 
 func streamView(s *client.StreamInfo) StreamView {
-	v := StreamView{Name: s.Name, Queued: s.Queued, Running: s.Running, Done: s.Done, Failed: s.Failed, Dead: s.Dead,
+	v := StreamView{Name: s.Name, Queued: s.Queued, Running: s.Running, Done: s.Done, Failed: s.Failed, Dead: s.Dead, Cancelled: s.Cancelled,
 		OldestWaitSeconds: s.OldestQueuedSeconds, Paused: s.Paused, Status: s.Status, Instructions: s.Instructions}
 	if s.Pause != nil {
 		v.PauseReason = s.Pause.Reason
