@@ -90,7 +90,10 @@ type Job struct {
 	WaitingOn int      `json:"waitingOn,omitempty"`
 	// Requires are the capabilities a claimant must have to be handed the
 	// job (sorted, as created).
-	Requires  []string `json:"requires,omitempty"`
+	Requires []string `json:"requires,omitempty"`
+	// NotFor lists the workers that released the job as not for them:
+	// no claim of theirs takes it again.
+	NotFor    []string `json:"notFor,omitempty"`
 	TaskClass string   `json:"taskClass,omitempty"`
 
 	// ClaimedBy, WorkerID, AttemptID and LeaseExpiresAt are set while the

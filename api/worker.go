@@ -155,6 +155,10 @@ type WorkerReleaseRequest struct {
 	MessageID  string `json:"message_id,omitempty"`
 	Reason     string `json:"reason,omitempty"`
 	CooldownMS int64  `json:"cooldown_ms,omitempty"`
+	// NotForMe: this worker cannot do the job; no claim of this worker_id
+	// takes it again, while other workers get it at once (or after
+	// CooldownMS, which then applies to them).
+	NotForMe bool `json:"not_for_me,omitempty"`
 }
 
 // WorkerAck is the answer of a worker fail. It is also what the Go client

@@ -203,7 +203,7 @@ func (a *applier) claimNext(streams, targets []string, g grant) *Result {
 		return fail(err)
 	}
 	for skips := 0; skips <= maxDeadSkips; {
-		j := a.nextQueued(streams, targets)
+		j := a.nextQueued(streams, targets, g.Actor.WorkerID)
 		if j == nil {
 			return &Result{}
 		}
@@ -217,8 +217,8 @@ func (a *applier) claimNext(streams, targets []string, g grant) *Result {
 	return &Result{}
 }
 
-func (a *applier) nextQueued(streams, targets []string) *Job {
-	return a.t.nextQueued(streams, targets, a.caps)
+func (a *applier) nextQueued(streams, targets []string, worker string) *Job {
+	return a.t.nextQueued(streams, targets, a.caps, worker)
 }
 
 func (a *applier) start(old *Job, g grant) *Job {
@@ -403,11 +403,11 @@ func (a *applier) fail(c *FailCommand) *Result {
 	return res
 }
 
-func (a *applier) release(c *ReleaseCommand) *Result { return a.releaseUntil(c, 0) }
+func (a *applier) release(c *ReleaseCommand) *Result { return a.releaseUntil(c, 0, false) }
 
 // releaseUntil is release; a notBefore after c.Now keeps the job from being
 // claimed again until then (the promoter queues it then).
-func (a *applier) releaseUntil(c *ReleaseCommand, notBefore int64) *Result {
+func (a *applier) releaseUntil(c *ReleaseCommand, notBefore int64, notForMe bool) *Result {
 	old, r := a.lookupRunning("release", c.Ref, c.Actor, "")
 	if r != nil {
 		return r
@@ -427,6 +427,9 @@ func (a *applier) releaseUntil(c *ReleaseCommand, notBefore int64) *Result {
 	j.QueueIndex = a.index
 	if notBefore > c.Now {
 		j.NotBefore = notBefore
+	}
+	if w := c.Actor.WorkerID; notForMe && !slices.Contains(j.NotFor, w) {
+		j.NotFor = append(slices.Clone(j.NotFor[max(0, len(j.NotFor)-MaxNotFor+1):]), w)
 	}
 	j.addEvent(Event{At: c.Now, Type: EventReleased, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateQueued,
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: c.Reason})

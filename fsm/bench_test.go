@@ -153,7 +153,7 @@ func benchWorkerLoop(b *testing.B, feed bool, mode string) {
 				n := min(batch, b.N-done)
 				claims := make([]*raft.Log, n)
 				for i := range claims {
-					if j, _ := look().NextClaimable(streams, targets, nil); j == nil {
+					if j, _ := look().NextClaimable(streams, targets, nil, ""); j == nil {
 						b.Fatal("nothing queued")
 					}
 					claims[i] = entry(CmdClaim, &ClaimCommand{Now: int64(idx), Streams: streams, Targets: targets, Actor: left,

@@ -222,16 +222,46 @@ func (w *writer) addReq(it queueItem, d int) {
 	w.dirty[tReqs], w.dirty[tHeads] = true, true
 }
 
-// bestOfLane is the first job of lane (stream, target) that a claim with
-// the sorted capabilities caps may take, better than best (by rank), or
-// best.
-func (t *tables) bestOfLane(stream, target string, caps []string, best *Job) *Job {
+// MaxNotFor bounds the workers a job remembers as not to be handed it
+// (Job.NotFor); maxNotForSkips bounds the jobs one lane's look passes over
+// because the claiming worker released them as not for it.
+const (
+	MaxNotFor      = 16
+	maxNotForSkips = 64
+)
+
+// firstFor is the first job of lane (stream, target, req) that worker did
+// not release as not for it, or nil (also after maxNotForSkips such jobs).
+func (t *tables) firstFor(stream, target, req, worker string) *Job {
+	if worker == "" {
+		return t.firstQueued(stream, target, req)
+	}
+	var j *Job
+	skips := 0
+	t.queue.AscendGreaterOrEqual(queueItem{stream: stream, target: target, req: req, rank: math.MinInt64}, func(it queueItem) bool {
+		if it.stream != stream || it.target != target || it.req != req {
+			return false
+		}
+		if !slices.Contains(it.j.NotFor, worker) {
+			j = it.j
+			return false
+		}
+		skips++
+		return skips < maxNotForSkips
+	})
+	return j
+}
+
+// bestOfLane is the first job of lane (stream, target) that a claim by
+// worker with the sorted capabilities caps may take, better than best (by
+// rank), or best.
+func (t *tables) bestOfLane(stream, target string, caps []string, worker string, best *Job) *Job {
 	consider := func(j *Job) {
 		if j != nil && (best == nil || queueRank(j) < queueRank(best)) {
 			best = j
 		}
 	}
-	consider(t.firstQueued(stream, target, ""))
+	consider(t.firstFor(stream, target, "", worker))
 	if len(caps) == 0 {
 		return best
 	}
@@ -239,10 +269,16 @@ func (t *tables) bestOfLane(stream, target string, caps []string, best *Job) *Jo
 		if h.stream != stream || h.target != target || (best != nil && queueRank(best) <= h.rank) {
 			return false // past the lane, or no head from here on beats best
 		}
-		if covers(caps, h.req) {
+		if !covers(caps, h.req) {
+			return true
+		}
+		if worker == "" || !slices.Contains(h.j.NotFor, worker) {
 			consider(h.j)
 			return false // the oldest head it may take
 		}
+		// The worker gave this head back as not for it: the lane's next
+		// job it may take competes, and later heads may be older than it.
+		consider(t.firstFor(stream, target, h.req, worker))
 		return true
 	})
 	return best

@@ -121,3 +121,64 @@ func TestCapabilitiesSeenAndSnapshot(t *testing.T) {
 		t.Fatalf("after a restore the gpu claim took %+v", r.Job)
 	}
 }
+
+// A worker that releases a job as not for it is not handed it again by a
+// claim-next (it gets the next job, or nothing), while another worker is;
+// the job keeps the workers it is not for, across a snapshot.
+func TestReleaseNotForThisWorker(t *testing.T) {
+	h := newHarness(t)
+	w1 := Actor{Role: "left_claw", WorkerID: "w1"}
+	w2 := Actor{Role: "left_claw", WorkerID: "w2"}
+	hard := h.create(CreateCommand{Stream: "s"})
+	easy := h.create(CreateCommand{Stream: "s"})
+	r := h.claimNext([]string{"s"}, w1)
+	if !r.Claimed || r.Job.ID != hard.ID {
+		t.Fatalf("first claim %+v", r.Job)
+	}
+	l := r.Job.Lease
+	rel := h.apply(CmdReleaseNotFor, &ReleaseNotForCommand{ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: h.now,
+		Ref: LeaseRef{JobID: hard.ID, AttemptID: l.AttemptID, Token: l.Token}, Actor: w1, Reason: "no gpu"}}})
+	mustOK(t, rel)
+	if !rel.Requeued || len(rel.Job.NotFor) != 1 || rel.Job.NotFor[0] != "w1" || rel.Job.Attempts != 0 {
+		t.Fatalf("released %+v", rel.Job)
+	}
+	if r := h.claimNext([]string{"s"}, w1); !r.Claimed || r.Job.ID != easy.ID {
+		t.Fatalf("w1 after its release took %+v, want %s", r.Job, easy.ID)
+	}
+	if r := h.claimNext([]string{"s"}, w1); r.Claimed {
+		t.Fatalf("w1 was handed %s again", r.Job.ID)
+	}
+	if j, _ := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw", "w1"}, nil, "w1"); j != nil {
+		t.Fatalf("the peek offers w1 %s", j.ID)
+	}
+	// The same holds for a job that requires a capability.
+	gpu := h.createRequiring("g", "gpu").Job
+	r = h.claimNextWith([]string{"g"}, w1, "gpu")
+	l = r.Job.Lease
+	mustOK(t, h.apply(CmdReleaseNotFor, &ReleaseNotForCommand{ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: h.now,
+		Ref: LeaseRef{JobID: gpu.ID, AttemptID: l.AttemptID, Token: l.Token}, Actor: w1}}}))
+	if r := h.claimNextWith([]string{"g"}, w1, "gpu"); r.Claimed {
+		t.Fatalf("w1 was handed the gpu job %s again", r.Job.ID)
+	}
+	checkIndexes(t, h.f)
+
+	f2, _ := New(Config{})
+	if err := f2.Restore(io.NopCloser(bytes.NewReader(writeSnap(t, h.f)))); err != nil {
+		t.Fatal(err)
+	}
+	h2 := &harness{t: t, f: f2, idx: h.idx, now: h.now, ids: h.ids}
+	if r := h2.claimNext([]string{"s"}, w1); r.Claimed {
+		t.Fatalf("after a restore w1 was handed %s", r.Job.ID)
+	}
+	if r := h2.claimNext([]string{"s"}, w2); !r.Claimed || r.Job.ID != hard.ID {
+		t.Fatalf("w2 took %+v, want %s", r.Job, hard.ID)
+	}
+	if r := h2.claimNextWith([]string{"g"}, w2, "gpu"); !r.Claimed || r.Job.ID != gpu.ID {
+		t.Fatalf("w2 with gpu took %+v, want %s", r.Job, gpu.ID)
+	}
+	// A release not for a worker names one.
+	if r := h2.apply(CmdReleaseNotFor, &ReleaseNotForCommand{ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: h.now,
+		Ref: LeaseRef{JobID: gpu.ID}, Actor: left}}}); !errors.Is(r.Err, ErrInvalid) {
+		t.Fatalf("a release not for no worker: %v", r.Err)
+	}
+}

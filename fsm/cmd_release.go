@@ -1,5 +1,7 @@
 package fsm
 
+import "fmt"
+
 // ReleaseCommand gives a running job back to the queue without counting it
 // as a failure.
 type ReleaseCommand struct {
@@ -35,7 +37,26 @@ func (c *ReleaseExCommand) decode(d *dec) {
 
 func (c *ReleaseExCommand) apply(a *applier) *Result {
 	a.t.jobControl = true
-	return a.releaseUntil(&c.ReleaseCommand, c.NotBefore)
+	return a.releaseUntil(&c.ReleaseCommand, c.NotBefore, false)
+}
+
+// ReleaseNotForCommand is a release (with a cooldown, or NotBefore 0)
+// by a worker that cannot do the job: the job records the worker
+// (Job.NotFor), and no claim-next of that worker takes it again.
+type ReleaseNotForCommand struct {
+	ReleaseExCommand
+}
+
+func init() {
+	register(CmdReleaseNotFor, "release-not-for", func() command { return new(ReleaseNotForCommand) })
+}
+
+func (c *ReleaseNotForCommand) apply(a *applier) *Result {
+	if c.Actor.WorkerID == "" {
+		return fail(fmt.Errorf("release: %w: a release not for this worker names the worker", ErrInvalid))
+	}
+	a.t.jobControl, a.t.capabilities = true, true
+	return a.releaseUntil(&c.ReleaseCommand, c.NotBefore, true)
 }
 
 func (c *ReleaseCommand) encode(e *enc) {

@@ -55,6 +55,8 @@ func commandSamples() map[CommandType][]interface{} {
 		CmdCapable: {&CapableCommand{Now: 3, Capabilities: []string{"gpu"}}, &CapableCommand{Now: 4, Capabilities: []string{"gpu", "lang:python"}, Type: CmdClaimBatch,
 			Inner: &ClaimBatchCommand{Now: 4, Streams: []string{"a"}, Targets: []string{"left_claw"}, Actor: a, AttemptIDs: []string{"a1"}, LeaseTokens: []string{"t1"}, LeaseNanos: 9}},
 			&CapableCommand{Now: 5, Capabilities: []string{"x"}, Type: CmdClaim, Inner: &ClaimCommand{Now: 5, JobID: "j", Actor: a, AttemptID: "a", LeaseToken: "t", LeaseNanos: 1}}},
+		CmdReleaseNotFor: {&ReleaseNotForCommand{}, &ReleaseNotForCommand{ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: 2, Ref: LeaseRef{JobID: "j", AttemptID: "a", Token: "t"},
+			Actor: Actor{Role: "left_claw", WorkerID: "w1"}, Reason: "no gpu"}, NotBefore: 9e9}}},
 		CmdCreateRequires: {&CreateRequiresCommand{}, &CreateRequiresCommand{CreateExCommand: CreateExCommand{CreateCommand: CreateCommand{Now: 1, ID: "j", Stream: "s", Payload: []byte(`{}`), Actor: a},
 			Priority: 3}, Requires: []string{"gpu:a100", "cuda"}}},
 		CmdClaimBatch: {&ClaimBatchCommand{}, &ClaimBatchCommand{Now: 4, Streams: []string{"a", "b"}, Targets: []string{"left_claw", "w1"}, Actor: a,

@@ -71,6 +71,9 @@ const (
 	// that requires some (capabilities.go).
 	CmdCapable        CommandType = 37
 	CmdCreateRequires CommandType = 38
+	// A release by a worker that cannot do the job: it is not handed to
+	// that worker again (capabilities.go).
+	CmdReleaseNotFor CommandType = 39
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

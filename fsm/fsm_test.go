@@ -657,7 +657,7 @@ func registeredLanes(f *FSM) int {
 
 func TestWatchFiresOnCreate(t *testing.T) {
 	h := newHarness(t)
-	j, ws := h.f.Read().NextClaimable([]string{"a", "b"}, []string{"left_claw"}, nil)
+	j, ws := h.f.Read().NextClaimable([]string{"a", "b"}, []string{"left_claw"}, nil, "")
 	if j != nil {
 		t.Fatal("queue not empty")
 	}
@@ -675,7 +675,7 @@ func TestWatchFiresOnCreate(t *testing.T) {
 	if err := ws.WatchCtx(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := h.f.Read().NextClaimable([]string{"a", "b"}, []string{"left_claw"}, nil); j == nil || j.Stream != "b" {
+	if j, _ := h.f.Read().NextClaimable([]string{"a", "b"}, []string{"left_claw"}, nil, ""); j == nil || j.Stream != "b" {
 		t.Fatalf("next claimable %+v", j)
 	}
 }
@@ -687,7 +687,7 @@ func TestWatchRequeueAndCleanup(t *testing.T) {
 	h := newHarness(t)
 	h.create(CreateCommand{Stream: "s"})
 	r := h.claimNext([]string{"s"}, left)
-	_, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw"}, nil)
+	_, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw"}, nil, "")
 	mustOK(t, h.apply(CmdRelease, &ReleaseCommand{Now: h.now, Ref: LeaseRef{JobID: r.Job.ID}, Actor: left}))
 	if !fired(ws) {
 		t.Fatal("release did not wake a waiting claimant")
@@ -697,7 +697,7 @@ func TestWatchRequeueAndCleanup(t *testing.T) {
 	// A look that finds a job leaves nothing registered (the caller claims
 	// it and never waits), even for a lane no job may ever enter again.
 	h.create(CreateCommand{Stream: "s"})
-	j, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw", "worker-that-leaves"}, nil)
+	j, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw", "worker-that-leaves"}, nil, "")
 	if j == nil {
 		t.Fatal("no job found")
 	}
@@ -708,7 +708,7 @@ func TestWatchRequeueAndCleanup(t *testing.T) {
 		t.Fatalf("%d lanes still registered after a look that found a job", n)
 	}
 
-	_, ws = h.f.Read().NextClaimable([]string{"idle"}, []string{"left_claw"}, nil)
+	_, ws = h.f.Read().NextClaimable([]string{"idle"}, []string{"left_claw"}, nil, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := ws.WatchCtx(ctx); !errors.Is(err, context.Canceled) {
@@ -982,7 +982,10 @@ func randomLog(seed uint64, n int) [][]byte {
 		case 5:
 			out = append(out, MustEncode(CmdFail, &FailCommand{Now: now, Ref: ref(), Actor: a, Requeue: rng.IntN(3) > 0, Error: JobError{Message: "e"}}))
 		case 6:
-			if rng.IntN(3) == 0 { // with a cooldown
+			if rng.IntN(4) == 0 { // not for this worker, with a cooldown now and then
+				out = append(out, MustEncode(CmdReleaseNotFor, &ReleaseNotForCommand{ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: now, Ref: ref(), Actor: a},
+					NotBefore: []int64{0, now + int64(rng.IntN(30e9))}[rng.IntN(2)]}}))
+			} else if rng.IntN(3) == 0 { // with a cooldown
 				out = append(out, MustEncode(CmdReleaseEx, &ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: now, Ref: ref(), Actor: a}, NotBefore: now + int64(rng.IntN(30e9))}))
 			} else {
 				out = append(out, MustEncode(CmdRelease, &ReleaseCommand{Now: now, Ref: ref(), Actor: a}))
@@ -1083,7 +1086,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("applied index %d", f2.AppliedIndex())
 	}
 	// A restore wakes watchers of the old state.
-	_, ws := f2.Read().NextClaimable([]string{"zzz"}, nil, nil)
+	_, ws := f2.Read().NextClaimable([]string{"zzz"}, nil, nil, "")
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(raw))); err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestPausedStreamHandsOutNothing(t *testing.T) {
 	}
 
 	// A claimant waiting on the paused stream is woken by the resume.
-	_, ws := h.f.Read().NextClaimable([]string{"a"}, []string{"left_claw"}, nil)
+	_, ws := h.f.Read().NextClaimable([]string{"a"}, []string{"left_claw"}, nil, "")
 	if fired(ws) {
 		t.Fatal("watch fired while the stream is paused")
 	}

@@ -142,7 +142,7 @@ func TestScheduledAndBackoff(t *testing.T) {
 	if p := h.apply(CmdPromote, &PromoteCommand{Now: h.now + 59e9, Max: 10}); len(p.Jobs) != 0 {
 		t.Fatal("promoted before its time")
 	}
-	_, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw"}, nil)
+	_, ws := h.f.Read().NextClaimable([]string{"s"}, []string{"left_claw"}, nil, "")
 	h.now += 60e9
 	if p := h.apply(CmdPromote, &PromoteCommand{Now: h.now, Max: 10}); len(p.Jobs) != 1 || p.Jobs[0].NotBefore != 0 {
 		t.Fatalf("promote at its time: %+v", p)

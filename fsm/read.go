@@ -173,7 +173,8 @@ func (m *laneMerge) next() *Job {
 }
 
 // NextClaimable returns the job a claim-next over streams for targets and
-// capabilities (a sorted list, as Labels gives; nil for none) would take now (nil if none), and a watch that fires when that answer may have
+// capabilities (a sorted list, as Labels gives; nil for none) by worker
+// (Job.NotFor; "" for none) would take now (nil if none), and a watch that fires when that answer may have
 // changed: a job entering one of those queues, or a restore. It looks at the
 // latest state, not this view's: the watch is registered first, so no job
 // queued after the look can be missed.
@@ -182,10 +183,10 @@ func (m *laneMerge) next() *Job {
 // a caller that takes the job does not wait on it, and a watch left
 // registered would stay until a job entered each of its lanes, which for a
 // lane of one worker id may be never.
-func (r *Reader) NextClaimable(streams, targets, caps []string) (*Job, *Watch) {
+func (r *Reader) NextClaimable(streams, targets, caps []string, worker string) (*Job, *Watch) {
 	wt := r.f.waiters.watch(streams, targets)
 	var j *Job
-	r.f.latest(func(t *tables) { j = t.nextQueued(streams, targets, caps) })
+	r.f.latest(func(t *tables) { j = t.nextQueued(streams, targets, caps, worker) })
 	if j != nil {
 		r.f.waiters.release(wt)
 	}
@@ -195,9 +196,9 @@ func (r *Reader) NextClaimable(streams, targets, caps []string) (*Job, *Watch) {
 // NextQueued returns the job a claim-next of streams by a claimant with
 // the given targets and capabilities (sorted) would take in this view, or
 // nil; it watches nothing (a dry run).
-func (r *Reader) NextQueued(streams, targets, caps []string) *Job {
+func (r *Reader) NextQueued(streams, targets, caps []string, worker string) *Job {
 	var j *Job
-	r.point(func(t *tables) { j = t.nextQueued(streams, targets, caps) })
+	r.point(func(t *tables) { j = t.nextQueued(streams, targets, caps, worker) })
 	return j
 }
 

@@ -54,10 +54,11 @@ const (
 // concurrency key and dependencies;
 // it is written once a pause, a cancel, a progress or a create with those
 // options has been applied, which the leader proposes only once every
-// server applies them. Version 7 adds a job's requirements and the
-// capabilities of the claim that took it, and the capability sets seen; it
-// is written once a create with requirements or a claim with capabilities
-// has been applied.
+// server applies them. Version 7 adds a job's requirements, the
+// capabilities of the claim that took it and the workers it is not for, and
+// the capability sets seen; it is written once a create with requirements,
+// a claim with capabilities or a release not for its worker has been
+// applied.
 const snapshotVersion = 7
 
 // SnapshotVersion is the newest snapshot version this build writes (and
@@ -801,6 +802,7 @@ func (e *enc) job(j *Job, version int) {
 	if version >= 7 {
 		e.str(j.Requires)
 		e.str(j.ClaimCaps)
+		e.strs(j.NotFor)
 	}
 }
 
@@ -893,6 +895,7 @@ func (d *dec) job(version int) *Job {
 	if version >= 7 {
 		j.Requires = d.istr()
 		j.ClaimCaps = d.istr()
+		j.NotFor = d.strs()
 	}
 	*jp = j
 	return jp

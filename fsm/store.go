@@ -356,19 +356,20 @@ func (t *tables) firstQueued(stream, target, req string) *Job {
 // nextQueued returns the longest-waiting queued job of the first stream (in
 // order) that has one a claimant with the given targets and capabilities
 // (sorted) may take: untargeted jobs and jobs targeted at one of targets,
-// that require nothing or only capabilities among caps. Ended and paused
-// streams are skipped.
-func (t *tables) nextQueued(streams, targets, caps []string) *Job {
+// that require nothing or only capabilities among caps, and that worker
+// (if not "") did not release as not for it. Ended and paused streams are
+// skipped.
+func (t *tables) nextQueued(streams, targets, caps []string, worker string) *Job {
 	for _, s := range streams {
 		if t.stream(s).Ended() || t.isPaused(s) {
 			continue // an ended or paused stream's queued jobs stay, unclaimed
 		}
-		best := t.bestOfLane(s, "", caps, nil)
+		best := t.bestOfLane(s, "", caps, worker, nil)
 		for _, tg := range targets {
 			if tg == "" {
 				continue
 			}
-			best = t.bestOfLane(s, tg, caps, best)
+			best = t.bestOfLane(s, tg, caps, worker, best)
 		}
 		if best != nil {
 			return best

@@ -278,7 +278,7 @@ func TestPeekReadsLatestWithoutPublishing(t *testing.T) {
 	if err != nil || got.State != StateRunning {
 		t.Fatalf("peek sees %v, %v; want the claimed job", got, err)
 	}
-	if next, _ := p.NextClaimable([]string{"s"}, []string{left.Role}, nil); next != nil {
+	if next, _ := p.NextClaimable([]string{"s"}, []string{left.Role}, nil, ""); next != nil {
 		t.Fatalf("peek finds %s claimable after the only job was claimed", next.ID)
 	}
 	if res, ok := p.Heartbeat(&HeartbeatCommand{Now: h.now, Ref: LeaseRef{JobID: j.ID, AttemptID: got.Lease.AttemptID, Token: got.Lease.Token},

@@ -71,6 +71,9 @@ type Job struct {
 	// have to take the job; "" for none. ClaimCaps is the capability key
 	// of the claim that last took it (capabilities.go).
 	Requires, ClaimCaps string
+	// NotFor lists the workers that released the job as not for them
+	// (at most MaxNotFor, the latest): no claim-next of theirs takes it.
+	NotFor []string
 	// DependsOn names the jobs this one waits for; DepsPending counts
 	// those not done yet: while it is not 0 the queued job is in no lane
 	// (depends.go).

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -69,5 +70,30 @@ func TestCapabilitiesOverHTTP(t *testing.T) {
 	decodeAs(e.do("POST", "/internal/worker/claim", leftTok, api.WorkerClaimRequest{WorkerID: "big", Streams: []string{"ml"}, Capabilities: []string{"gpu:a100", "gpu", "lang:go"}}), &wc)
 	if !wc.Claimed || wc.JobID != gpu.ID {
 		t.Fatalf("the capable worker's claim: %+v", wc)
+	}
+}
+
+// A worker that releases a job with not_for_me is not handed it again;
+// another worker is, at once.
+func TestReleaseNotForMeOverHTTP(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(map[string]any{"stream": "s"})["id"].(string)
+	a := e.workerClaim(leftTok, `{"worker_id":"w1","streams":["s"]}`)
+	if a["job_id"] != id {
+		t.Fatalf("claim %v", a)
+	}
+	ack := e.do("POST", "/internal/worker/release", leftTok, map[string]any{"worker_id": "w1", "job_id": id, "lease_token": a["lease_token"],
+		"reason": "needs a gpu", "not_for_me": true}).json(t)
+	if ack["status"] != "queued" || ack["requeued"] != true {
+		t.Fatalf("release %v", ack)
+	}
+	if a := e.workerClaim(leftTok, `{"worker_id":"w1","streams":["s"]}`); a["claimed"] != false {
+		t.Fatalf("w1 was handed it again: %v", a)
+	}
+	if a := e.workerClaim(rightTok, `{"worker_id":"w2","streams":["s"]}`); a["job_id"] != id {
+		t.Fatalf("w2's claim %v", a)
+	}
+	if j := e.do("GET", "/jobs/"+id, headTok, nil).json(t); fmt.Sprint(j["notFor"]) != "[w1]" {
+		t.Fatalf("job notFor %v", j["notFor"])
 	}
 }

@@ -30,7 +30,7 @@ func viewJob(j *fsm.Job) *api.Job {
 	}
 	v.ConcurrencyKey, v.ConcurrencyLimit = j.ConcurrencyKey, j.ConcurrencyLimit
 	v.DependsOn, v.WaitingOn = j.DependsOn, j.DepsPending
-	v.Requires = fsm.Labels(j.Requires)
+	v.Requires, v.NotFor = fsm.Labels(j.Requires), j.NotFor
 	if j.BackoffBase > 0 {
 		v.Backoff = &api.Backoff{Base: j.BackoffBase, Max: j.BackoffMax}
 	}

@@ -226,7 +226,7 @@ func (s *Server) handleWorkerRelease(w http.ResponseWriter, r *http.Request, c *
 		return badRequest("cooldown_ms must be 0 to %d", queue.MaxCooldown.Milliseconds())
 	}
 	res, index, err := s.queue.ReleaseFor(r.Context(), ref, fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, req.Reason,
-		time.Duration(req.CooldownMS)*time.Millisecond)
+		time.Duration(req.CooldownMS)*time.Millisecond, req.NotForMe)
 	s.setIndex(w, index)
 	if err != nil {
 		return s.workerRefusal(w, err)

@@ -120,7 +120,8 @@ type failOut struct {
 type releaseIn struct {
 	JobID      string `json:"job_id" jsonschema:"the claimed job's id"`
 	Reason     string `json:"reason,omitempty" jsonschema:"why you give it back, e.g. needs a GPU"`
-	CooldownMS int64  `json:"cooldown_ms,omitempty" jsonschema:"no one is handed the job again for this long, so that you do not get it straight back (at most a day)"`
+	NotForMe   bool   `json:"not_for_me,omitempty" jsonschema:"you cannot do this job: you are never handed it again, other workers get it at once"`
+	CooldownMS int64  `json:"cooldown_ms,omitempty" jsonschema:"no one is handed the job again for this long (at most a day); prefer not_for_me when another worker could do it"`
 	LeaseToken string `json:"lease_token,omitempty" jsonschema:"only for a job claimed in another session: its lease_token"`
 	AttemptID  string `json:"attempt_id,omitempty" jsonschema:"with lease_token: the claim's attempt_id"`
 }
@@ -187,8 +188,8 @@ func (s *server) addClawTools(srv *mcp.Server) {
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:  "release",
 		Title: "Release a claimed job",
-		Description: "Give back a job that is not for you (it needs a tool or capability you lack) without using up an attempt; " +
-			"with cooldown_ms no one is handed it again for that long.",
+		Description: "Give back a job without using up an attempt. If it is not for you (it needs a tool or capability you lack), " +
+			"set not_for_me: you are never handed it again and other workers get it at once; with cooldown_ms no one is handed it again for that long.",
 		Annotations: writes("Release a claimed job", true, false),
 	}, s.release)
 
@@ -446,7 +447,7 @@ func (s *server) release(ctx context.Context, _ *mcp.CallToolRequest, in release
 		return nil, releaseOut{}, err
 	}
 	ack, err := s.c.WorkerRelease(ctx, &client.WorkerReleaseParams{WorkerID: l.WorkerID, JobID: l.JobID, AttemptID: l.AttemptID,
-		LeaseToken: l.LeaseToken, Stream: l.Stream, Reason: in.Reason, CooldownMS: in.CooldownMS})
+		LeaseToken: l.LeaseToken, Stream: l.Stream, Reason: in.Reason, CooldownMS: in.CooldownMS, NotForMe: in.NotForMe})
 	if err != nil {
 		s.ended(l, err)
 		return nil, releaseOut{}, s.advise(err, opRelease, l.JobID)
@@ -457,7 +458,10 @@ func (s *server) release(ctx context.Context, _ *mcp.CallToolRequest, in release
 		status = string(client.JobStatusQueued)
 	}
 	next := "The job is back in the queue for another worker. Call claim for the next job."
-	if in.CooldownMS > 0 {
+	switch {
+	case in.NotForMe:
+		next = "The job is back in the queue for other workers; you will not be handed it again. Call claim for the next job."
+	case in.CooldownMS > 0:
 		next = fmt.Sprintf("The job is back in the queue; no one is handed it for %s. Call claim for the next job.",
 			time.Duration(in.CooldownMS)*time.Millisecond)
 	}

@@ -562,3 +562,34 @@ func TestUnreachableClusterNamesTheNodes(t *testing.T) {
 		t.Errorf("claim: %q", msg)
 	}
 }
+
+// A job released with not_for_me is never handed to that session's worker
+// again; another session's worker gets it at once.
+func TestReleaseNotForMe(t *testing.T) {
+	url := startAPI(t)
+	head, claw, other := session(t, url, headTok), session(t, url, clawTok), session(t, url, clawTok)
+	id := enqueue(t, head, "gpu-ish", map[string]any{"n": 1})
+	var cl claimOut
+	call(t, claw, "claim", map[string]any{"streams": []string{"gpu-ish"}, "wait_seconds": 5, "worker_id": "w-cpu"}, &cl)
+	if !cl.Claimed || cl.Jobs[0].JobID != id {
+		t.Fatalf("claim = %+v", cl)
+	}
+	var rel struct {
+		Status string `json:"status"`
+		Next   string `json:"next"`
+	}
+	call(t, claw, "release", map[string]any{"job_id": id, "reason": "needs a GPU", "not_for_me": true}, &rel)
+	if rel.Status != "queued" || !strings.Contains(rel.Next, "not be handed it again") {
+		t.Fatalf("release = %+v", rel)
+	}
+	var again claimOut
+	call(t, claw, "claim", map[string]any{"streams": []string{"gpu-ish"}, "wait_seconds": 0, "worker_id": "w-cpu"}, &again)
+	if again.Claimed {
+		t.Fatalf("handed back to the worker that released it: %+v", again)
+	}
+	var theirs claimOut
+	call(t, other, "claim", map[string]any{"streams": []string{"gpu-ish"}, "wait_seconds": 5, "worker_id": "w-gpu"}, &theirs)
+	if !theirs.Claimed || theirs.Jobs[0].JobID != id {
+		t.Fatalf("another worker's claim = %+v", theirs)
+	}
+}

@@ -143,7 +143,7 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 	defer s.claimWaiters.Add(-1)
 	for {
 		r := s.state.Peek()
-		j, ws := r.NextClaimable(streams, targets, caps)
+		j, ws := r.NextClaimable(streams, targets, caps, in.Actor.WorkerID)
 		// A repeated keyed claim whose attempt runs: the command answers it
 		// (or refuses a clash) without waiting for a queued job.
 		if j != nil || (key != "" && r.RunningByAttempt(key) != nil) {
@@ -254,7 +254,7 @@ func (s *Service) HasWorkFor(stream string, actor fsm.Actor, caps []string) bool
 	if err != nil {
 		return false
 	}
-	return s.state.Read().NextQueued([]string{stream}, s.claimTargets(actor), fsm.Labels(key)) != nil
+	return s.state.Read().NextQueued([]string{stream}, s.claimTargets(actor), fsm.Labels(key), actor.WorkerID) != nil
 }
 
 // labelsInvalid is the bad-input error of a capability or requirement

@@ -214,7 +214,7 @@ func (s *Service) Peek(ctx context.Context, stream string, wait time.Duration) (
 		if err != nil {
 			return nil, st, err
 		}
-		j, ws := s.state.Peek().NextClaimable([]string{stream}, nil, nil)
+		j, ws := s.state.Peek().NextClaimable([]string{stream}, nil, nil, "")
 		if j != nil {
 			return j, st, nil
 		}

@@ -301,7 +301,7 @@ func (s *Service) Fail(ctx context.Context, in FailInput) (*fsm.Result, uint64, 
 // Release gives a running job back to its queue without counting the
 // attempt.
 func (s *Service) Release(ctx context.Context, ref fsm.LeaseRef, actor fsm.Actor, reason string) (*fsm.Result, uint64, error) {
-	return s.ReleaseFor(ctx, ref, actor, reason, 0)
+	return s.ReleaseFor(ctx, ref, actor, reason, 0, false)
 }
 
 // MaxCooldown bounds a release's cooldown.
@@ -310,7 +310,7 @@ const MaxCooldown = 24 * time.Hour
 // ReleaseFor is Release with a cooldown: the job is not claimable again
 // for that long (0: at once), so the worker that could not do it is not
 // handed it straight back.
-func (s *Service) ReleaseFor(ctx context.Context, ref fsm.LeaseRef, actor fsm.Actor, reason string, cooldown time.Duration) (*fsm.Result, uint64, error) {
+func (s *Service) ReleaseFor(ctx context.Context, ref fsm.LeaseRef, actor fsm.Actor, reason string, cooldown time.Duration, notForMe bool) (*fsm.Result, uint64, error) {
 	if len(reason) > MaxTextBytes {
 		return nil, 0, invalid("reason is larger than %d bytes", MaxTextBytes)
 	}
@@ -318,6 +318,19 @@ func (s *Service) ReleaseFor(ctx context.Context, ref fsm.LeaseRef, actor fsm.Ac
 		return nil, 0, invalid("cooldown_ms must be 0 to %d", MaxCooldown.Milliseconds())
 	}
 	cmd := fsm.ReleaseCommand{Now: s.now(), Ref: ref, Actor: actor, Reason: reason}
+	if notForMe {
+		if actor.WorkerID == "" {
+			return nil, 0, invalid("not_for_me needs the worker_id of the worker it is not for")
+		}
+		if !s.allApply(fsm.CmdReleaseNotFor) || !s.allApply(fsm.CmdPromote) {
+			return nil, 0, ErrUpgradeInProgress
+		}
+		ex := fsm.ReleaseExCommand{ReleaseCommand: cmd}
+		if cooldown > 0 {
+			ex.NotBefore = cmd.Now + cooldown.Nanoseconds()
+		}
+		return s.Propose(ctx, fsm.CmdReleaseNotFor, &fsm.ReleaseNotForCommand{ReleaseExCommand: ex})
+	}
 	if cooldown > 0 {
 		if !s.allApply(fsm.CmdReleaseEx) || !s.allApply(fsm.CmdPromote) {
 			return nil, 0, ErrUpgradeInProgress

@@ -121,5 +121,5 @@ func (s *Service) NextFor(agent, role string, streams []string) (*fsm.Job, error
 	if err != nil {
 		return nil, err
 	}
-	return s.state.Read().NextQueued(streams, s.claimTargets(fsm.Actor{Role: role, WorkerID: agent}), nil), nil
+	return s.state.Read().NextQueued(streams, s.claimTargets(fsm.Actor{Role: role, WorkerID: agent}), nil, agent), nil
 }

@@ -42,8 +42,16 @@ func TestCapabilitiesAcrossLeaderKill(t *testing.T) {
 			api.WorkerClaimRequest{WorkerID: worker, Streams: []string{stream}, MaxWaitMS: waitMS, Capabilities: caps}), http.StatusOK), &wc)
 		return wc
 	}
-	if wc := claim(fs[0].URL, "cpu-1", nil, 5000); !wc.Claimed || wc.JobID != plain.ID {
+	wc := claim(fs[0].URL, "cpu-1", nil, 5000)
+	if !wc.Claimed || wc.JobID != plain.ID {
 		t.Fatalf("the cpu worker's claim: %+v, want the plain job %s", wc, plain.ID)
+	}
+	// cpu-1 cannot do the plain job either: not for it, for good.
+	var ack api.WorkerAck
+	apiDecode(t, apiWant(t, apiDo(t, "POST", fs[1].URL+"/internal/worker/release", apiLeft, api.WorkerReleaseRequest{WorkerID: "cpu-1",
+		JobID: plain.ID, AttemptID: wc.AttemptID, LeaseToken: wc.LeaseToken, Reason: "not my kind of job", NotForMe: true}), http.StatusOK), &ack)
+	if !ack.Requeued || ack.Status != api.JobStatusQueued {
+		t.Fatalf("release not for me: %+v", ack)
 	}
 	if wc := claim(fs[0].URL, "cpu-1", []string{"cuda:12"}, 300); wc.Claimed {
 		t.Fatalf("a worker with cuda:12 but no gpu got %s", wc.JobID)
@@ -70,11 +78,16 @@ func TestCapabilitiesAcrossLeaderKill(t *testing.T) {
 	if _, err := c.WaitLeader(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	// The worker without gpu still never gets it; the gpu worker does.
+	// The worker without gpu still never gets it, nor the plain job it
+	// gave back; another worker gets the plain job, the gpu worker the
+	// gpu job.
 	if wc := claim(fs[0].URL, "cpu-1", nil, 300); wc.Claimed {
 		t.Fatalf("after the failover the cpu worker got %s", wc.JobID)
 	}
-	wc := claim(fs[1].URL, "gpu-1", []string{"gpu", "cuda:12", "lang:python"}, 10000)
+	if wc := claim(fs[1].URL, "cpu-2", nil, 10000); !wc.Claimed || wc.JobID != plain.ID {
+		t.Fatalf("another cpu worker's claim after the failover: %+v, want %s", wc, plain.ID)
+	}
+	wc = claim(fs[1].URL, "gpu-1", []string{"gpu", "cuda:12", "lang:python"}, 10000)
 	if !wc.Claimed || wc.JobID != gpu.ID {
 		t.Fatalf("the gpu worker's claim after the failover: %+v", wc)
 	}

@@ -298,9 +298,7 @@ func TestSkillWorkerScript(t *testing.T) {
 		workers[w.id] = skillStartWorker(t, ctx, python, script, w.id, map[string]string{
 			"SPINE_URLS": leader.URL, "SPINE_TOKEN": w.token, "SPINE_WORKER_ID": w.id, "SPINE_STREAMS": stream,
 			"SPINE_CAPABILITIES": w.caps, "SPINE_WORK_CMD": python + " " + work,
-			// Short, so that a GPU job handed to the wrong claw (which
-			// it releases) does not hold the test up.
-			"SPINE_RELEASE_COOLDOWN_MS": "1000", "SPINE_IDLE_EXIT": "30",
+			"SPINE_IDLE_EXIT": "30",
 		})
 	}
 
@@ -573,12 +571,13 @@ func TestSkillCurlLines(t *testing.T) {
 	}
 	cancelJob(retried)
 
-	// Claim, release: queued, no attempt used; a repeat is refused.
+	// Claim, release not for this worker: queued, no attempt used, not
+	// handed to the worker again; a repeat is refused.
 	released := create(nil)
 	vars = claim(released)
 	ack = api.WorkerAck{}
 	run("post /internal/worker/release", vars, &ack)
-	if j := get(released); !ack.Requeued || ack.Status != api.JobStatusQueued || j.Status != api.JobStatusQueued || j.Attempts != 0 || j.RunAt.IsZero() {
+	if j := get(released); !ack.Requeued || ack.Status != api.JobStatusQueued || j.Status != api.JobStatusQueued || j.Attempts != 0 || len(j.NotFor) != 1 || j.NotFor[0] != worker {
 		t.Fatalf("release: %+v, job %+v", ack, j)
 	}
 	var refusal api.WorkerRefusal
