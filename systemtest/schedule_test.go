@@ -242,48 +242,6 @@ func TestConcurrencyLimitAcrossLeaderKill(t *testing.T) {
 		}
 	}
 
-	// The cluster's default backoff (SPINE_RETRY_BACKOFF, 1s..5m): a job
-	// created without one waits about a second after its first failure;
-	// one created with base 0 is claimable again at once.
-	for _, tc := range []struct {
-		stream  string
-		backoff any
-		want    *api.Backoff
-	}{
-		{stream: stream + "-default", want: &api.Backoff{Base: 1, Max: 300}},
-		{stream: stream + "-none", backoff: map[string]int{"base": 0}},
-	} {
-		body := map[string]any{"stream": tc.stream, "payload": 3}
-		if tc.backoff != nil {
-			body["backoff"] = tc.backoff
-		}
-		var d api.Job
-		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[1].URL+"/jobs", apiHead, body), http.StatusCreated), &d)
-		if (d.Backoff == nil) != (tc.want == nil) || (d.Backoff != nil && *d.Backoff != *tc.want) {
-			t.Fatalf("%s: created with backoff %+v, want %+v", tc.stream, d.Backoff, tc.want)
-		}
-		var wc api.WorkerClaim
-		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[0].URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "w", Streams: []string{tc.stream}, MaxWaitMS: 5000}), http.StatusOK), &wc)
-		if !wc.Claimed || wc.JobID != d.ID {
-			t.Fatalf("%s: claim %+v", tc.stream, wc)
-		}
-		failedAt := time.Now()
-		apiWant(t, apiDo(t, "POST", fs[1].URL+"/internal/worker/fail", apiLeft, api.WorkerFailRequest{WorkerID: "w", JobID: d.ID,
-			AttemptID: wc.AttemptID, LeaseToken: wc.LeaseToken, Error: &api.JobError{Message: "transient", Retryable: true}}), http.StatusOK)
-		apiDecode(t, apiWant(t, apiDo(t, "GET", fs[0].URL+"/jobs/"+d.ID+"?consistent", apiHead, nil), http.StatusOK), &d)
-		switch {
-		case d.Status != api.JobStatusQueued:
-			t.Fatalf("%s: after a retryable fail %+v", tc.stream, d)
-		case tc.want != nil && (d.RunAt.IsZero() || d.RunAt.Sub(failedAt) > 1500*time.Millisecond):
-			t.Fatalf("%s: runAt %v after a fail at %v, want within the 1 s base", tc.stream, d.RunAt, failedAt)
-		case tc.want == nil && !d.RunAt.IsZero():
-			t.Fatalf("%s: runAt %v with no backoff", tc.stream, d.RunAt)
-		}
-		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[1].URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "w2", Streams: []string{tc.stream}, MaxWaitMS: 10000}), http.StatusOK), &wc)
-		if !wc.Claimed || wc.JobID != d.ID || (!d.RunAt.IsZero() && time.Now().Before(d.RunAt)) {
-			t.Fatalf("%s: retry %+v at %v (runAt %v)", tc.stream, wc, time.Now(), d.RunAt)
-		}
-	}
 	if err := c.Restart(leader); err != nil {
 		t.Fatal(err)
 	}
@@ -372,48 +330,6 @@ func TestDependencyChainAcrossLeaderKill(t *testing.T) {
 		}
 	}
 
-	// The cluster's default backoff (SPINE_RETRY_BACKOFF, 1s..5m): a job
-	// created without one waits about a second after its first failure;
-	// one created with base 0 is claimable again at once.
-	for _, tc := range []struct {
-		stream  string
-		backoff any
-		want    *api.Backoff
-	}{
-		{stream: stream + "-default", want: &api.Backoff{Base: 1, Max: 300}},
-		{stream: stream + "-none", backoff: map[string]int{"base": 0}},
-	} {
-		body := map[string]any{"stream": tc.stream, "payload": 3}
-		if tc.backoff != nil {
-			body["backoff"] = tc.backoff
-		}
-		var d api.Job
-		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[1].URL+"/jobs", apiHead, body), http.StatusCreated), &d)
-		if (d.Backoff == nil) != (tc.want == nil) || (d.Backoff != nil && *d.Backoff != *tc.want) {
-			t.Fatalf("%s: created with backoff %+v, want %+v", tc.stream, d.Backoff, tc.want)
-		}
-		var wc api.WorkerClaim
-		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[0].URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "w", Streams: []string{tc.stream}, MaxWaitMS: 5000}), http.StatusOK), &wc)
-		if !wc.Claimed || wc.JobID != d.ID {
-			t.Fatalf("%s: claim %+v", tc.stream, wc)
-		}
-		failedAt := time.Now()
-		apiWant(t, apiDo(t, "POST", fs[1].URL+"/internal/worker/fail", apiLeft, api.WorkerFailRequest{WorkerID: "w", JobID: d.ID,
-			AttemptID: wc.AttemptID, LeaseToken: wc.LeaseToken, Error: &api.JobError{Message: "transient", Retryable: true}}), http.StatusOK)
-		apiDecode(t, apiWant(t, apiDo(t, "GET", fs[0].URL+"/jobs/"+d.ID+"?consistent", apiHead, nil), http.StatusOK), &d)
-		switch {
-		case d.Status != api.JobStatusQueued:
-			t.Fatalf("%s: after a retryable fail %+v", tc.stream, d)
-		case tc.want != nil && (d.RunAt.IsZero() || d.RunAt.Sub(failedAt) > 1500*time.Millisecond):
-			t.Fatalf("%s: runAt %v after a fail at %v, want within the 1 s base", tc.stream, d.RunAt, failedAt)
-		case tc.want == nil && !d.RunAt.IsZero():
-			t.Fatalf("%s: runAt %v with no backoff", tc.stream, d.RunAt)
-		}
-		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[1].URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "w2", Streams: []string{tc.stream}, MaxWaitMS: 10000}), http.StatusOK), &wc)
-		if !wc.Claimed || wc.JobID != d.ID || (!d.RunAt.IsZero() && time.Now().Before(d.RunAt)) {
-			t.Fatalf("%s: retry %+v at %v (runAt %v)", tc.stream, wc, time.Now(), d.RunAt)
-		}
-	}
 	if err := c.Restart(leader); err != nil {
 		t.Fatal(err)
 	}
@@ -465,48 +381,6 @@ func TestWorkerReleaseWithCooldown(t *testing.T) {
 		t.Fatalf("handed out %v after a 3 s cooldown", since)
 	}
 
-	// The cluster's default backoff (SPINE_RETRY_BACKOFF, 1s..5m): a job
-	// created without one waits about a second after its first failure;
-	// one created with base 0 is claimable again at once.
-	for _, tc := range []struct {
-		stream  string
-		backoff any
-		want    *api.Backoff
-	}{
-		{stream: stream + "-default", want: &api.Backoff{Base: 1, Max: 300}},
-		{stream: stream + "-none", backoff: map[string]int{"base": 0}},
-	} {
-		body := map[string]any{"stream": tc.stream, "payload": 3}
-		if tc.backoff != nil {
-			body["backoff"] = tc.backoff
-		}
-		var d api.Job
-		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[1].URL+"/jobs", apiHead, body), http.StatusCreated), &d)
-		if (d.Backoff == nil) != (tc.want == nil) || (d.Backoff != nil && *d.Backoff != *tc.want) {
-			t.Fatalf("%s: created with backoff %+v, want %+v", tc.stream, d.Backoff, tc.want)
-		}
-		var wc api.WorkerClaim
-		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[0].URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "w", Streams: []string{tc.stream}, MaxWaitMS: 5000}), http.StatusOK), &wc)
-		if !wc.Claimed || wc.JobID != d.ID {
-			t.Fatalf("%s: claim %+v", tc.stream, wc)
-		}
-		failedAt := time.Now()
-		apiWant(t, apiDo(t, "POST", fs[1].URL+"/internal/worker/fail", apiLeft, api.WorkerFailRequest{WorkerID: "w", JobID: d.ID,
-			AttemptID: wc.AttemptID, LeaseToken: wc.LeaseToken, Error: &api.JobError{Message: "transient", Retryable: true}}), http.StatusOK)
-		apiDecode(t, apiWant(t, apiDo(t, "GET", fs[0].URL+"/jobs/"+d.ID+"?consistent", apiHead, nil), http.StatusOK), &d)
-		switch {
-		case d.Status != api.JobStatusQueued:
-			t.Fatalf("%s: after a retryable fail %+v", tc.stream, d)
-		case tc.want != nil && (d.RunAt.IsZero() || d.RunAt.Sub(failedAt) > 1500*time.Millisecond):
-			t.Fatalf("%s: runAt %v after a fail at %v, want within the 1 s base", tc.stream, d.RunAt, failedAt)
-		case tc.want == nil && !d.RunAt.IsZero():
-			t.Fatalf("%s: runAt %v with no backoff", tc.stream, d.RunAt)
-		}
-		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[1].URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "w2", Streams: []string{tc.stream}, MaxWaitMS: 10000}), http.StatusOK), &wc)
-		if !wc.Claimed || wc.JobID != d.ID || (!d.RunAt.IsZero() && time.Now().Before(d.RunAt)) {
-			t.Fatalf("%s: retry %+v at %v (runAt %v)", tc.stream, wc, time.Now(), d.RunAt)
-		}
-	}
 	if err := c.Restart(leader); err != nil {
 		t.Fatal(err)
 	}
