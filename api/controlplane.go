@@ -129,6 +129,9 @@ type QueueDepth struct {
 	// Paused: an operator paused the stream; claims skip it (a paused
 	// stream is listed even with no jobs).
 	Paused bool `json:"paused"`
+	// Unmatched: queued jobs no live worker can take, per requirement set
+	// (as in GET /streams).
+	Unmatched []UnmatchedJobs `json:"unmatched,omitempty"`
 }
 
 // Agent is a claimant in GET /v1/agents and the system state: a registered

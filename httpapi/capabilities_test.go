@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"net/http"
 	"slices"
 	"testing"
@@ -42,6 +43,16 @@ func TestCapabilitiesOverHTTP(t *testing.T) {
 	if len(list.Streams) != 1 || list.Streams[0].Queued != 1 || len(list.Streams[0].Unmatched) != 1 ||
 		!slices.Equal(list.Streams[0].Unmatched[0].Requires, gpu.Requires) || list.Streams[0].Unmatched[0].Jobs != 1 {
 		t.Fatalf("streams before any gpu worker: %+v", list.Streams)
+	}
+
+	// The system state and the dashboard say so too.
+	var st api.SystemState
+	decodeAs(e.do("GET", "/v1/state", headTok, nil), &st)
+	if len(st.Queues) != 1 || len(st.Queues[0].Unmatched) != 1 || st.Queues[0].Unmatched[0].Jobs != 1 {
+		t.Fatalf("system state queues %+v", st.Queues)
+	}
+	if page := e.page("GET", "/ui/", uiLogin(t, e, headTok), ""); !strings.Contains(string(page.Body), "1 need gpu, gpu:a100: no live worker has it") {
+		t.Fatalf("the dashboard does not show the unmatched job:\n%s", page.Body)
 	}
 
 	var wc api.WorkerClaim

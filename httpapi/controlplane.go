@@ -239,6 +239,9 @@ func (s *Server) systemState(ctx context.Context) (*api.SystemState, error) {
 		if d.OldestQueued != 0 {
 			q.OldestQueuedSeconds = max(0, float64(now-d.OldestQueued)/1e9)
 		}
+		for _, u := range d.Unmatched {
+			q.Unmatched = append(q.Unmatched, api.UnmatchedJobs{Requires: fsm.Labels(u.Requires), Jobs: u.Jobs})
+		}
 		out.Queues = append(out.Queues, q)
 	}
 	for state, n := range st.Counts {

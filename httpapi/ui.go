@@ -46,7 +46,8 @@ func (s *Server) uiTemplates() error {
 			}
 			return uiDur(j.FinishedAt - j.StartedAt)
 		},
-		"sub": func(a, b int64) int64 { return a - b },
+		"sub":  func(a, b int64) int64 { return a - b },
+		"join": strings.Join,
 	}
 	base, err := template.New("").Funcs(funcs).ParseFS(uiFiles, "ui/layout.html")
 	if err != nil {

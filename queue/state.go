@@ -20,6 +20,8 @@ type StreamDepth struct {
 	OldestQueued int64
 	// Paused: an operator paused the stream (claims skip it).
 	Paused bool
+	// Unmatched: queued jobs no live worker has the capabilities for.
+	Unmatched []fsm.Unmatched
 }
 
 // Agent is a claimant: a registered worker, or anyone holding a lease
@@ -65,6 +67,9 @@ func (s *Service) SystemState() *SystemState {
 	}
 	for _, p := range r.Paused() {
 		get(p.Stream).Paused = true
+	}
+	for stream, u := range r.Unmatched(s.now() - LiveWindow.Nanoseconds()) {
+		get(stream).Unmatched = u
 	}
 	for _, a := range out.Agents {
 		for _, j := range a.Jobs {
