@@ -3,9 +3,9 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/spine-queue/spine/api"
