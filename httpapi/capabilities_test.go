@@ -51,7 +51,7 @@ func TestCapabilitiesOverHTTP(t *testing.T) {
 	if len(st.Queues) != 1 || len(st.Queues[0].Unmatched) != 1 || st.Queues[0].Unmatched[0].Jobs != 1 {
 		t.Fatalf("system state queues %+v", st.Queues)
 	}
-	if page := e.page("GET", "/ui/", uiLogin(t, e, headTok), ""); !strings.Contains(string(page.Body), "1 need gpu, gpu:a100: no live worker has it") {
+	if page := e.page("GET", "/ui/", uiLogin(t, e, headTok), ""); !strings.Contains(string(page.Body), "1 needs gpu, gpu:a100: no live worker has it") {
 		t.Fatalf("the dashboard does not show the unmatched job:\n%s", page.Body)
 	}
 

@@ -164,6 +164,16 @@ func TestWebUIOnThreeNodes(t *testing.T) {
 		t.Fatalf("the stream resumed from the page reads %+v", si)
 	}
 
+	// A job no live worker can take shows on its stream's row.
+	gstream := wName("ui-gpu")
+	apiWant(t, apiDo(t, "POST", fs[1].URL+"/jobs", apiHead, map[string]any{"stream": gstream, "payload": 1, "requires": []string{"gpu"}}), http.StatusCreated)
+	grow := fmt.Sprintf(`tr[data-stream=%q]`, gstream)
+	run(t, tab, "the unmatched job on the dashboard", present(grow+" .unmatched"))
+	if txt := textOf(t, tab, grow+" .unmatched"); !strings.Contains(txt, "1 needs gpu") {
+		t.Fatalf("the unmatched badge reads %q", txt)
+	}
+	shot(t, tab, "dashboard-unmatched")
+
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
