@@ -104,10 +104,6 @@ func covers(caps []string, req string) bool {
 	return true
 }
 
-// Covers reports whether the capability key caps has every label of the
-// requirement key req.
-func Covers(caps, req string) bool { return covers(Labels(caps), req) }
-
 // reqCount counts the jobs of one requirement set in one queue lane (only
 // sets that are not empty), and holds the lane's first job (its item in the
 // heads index).
@@ -480,20 +476,6 @@ func (r *Reader) Unmatched(liveSince int64) map[string][]Unmatched {
 		slices.SortFunc(out[s], func(a, b Unmatched) int { return cmp.Compare(a.Requires, b.Requires) })
 	}
 	return out
-}
-
-// LiveFor reports whether a capability set seen at or after liveSince
-// covers the requirement key req ("" always is).
-func (r *Reader) LiveFor(req string, liveSince int64) bool {
-	if req == "" {
-		return true
-	}
-	for k, at := range r.view().capsSeen {
-		if at >= liveSince && Covers(k, req) {
-			return true
-		}
-	}
-	return false
 }
 
 // CapsSeen lists the capability sets claims were made with, and when each

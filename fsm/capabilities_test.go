@@ -87,13 +87,13 @@ func TestCapabilitiesSeenAndSnapshot(t *testing.T) {
 	if u := h.f.Read().Unmatched(t0)["s"]; len(u) != 1 || u[0] != (Unmatched{"tpu", 1}) {
 		t.Fatalf("unmatched after a gpu worker claimed: %+v", u)
 	}
-	if !h.f.Read().LiveFor("gpu", h.now) || h.f.Read().LiveFor("gpu", h.now+1) || h.f.Read().LiveFor("tpu", 0) {
-		t.Fatal("LiveFor disagrees with the claims")
+	if r := h.f.Read(); r.CapsSeenAt("gpu") != h.now || r.CapsSeenAt("tpu") != 0 {
+		t.Fatalf("gpu seen at %d (want %d), tpu at %d (want never)", r.CapsSeenAt("gpu"), h.now, r.CapsSeenAt("tpu"))
 	}
 	// A heartbeat two minutes on refreshes the gpu set.
 	h.now += 120e9
 	mustOK(t, h.apply(CmdHeartbeat, &HeartbeatCommand{Now: h.now, Ref: LeaseRef{JobID: r.Job.ID, AttemptID: r.Job.Lease.AttemptID, Token: r.Job.Lease.Token}, Actor: left, LeaseNanos: lease}))
-	if !h.f.Read().LiveFor("gpu", h.now) {
+	if h.f.Read().CapsSeenAt("gpu") != h.now {
 		t.Fatal("a heartbeat of a gpu claim's job did not refresh the set")
 	}
 
