@@ -76,8 +76,8 @@ func (s *Server) handleStreamResume(w http.ResponseWriter, r *http.Request, c *c
 	return s.pauseStream(w, r, c, false, "")
 }
 
-// pauseStream pauses or resumes, and answers the stream as the leader holds
-// it after the command.
+// pauseStream pauses or resumes, and answers the stream as this node reads
+// it after the command (a claim woken by a resume may already show in it).
 func (s *Server) pauseStream(w http.ResponseWriter, r *http.Request, c *call, pause bool, reason string) error {
 	name := r.PathValue("name")
 	_, idx, err := s.queue.PauseStream(r.Context(), name, pause, reason, fsm.Actor{Role: c.role})

@@ -76,7 +76,9 @@ func TestStreamPauseAndResume(t *testing.T) {
 	}
 	var resumed api.StreamInfo
 	decodeAs(e.do("POST", "/streams/ml/resume", headTok, nil), &resumed)
-	if resumed.Paused || resumed.Pause != nil || resumed.Queued != 2 {
+	// The woken worker may claim before the answer is read: the two jobs
+	// are queued or running, none lost.
+	if resumed.Paused || resumed.Pause != nil || resumed.Queued+resumed.Running != 2 || resumed.Queued < 1 {
 		t.Fatalf("resume answer %+v", resumed)
 	}
 	select {
