@@ -81,7 +81,8 @@ type Job struct {
 	// waiting out its retry backoff): no claim takes it before.
 	RunAt   time.Time `json:"runAt,omitzero"`
 	Backoff *Backoff  `json:"backoff,omitempty"`
-	// ConcurrencyKey and ConcurrencyLimit, as created.
+	// ConcurrencyKey and ConcurrencyLimit, as created or filled in from
+	// the stream's defaults (the limit is at least 1 with a key).
 	ConcurrencyKey   string `json:"concurrencyKey,omitempty"`
 	ConcurrencyLimit int    `json:"concurrencyLimit,omitempty"`
 	// DependsOn names the jobs this one waits for; WaitingOn counts those
@@ -256,8 +257,9 @@ type JobCreateRequest struct {
 	// claimed again (without it, at once).
 	Backoff *Backoff `json:"backoff,omitempty"`
 	// ConcurrencyKey limits how many jobs of the key run at once,
-	// cluster-wide, to ConcurrencyLimit (default 1); the others wait
-	// without blocking other keys.
+	// cluster-wide, to ConcurrencyLimit (default: the stream's default
+	// limit, or 1); the others wait without blocking other keys. Without
+	// a key, the stream's default key (if it has one) applies.
 	ConcurrencyKey   string `json:"concurrencyKey,omitempty"`
 	ConcurrencyLimit int    `json:"concurrencyLimit,omitempty"`
 	// DependsOn names existing jobs (at most 100) that must all be done

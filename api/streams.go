@@ -24,6 +24,9 @@ type StreamInfo struct {
 	// still create jobs in it. Pause says who paused it, when and why.
 	Paused bool         `json:"paused"`
 	Pause  *StreamPause `json:"pause,omitempty"`
+	// Defaults are an operator's defaults for the jobs created in the
+	// stream from now on (PUT /streams/{name}/defaults).
+	Defaults *StreamDefaults `json:"defaults,omitempty"`
 	// Status and Instructions come from the developer queue's catalog
 	// (active or ended), for the streams it has.
 	Status       string `json:"status,omitempty"`
@@ -46,6 +49,20 @@ type StreamPause struct {
 	PausedAt time.Time `json:"pausedAt"`
 	PausedBy string    `json:"pausedBy"`
 	Reason   string    `json:"reason,omitempty"`
+}
+
+// StreamDefaults are a stream's defaults for the jobs created in it: the
+// body of PUT /streams/{name}/defaults and, with when and by whom they
+// were set, part of StreamInfo. A job created in the stream without a
+// concurrencyKey gets ConcurrencyKey (so a default key caps how many of
+// the stream's jobs run at once); one with a key but no concurrencyLimit
+// gets ConcurrencyLimit (1 when not set). They are written into each job
+// as it is created: a change applies to jobs created after it.
+type StreamDefaults struct {
+	ConcurrencyKey   string    `json:"concurrencyKey,omitempty"`
+	ConcurrencyLimit int       `json:"concurrencyLimit,omitempty"`
+	SetAt            time.Time `json:"setAt,omitzero"`
+	SetBy            string    `json:"setBy,omitempty"`
 }
 
 // StreamList is the answer of GET /streams, by name.

@@ -14,6 +14,8 @@ type (
 	StreamInfo = api.StreamInfo
 	// StreamPause is an operator's pause of a stream.
 	StreamPause = api.StreamPause
+	// StreamDefaults are a stream's defaults for the jobs created in it.
+	StreamDefaults = api.StreamDefaults
 )
 
 func streamPath(name, verb string) string {
@@ -47,7 +49,19 @@ func (c *Client) Stream(ctx context.Context, name string) (*StreamInfo, error) {
 // jobs is refused (stream_paused), producers can still create jobs in it.
 // Pausing a paused stream keeps the first pause.
 func (c *Client) StreamPause(ctx context.Context, name, reason string) (*StreamInfo, error) {
-	req, err := jsonRequest(http.MethodPost, streamPath(name, "pause"), &api.StreamPauseRequest{Reason: reason})
+	return c.streamWrite(ctx, http.MethodPost, name, "pause", &api.StreamPauseRequest{Reason: reason})
+}
+
+// StreamResume resumes a paused stream (head); resuming one that is not
+// paused changes nothing.
+func (c *Client) StreamResume(ctx context.Context, name string) (*StreamInfo, error) {
+	return c.streamWrite(ctx, http.MethodPost, name, "resume", nil)
+}
+
+// streamWrite sends an operator's write of a stream (with body, if not
+// nil) and decodes the stream it answers.
+func (c *Client) streamWrite(ctx context.Context, method, name, verb string, body any) (*StreamInfo, error) {
+	req, err := jsonRequest(method, streamPath(name, verb), body)
 	if err != nil {
 		return nil, err
 	}
@@ -59,12 +73,16 @@ func (c *Client) StreamPause(ctx context.Context, name, reason string) (*StreamI
 	return &s, nil
 }
 
-// StreamResume resumes a paused stream (head); resuming one that is not
-// paused changes nothing.
-func (c *Client) StreamResume(ctx context.Context, name string) (*StreamInfo, error) {
-	var s StreamInfo
-	if _, _, err := c.call(ctx, &request{method: http.MethodPost, path: streamPath(name, "resume"), write: true}, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+// StreamDefaultsSet sets a stream's defaults for the jobs created in it
+// from now on (head): a job created without a concurrency key gets
+// d.ConcurrencyKey, one with a key but no limit gets d.ConcurrencyLimit.
+// They replace the stream's defaults whole; give at least one field.
+func (c *Client) StreamDefaultsSet(ctx context.Context, name string, d StreamDefaults) (*StreamInfo, error) {
+	return c.streamWrite(ctx, http.MethodPut, name, "defaults", &d)
+}
+
+// StreamDefaultsClear clears a stream's job defaults (head); jobs already
+// created keep the key and limit they were given.
+func (c *Client) StreamDefaultsClear(ctx context.Context, name string) (*StreamInfo, error) {
+	return c.streamWrite(ctx, http.MethodDelete, name, "defaults", nil)
 }

@@ -120,6 +120,7 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 	if options != nil {
 		options(j)
 	}
+	a.applyDefaults(j)
 	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued}
 	j.History = jc.ev[:1:1]
 	a.put(nil, j, c.Now)

@@ -74,6 +74,9 @@ const (
 	// A release by a worker that cannot do the job: it is not handed to
 	// that worker again (capabilities.go).
 	CmdReleaseNotFor CommandType = 39
+	// An operator's defaults for the jobs created in a stream
+	// (cmd_defaults.go).
+	CmdStreamDefaults CommandType = 40
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

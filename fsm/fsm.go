@@ -49,7 +49,9 @@ type Result struct {
 	// Pause: a stream pause's record (nil after a resume, or a pause of
 	// nothing).
 	Pause *StreamPause
-	Err   error
+	// Defaults: a stream's job defaults as set (nil once cleared).
+	Defaults *StreamDefaults
+	Err      error
 }
 
 // FSM is the job state machine. It implements raft.FSM and raft.BatchingFSM.

@@ -855,7 +855,17 @@ func randomLog(seed uint64, n int) [][]byte {
 				out = append(out, MustEncode(CmdStreamCreate, &StreamCreateCommand{Now: now, ID: fmt.Sprintf("str%d", i),
 					Name: []string{"a", "b", "c"}[rng.IntN(3)], Session: []string{"s1", "s2"}[rng.IntN(2)], Instructions: "do it", Actor: head}))
 			case 2:
-				if rng.IntN(3) == 0 {
+				if rng.IntN(5) == 0 {
+					// An operator's defaults for a job stream: a key, a
+					// limit, both, or a clear (a negative limit now and
+					// then, refused).
+					dc := &StreamDefaultsCommand{Now: now, Stream: []string{"a", "b"}[rng.IntN(2)], Actor: head,
+						ConcurrencyLimit: rng.IntN(4) - 1}
+					if rng.IntN(2) == 0 {
+						dc.ConcurrencyKey = []string{"k1", "k3"}[rng.IntN(2)]
+					}
+					out = append(out, MustEncode(CmdStreamDefaults, dc))
+				} else if rng.IntN(3) == 0 {
 					// An operator's pause or resume, of the job streams too.
 					out = append(out, MustEncode(CmdStreamPause, &StreamPauseCommand{Now: now, Stream: []string{"a", "b", "c"}[rng.IntN(3)],
 						Pause: rng.IntN(2) == 0, Reason: "r", Actor: head}))

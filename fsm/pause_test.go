@@ -79,28 +79,13 @@ func TestPausedStreamHandsOutNothing(t *testing.T) {
 func TestPauseSnapshot(t *testing.T) {
 	h := newHarness(t)
 	h.create(CreateCommand{Stream: "a"})
-	snapOf := func(f *FSM) []byte {
-		s, _ := f.Snapshot()
-		var buf bytes.Buffer
-		if err := s.(*snapshot).write(&buf); err != nil {
-			t.Fatal(err)
-		}
-		return buf.Bytes()
-	}
-	version := func(raw []byte) int {
-		_, hd, err := readSnapshot(bytes.NewReader(raw))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return hd.Version
-	}
-	if v := version(snapOf(h.f)); v >= 6 {
+	if v := snapVersion(t, snapBytes(t, h.f)); v >= 6 {
 		t.Fatalf("a state without pauses written as version %d", v)
 	}
 	mustOK(t, h.pause("a", true))
 	mustOK(t, h.pause("zeta", true))
-	raw := snapOf(h.f)
-	if v := version(raw); v != 6 {
+	raw := snapBytes(t, h.f)
+	if v := snapVersion(t, raw); v != 6 {
 		t.Fatalf("a state with pauses written as version %d", v)
 	}
 	f2, _ := New(Config{})
@@ -116,8 +101,8 @@ func TestPauseSnapshot(t *testing.T) {
 	}
 	mustOK(t, h.pause("a", false))
 	mustOK(t, h.pause("zeta", false))
-	raw = snapOf(h.f)
-	if v := version(raw); v != 6 {
+	raw = snapBytes(t, h.f)
+	if v := snapVersion(t, raw); v != 6 {
 		t.Fatalf("after every resume written as version %d", v)
 	}
 	f3, _ := New(Config{})

@@ -36,7 +36,9 @@ const (
 	snapPause byte = 12
 	// Version 7: the capability sets seen (capabilities.go).
 	snapCaps byte = 13
-	snapEnd  byte = 255
+	// Version 8: the streams' job defaults (cmd_defaults.go).
+	snapDefaults byte = 14
+	snapEnd      byte = 255
 )
 
 // snapshotVersion changes when the record layout changes incompatibly.
@@ -58,8 +60,9 @@ const (
 // capabilities of the claim that took it and the workers it is not for, and
 // the capability sets seen; it is written once a create with requirements,
 // a claim with capabilities or a release not for its worker has been
-// applied.
-const snapshotVersion = 7
+// applied. Version 8 adds the streams' job defaults; it is written once
+// defaults have been set.
+const snapshotVersion = 8
 
 // SnapshotVersion is the newest snapshot version this build writes (and
 // so the newest it reads).
@@ -95,6 +98,8 @@ type snapEndRecord struct {
 	Paused int `codec:",omitempty"`
 	// Version 7.
 	Caps int `codec:",omitempty"`
+	// Version 8.
+	Defaults int `codec:",omitempty"`
 }
 
 type snapshot struct {
@@ -137,6 +142,9 @@ func (s *snapshot) write(w io.Writer) error {
 	}
 	if s.t.capabilities {
 		version = 7
+	}
+	if s.t.streamDefaultsUsed {
+		version = 8
 	}
 	head := snapHeaderRecord{Version: version, Index: s.index}
 	if s.hashKnown {
@@ -267,6 +275,16 @@ func (s *snapshot) write(w io.Writer) error {
 			end.Caps++
 		}
 	}
+	if err == nil && version >= 8 {
+		for _, d := range s.t.defaultsList() {
+			e.b = e.b[:0]
+			e.defaults(d)
+			if err = put(snapDefaults); err != nil {
+				break
+			}
+			end.Defaults++
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -298,7 +316,7 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	switch h.Version {
 	case 1:
 		err = readRecordsV1(br, w, &got)
-	case 2, 3, 4, 5, 6, 7:
+	case 2, 3, 4, 5, 6, 7, 8:
 		err = readRecordsV2(br, w, &got, h.Version)
 		if err == nil && h.Version >= 5 {
 			w.t.feed.on = true
@@ -306,6 +324,7 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 		}
 		w.t.jobControl = h.Version >= 6
 		w.t.capabilities = h.Version >= 7
+		w.t.streamDefaultsUsed = h.Version >= 8
 	default:
 		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 to %d", h.Version, snapshotVersion)
 	}
@@ -411,6 +430,8 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int)
 				r = record{t, d.pause()}
 			case snapCaps:
 				r = record{t, &CapsSeen{Key: d.str(), At: d.varint()}}
+			case snapDefaults:
+				r = record{t, d.defaults()}
 			case snapBlob:
 				r = record{t, d.blob()}
 			case snapChunk:
@@ -645,6 +666,12 @@ func restoreObject(w *writer, obj interface{}, got *snapEndRecord) error {
 			w.t.capsSeen = map[string]int64{}
 		}
 		w.t.capsSeen[v.Key] = v.At
+	case *StreamDefaults:
+		got.Defaults++
+		if v.Stream == "" || w.t.defaults[v.Stream] != nil {
+			return fmt.Errorf("restore: stream defaults record %q without a stream or twice", v.Stream)
+		}
+		w.setDefaults(v.Stream, v)
 	}
 	return nil
 }

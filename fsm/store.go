@@ -283,6 +283,12 @@ type tables struct {
 	heads        *btree.BTreeG[queueItem]
 	capsSeen     map[string]int64
 	capabilities bool
+	// defaults holds the streams' job defaults (cmd_defaults.go), by
+	// stream: immutable, replaced whole on a change; nil when none has
+	// any. streamDefaultsUsed is set once defaults have been set: the
+	// state may then hold what only version 8 snapshots carry.
+	defaults           map[string]*StreamDefaults
+	streamDefaultsUsed bool
 }
 
 func newTables() *tables {
@@ -541,6 +547,8 @@ func (w *writer) publish(prev *tables) *tables {
 	cloneIf(&w.dirty[tHeads], &v.heads, w.t.heads)
 	v.capsSeen = w.t.capsSeen // immutable: shared as it is
 	v.capabilities = w.t.capabilities
+	v.defaults = w.t.defaults // immutable: shared as it is
+	v.streamDefaultsUsed = w.t.streamDefaultsUsed
 	for i := range v.lanes {
 		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])
 	}

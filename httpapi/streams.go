@@ -9,13 +9,15 @@ import (
 	"github.com/spine-queue/spine/queue"
 )
 
-// The streams: every lane jobs are in, with counts, age, and an
-// operator's pause.
+// The streams: every lane jobs are in, with counts, age, an operator's
+// pause and the defaults of the jobs created in it.
 func (s *Server) streamRoutes() {
 	s.route("GET", "/streams", kindRead, allowAll, s.handleStreamInfos)
 	s.route("GET", "/streams/{name}", kindRead, allowAll, s.handleStreamInfo)
 	s.route("POST", "/streams/{name}/pause", kindWrite, allowHead, s.handleStreamPause)
 	s.route("POST", "/streams/{name}/resume", kindWrite, allowHead, s.handleStreamResume)
+	s.route("PUT", "/streams/{name}/defaults", kindWrite, allowHead, s.handleStreamDefaultsSet)
+	s.route("DELETE", "/streams/{name}/defaults", kindWrite, allowHead, s.handleStreamDefaultsClear)
 }
 
 func viewStreamInfo(si queue.StreamInfo, now time.Time) api.StreamInfo {
@@ -31,6 +33,9 @@ func viewStreamInfo(si queue.StreamInfo, now time.Time) api.StreamInfo {
 	if p := si.Pause; p != nil {
 		v.Paused = true
 		v.Pause = &api.StreamPause{PausedAt: api.Time(p.PausedAt), PausedBy: p.Actor, Reason: p.Reason}
+	}
+	if d := si.Defaults; d != nil {
+		v.Defaults = &api.StreamDefaults{ConcurrencyKey: d.ConcurrencyKey, ConcurrencyLimit: d.ConcurrencyLimit, SetAt: api.Time(d.SetAt), SetBy: d.Actor}
 	}
 	if c := si.Catalog; c != nil {
 		v.Status, v.Instructions = c.Status, c.Instructions
@@ -81,10 +86,47 @@ func (s *Server) handleStreamResume(w http.ResponseWriter, r *http.Request, c *c
 func (s *Server) pauseStream(w http.ResponseWriter, r *http.Request, c *call, pause bool, reason string) error {
 	name := r.PathValue("name")
 	_, idx, err := s.queue.PauseStream(r.Context(), name, pause, reason, fsm.Actor{Role: c.role})
+	return s.answerStream(w, name, idx, err)
+}
+
+// answerStream answers an operator's write of a stream: its error, or the
+// stream as this node reads it after the command at idx.
+func (s *Server) answerStream(w http.ResponseWriter, name string, idx uint64, err error) error {
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, viewStreamInfo(s.queue.StreamInfo(name), time.Now()))
 	return nil
+}
+
+func (s *Server) handleStreamDefaultsSet(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req api.StreamDefaults
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if !req.SetAt.IsZero() || req.SetBy != "" {
+		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "setAt and setBy are the cluster's to fill in")
+	}
+	if req.ConcurrencyKey == "" && req.ConcurrencyLimit == 0 {
+		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "give concurrencyKey, concurrencyLimit or both (DELETE clears the defaults)")
+	}
+	return s.setStreamDefaults(w, r, c, req.ConcurrencyKey, req.ConcurrencyLimit)
+}
+
+func (s *Server) handleStreamDefaultsClear(w http.ResponseWriter, r *http.Request, c *call) error {
+	var req struct{}
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	return s.setStreamDefaults(w, r, c, "", 0)
+}
+
+// setStreamDefaults sets (or, with neither a key nor a limit, clears) a
+// stream's job defaults, and answers the stream as this node reads it
+// after the command.
+func (s *Server) setStreamDefaults(w http.ResponseWriter, r *http.Request, c *call, key string, limit int) error {
+	name := r.PathValue("name")
+	_, idx, err := s.queue.SetStreamDefaults(r.Context(), name, key, limit, fsm.Actor{Role: c.role})
+	return s.answerStream(w, name, idx, err)
 }

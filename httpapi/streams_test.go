@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -124,4 +125,79 @@ func TestCancelV0(t *testing.T) {
 	}
 	e.do("POST", "/jobs/"+done+"/cancel", headTok, nil).apiErr(t, http.StatusConflict, api.CodeIllegalTransition)
 	e.do("POST", "/jobs/nope/cancel", headTok, nil).apiErr(t, http.StatusNotFound, api.CodeNotFound)
+}
+
+// An operator sets a stream's job defaults: jobs created in it afterwards
+// carry the default key and limit (so at most the limit of them run at
+// once), a key named without a limit gets the default limit, jobs of other
+// streams are untouched; GET /streams shows the defaults; DELETE clears
+// them; bad bodies are refused and change nothing.
+func TestStreamDefaults(t *testing.T) {
+	e := newEnv(t)
+	var st api.StreamInfo
+	put := func(tok string, body any) resp { return e.do("PUT", "/streams/ml/defaults", tok, body) }
+	put(leftTok, api.StreamDefaults{ConcurrencyLimit: 2}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	for _, bad := range []string{`{}`, `{"concurrencyLimit":-1}`, `{"concurrencyLimit":10001}`, `{"concurrencyKey":"a b"}`,
+		`{"concurrencyLimit":2,"setBy":"me"}`, `{"limit":2}`, `[]`} {
+		put(headTok, bad).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
+	}
+	e.do("PUT", "/streams/no%20such/defaults", headTok, `{"concurrencyLimit":2}`).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
+	if r := e.do("GET", "/streams/ml", headTok, nil); r.Code != 200 || r.json(t)["defaults"] != nil {
+		t.Fatalf("defaults after refused bodies: %d %s", r.Code, r.Body)
+	}
+
+	r := put(headTok, api.StreamDefaults{ConcurrencyKey: "ml-gpus", ConcurrencyLimit: 2})
+	if r.Code != 200 || json.Unmarshal(r.Body, &st) != nil {
+		t.Fatalf("put defaults: %d %s", r.Code, r.Body)
+	}
+	if d := st.Defaults; d == nil || d.ConcurrencyKey != "ml-gpus" || d.ConcurrencyLimit != 2 || d.SetBy != "head" || d.SetAt.IsZero() {
+		t.Fatalf("defaults in the answer: %+v", st.Defaults)
+	}
+	var ids []string
+	for range 3 {
+		j := e.create(map[string]any{"stream": "ml"})
+		if j["concurrencyKey"] != "ml-gpus" || j["concurrencyLimit"] != float64(2) {
+			t.Fatalf("a job created in ml: %v", j)
+		}
+		ids = append(ids, j["id"].(string))
+	}
+	if j := e.create(map[string]any{"stream": "ml", "concurrencyKey": "tenant-1"}); j["concurrencyLimit"] != float64(2) {
+		t.Fatalf("a key without a limit: %v", j)
+	}
+	if j := e.create(map[string]any{"stream": "etl", "concurrencyKey": "tenant-1"}); j["concurrencyLimit"] != float64(1) {
+		t.Fatalf("a key without a limit in a stream without defaults: %v", j)
+	}
+	got := map[string]bool{}
+	for i := range 4 {
+		c := e.workerClaim(leftTok, fmt.Sprintf(`{"worker_id":"w%d","streams":["ml"]}`, i))
+		if c["claimed"] == true {
+			got[c["job_id"].(string)] = true
+		}
+	}
+	n := 0
+	for _, id := range ids {
+		if got[id] {
+			n++
+		}
+	}
+	if n != 2 || len(got) != 3 {
+		t.Fatalf("claimed %d of the defaulted jobs (want 2) and %d in all (want 3: the tenant job too)", n, len(got))
+	}
+	var list api.StreamList
+	if r := e.do("GET", "/streams", rightTok, nil); r.Code != 200 || json.Unmarshal(r.Body, &list) != nil {
+		t.Fatalf("GET /streams: %d %s", r.Code, r.Body)
+	}
+	for _, s := range list.Streams {
+		if (s.Name == "ml") != (s.Defaults != nil) {
+			t.Fatalf("GET /streams: %s has defaults %+v", s.Name, s.Defaults)
+		}
+	}
+
+	e.do("DELETE", "/streams/ml/defaults", leftTok, nil).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	if r := e.do("DELETE", "/streams/ml/defaults", headTok, nil); r.Code != 200 || r.json(t)["defaults"] != nil {
+		t.Fatalf("clear: %d %s", r.Code, r.Body)
+	}
+	if j := e.create(map[string]any{"stream": "ml"}); j["concurrencyKey"] != nil {
+		t.Fatalf("after the clear a job got %v", j["concurrencyKey"])
+	}
 }

@@ -28,7 +28,9 @@ func viewJob(j *fsm.Job) *api.Job {
 		Cancel:   j.CancelRequested(), CancelRequestedAt: api.Time(j.CancelRequestedAt), CancelReason: j.CancelReason,
 		Progress: j.Progress, ProgressAt: api.Time(j.ProgressAt), Checkpoint: j.Checkpoint, CheckpointAt: api.Time(j.CheckpointAt),
 	}
-	v.ConcurrencyKey, v.ConcurrencyLimit = j.ConcurrencyKey, j.ConcurrencyLimit
+	if j.ConcurrencyKey != "" {
+		v.ConcurrencyKey, v.ConcurrencyLimit = j.ConcurrencyKey, max(j.ConcurrencyLimit, 1)
+	}
 	v.DependsOn, v.WaitingOn = j.DependsOn, j.DepsPending
 	v.Requires, v.NotFor = fsm.Labels(j.Requires), j.NotFor
 	if j.BackoffBase > 0 {

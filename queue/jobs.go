@@ -136,7 +136,9 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 	case in.ConcurrencyLimit < 0 || in.ConcurrencyLimit > maxConcurrencyLimit:
 		return nil, false, 0, invalid("concurrencyLimit must be 1 to %d", maxConcurrencyLimit)
 	case in.ConcurrencyKey != "":
-		ex.ConcurrencyKey, ex.ConcurrencyLimit = in.ConcurrencyKey, max(in.ConcurrencyLimit, 1)
+		// A limit left 0 is the stream's default limit, or 1 (the state
+		// machine fills it in from the stream's defaults).
+		ex.ConcurrencyKey, ex.ConcurrencyLimit = in.ConcurrencyKey, in.ConcurrencyLimit
 	}
 	if len(in.DependsOn) > fsm.MaxDependencies {
 		return nil, false, 0, invalid("at most %d dependencies", fsm.MaxDependencies)

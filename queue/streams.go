@@ -8,13 +8,14 @@ import (
 )
 
 // StreamInfo is what the state holds about one stream: its jobs by state,
-// when its longest-waiting job was queued, an operator's pause, and its
-// developer-queue catalog entry, if it has one.
+// when its longest-waiting job was queued, an operator's pause and job
+// defaults, and its developer-queue catalog entry, if it has one.
 type StreamInfo struct {
 	Name           string
 	Counts         map[fsm.State]int
 	OldestQueuedAt int64 // unix nanoseconds; 0 when nothing is queued
 	Pause          *fsm.StreamPause
+	Defaults       *fsm.StreamDefaults
 	Catalog        *fsm.Stream
 	// Unmatched are the requirement sets of claimable jobs that no worker
 	// heard from within LiveWindow has the capabilities for.
@@ -23,7 +24,7 @@ type StreamInfo struct {
 
 // StreamInfos lists every stream the state knows of, by name: those with jobs
 // (in any state), those in the developer queue's catalog, and those
-// paused. Its cost grows with the number of streams, not of jobs.
+// paused or given defaults. Its cost grows with the number of streams, not of jobs.
 func (s *Service) StreamInfos() []StreamInfo {
 	r := s.state.Read()
 	by := map[string]*StreamInfo{}
@@ -43,6 +44,9 @@ func (s *Service) StreamInfos() []StreamInfo {
 	}
 	for _, p := range r.Paused() {
 		get(p.Stream).Pause = p
+	}
+	for _, d := range r.AllDefaults() {
+		get(d.Stream).Defaults = d
 	}
 	for name, u := range r.Unmatched(s.now() - LiveWindow.Nanoseconds()) {
 		get(name).Unmatched = u
@@ -89,4 +93,29 @@ func (s *Service) PauseStream(ctx context.Context, name string, pause bool, reas
 		return nil, idx, err
 	}
 	return res.Pause, idx, nil
+}
+
+// SetStreamDefaults sets the defaults of the jobs created in a stream from
+// now on: a job created with no concurrency key gets key (if not ""), and
+// one with a key but no limit gets limit (1 if 0). A key and a limit both
+// empty clear them. The answer is the defaults in force after the command
+// (nil once cleared).
+func (s *Service) SetStreamDefaults(ctx context.Context, name, key string, limit int, actor fsm.Actor) (*fsm.StreamDefaults, uint64, error) {
+	switch {
+	case !ValidName(name):
+		return nil, 0, invalid("stream name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+	case key != "" && !ValidName(key):
+		return nil, 0, invalid("concurrencyKey must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+	case limit < 0 || limit > maxConcurrencyLimit:
+		return nil, 0, invalid("concurrencyLimit must be 1 to %d", maxConcurrencyLimit)
+	}
+	if !s.allApply(fsm.CmdStreamDefaults) {
+		return nil, 0, ErrUpgradeInProgress
+	}
+	res, idx, err := s.Propose(ctx, fsm.CmdStreamDefaults, &fsm.StreamDefaultsCommand{Now: s.now(), Stream: name,
+		ConcurrencyKey: key, ConcurrencyLimit: limit, Actor: actor})
+	if err != nil {
+		return nil, idx, err
+	}
+	return res.Defaults, idx, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/internal/testcluster"
 )
 
 // An operator's pause holds across a leader kill: a stream paused through
@@ -169,4 +170,82 @@ func TestClusterNodesForClaws(t *testing.T) {
 	if err := c.Restart(fs[1]); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A stream's job defaults hold across a leader kill: set with the CLI
+// through the cluster, they are written into the jobs created through the
+// new leader's followers after the kill, so at most the default limit of
+// the stream's jobs run at once; the killed node comes back with them.
+func TestStreamDefaultsAcrossLeaderKill(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	leader, _ := apiRoles(t, c)
+	const stream = "gpu"
+	head := []string{"SPINE_TOKEN=" + apiHead}
+	code, out, errOut := spineCLI(t, c.URLs(), t.TempDir(), head, "stream", "defaults", stream, "--concurrency-key", "gpu-box", "--concurrency-limit", "2", "--output", "table")
+	if code != 0 || !strings.Contains(out, "key gpu-box, limit 2") {
+		t.Fatalf("spine stream defaults: exit %d: %s %s", code, out, errOut)
+	}
+	if code, _, _ := spineCLI(t, c.URLs(), t.TempDir(), head, "stream", "defaults", stream); code != 2 {
+		t.Fatalf("spine stream defaults without a flag: exit %d, want 2", code)
+	}
+
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := c.WaitLeader(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other *testcluster.Node
+	for _, n := range c.Nodes {
+		if n != leader && n != nl {
+			other = n
+		}
+	}
+	var ids []string
+	for range 3 {
+		var j api.Job
+		apiDecode(t, apiWant(t, apiDo(t, "POST", other.URL+"/jobs", apiHead, map[string]any{"stream": stream, "payload": 1}), http.StatusCreated), &j)
+		if j.ConcurrencyKey != "gpu-box" || j.ConcurrencyLimit != 2 {
+			t.Fatalf("a job created after the failover: key %q limit %d", j.ConcurrencyKey, j.ConcurrencyLimit)
+		}
+		ids = append(ids, j.ID)
+	}
+	claim := func(url, worker string) api.WorkerClaim {
+		t.Helper()
+		var wc api.WorkerClaim
+		apiDecode(t, apiWant(t, apiDo(t, "POST", url+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: worker, Streams: []string{stream}}), http.StatusOK), &wc)
+		return wc
+	}
+	first, second := claim(nl.URL, "w1"), claim(other.URL, "w2")
+	if !first.Claimed || !second.Claimed || first.JobID != ids[0] || second.JobID != ids[1] {
+		t.Fatalf("the first two claims: %+v, %+v", first, second)
+	}
+	if wc := claim(other.URL, "w3"); wc.Claimed {
+		t.Fatalf("a third job of a stream limited to 2 ran: %s", wc.JobID)
+	}
+	apiWant(t, apiDo(t, "POST", other.URL+"/internal/worker/complete", apiLeft, api.WorkerCompleteRequest{WorkerID: "w1",
+		JobID: first.JobID, AttemptID: first.AttemptID, LeaseToken: first.LeaseToken, Result: []byte(`1`)}), http.StatusOK)
+	if wc := claim(nl.URL, "w3"); !wc.Claimed || wc.JobID != ids[2] {
+		t.Fatalf("after a complete: %+v, want %s", wc, ids[2])
+	}
+
+	if err := c.Restart(leader); err != nil {
+		t.Fatal(err)
+	}
+	apiEventually(t, 30*time.Second, "the restarted node to show the defaults", func() error {
+		r, err := apiRequest("GET", leader.URL+"/streams/"+stream+"?stale", apiHead, nil)
+		if err != nil {
+			return err
+		}
+		var st api.StreamInfo
+		if err := json.Unmarshal(r.Body, &st); err != nil {
+			return err
+		}
+		if d := st.Defaults; d == nil || d.ConcurrencyKey != "gpu-box" || d.ConcurrencyLimit != 2 || st.Running != 2 {
+			return fmt.Errorf("%s answers %s", leader.ID, r.Body)
+		}
+		return nil
+	})
 }

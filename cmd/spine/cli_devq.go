@@ -37,6 +37,7 @@ var streamVerbs = []verb{
 	{"stats", "[NAME]", "Every stream jobs are in (v0 jobs and tasks alike): jobs per status, the oldest queued job's wait, and whether it is paused.", streamStats},
 	{"pause", "NAME [--reason TEXT]", "Pause a stream (head): claims skip it, producers can still add jobs; any stream name, with jobs or not.", streamPause},
 	{"resume", "NAME", "Resume a paused stream (head): its queued jobs are claimable again, in their order.", streamResume},
+	{"defaults", "NAME [--concurrency-key KEY] [--concurrency-limit N] | NAME --clear", "Set the defaults of the jobs created in a stream from now on (head): a key for jobs created without one (so at most the limit of them run at once), a limit for jobs created with a key but none.", streamDefaults},
 }
 
 // devqVerbs are top-level commands.
@@ -59,7 +60,7 @@ func addDevqCommands(env *cliEnv, g *clientFlags, root *cobra.Command) {
 	root.AddGroup(&cobra.Group{ID: "devq", Title: "Developer queue (docs/devqueue.md):"})
 	root.AddCommand(setupCommand(env), runCommand(env, g), stopCommand(env))
 	root.AddCommand(group(env, g, "session", "Create, list and end sessions", "devq", sessionVerbs))
-	root.AddCommand(group(env, g, "stream", "Create, list, end, pause and resume streams", "devq", streamVerbs))
+	root.AddCommand(group(env, g, "stream", "Create, list, end, pause and resume streams, and set their job defaults", "devq", streamVerbs))
 	for _, v := range devqVerbs {
 		cmd := verbCommand(env, g, v)
 		cmd.GroupID = "devq"
@@ -698,8 +699,44 @@ func streamResume(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string)
 	}
 }
 
+func streamDefaults(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
+	key := fs.String("concurrency-key", "", "the key of jobs created without one: at most the limit of them run at once")
+	limit := fs.Int("concurrency-limit", 0, "the limit of jobs created with a key but none (1 to 10000; default 1)")
+	clearAll := fs.Bool("clear", false, "clear the stream's defaults")
+	c.nargs(1, 1)
+	return func(pos []string) int {
+		switch {
+		case *clearAll && (*key != "" || *limit != 0):
+			return c.usageError("--clear takes no --concurrency-key or --concurrency-limit")
+		case !*clearAll && *key == "" && *limit == 0:
+			return c.usageError("give --concurrency-key, --concurrency-limit or both, or --clear")
+		}
+		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
+			if *clearAll {
+				return cl.StreamDefaultsClear(ctx, pos[0])
+			}
+			return cl.StreamDefaultsSet(ctx, pos[0], client.StreamDefaults{ConcurrencyKey: *key, ConcurrencyLimit: *limit})
+		}, streamInfoTable)
+	}
+}
+
+// defaultsText says what a stream's job defaults are, or "-".
+func defaultsText(d *client.StreamDefaults) string {
+	if d == nil {
+		return "-"
+	}
+	var parts []string
+	if d.ConcurrencyKey != "" {
+		parts = append(parts, "key "+d.ConcurrencyKey)
+	}
+	if d.ConcurrencyLimit > 0 || d.ConcurrencyKey != "" {
+		parts = append(parts, fmt.Sprintf("limit %d", max(d.ConcurrencyLimit, 1)))
+	}
+	return strings.Join(parts, ", ")
+}
+
 func streamInfoTable(w io.Writer, v any) {
-	fmt.Fprintln(w, "NAME\tQUEUED\tRUNNING\tDONE\tFAILED\tDEAD\tOLDEST WAIT\tPAUSED\tNO LIVE WORKER FOR")
+	fmt.Fprintln(w, "NAME\tQUEUED\tRUNNING\tDONE\tFAILED\tDEAD\tOLDEST WAIT\tPAUSED\tDEFAULTS\tNO LIVE WORKER FOR")
 	for _, s := range oneOrMany[client.StreamInfo](v) {
 		wait := "-"
 		if s.Queued > 0 {
@@ -720,6 +757,6 @@ func streamInfoTable(w io.Writer, v any) {
 			}
 			unmatched = strings.Join(parts, "; ")
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", s.Name, s.Queued, s.Running, s.Done, s.Failed, s.Dead, wait, paused, unmatched)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.Queued, s.Running, s.Done, s.Failed, s.Dead, wait, paused, defaultsText(s.Defaults), unmatched)
 	}
 }
