@@ -390,6 +390,7 @@ type JobClaimRequest struct {
 type JobHeartbeatRequest struct {
 	LeaseToken string `json:"leaseToken,omitempty"`
 	AttemptID  string `json:"attemptId,omitempty"`
+	WorkerLeaseFields
 	// Progress (JSON, at most 4 KiB) is shown on the job until the attempt
 	// ends; Checkpoint (JSON, at most 64 KiB) is kept across attempts and
 	// handed to the next claim. Either makes the heartbeat a write.
@@ -405,6 +406,7 @@ type JobCompleteRequest struct {
 	Stderr     string          `json:"stderr,omitempty"`
 	LeaseToken string          `json:"leaseToken,omitempty"`
 	AttemptID  string          `json:"attemptId,omitempty"`
+	WorkerLeaseFields
 }
 
 // JobFailRequest is the body of POST /jobs/{id}/fail. With both LeaseToken
@@ -422,10 +424,19 @@ type JobFailRequest struct {
 	Stderr     string `json:"stderr,omitempty"`
 
 	// The worker contract's fail body (WorkerFailRequest) is accepted as
-	// it is, so one body works on both APIs: its lease_token and
-	// attempt_id fence the call like leaseToken and attemptId, job_id must
-	// name the job of the path, worker_id is accepted; without requeue,
-	// an error that names retryable decides (true: requeue).
+	// it is: without requeue, an error that names retryable decides
+	// (true: requeue).
+	WorkerLeaseFields
+}
+
+// WorkerLeaseFields are the worker contract's names for a lease call's
+// fields, accepted by every v0 lease call (heartbeat, complete, fail,
+// release) so that one body works on both APIs: lease_token and
+// attempt_id fence the call like leaseToken and attemptId (giving both
+// names with different values is refused), job_id must name the job of
+// the path, worker_id names the worker (the release's not_for_me needs
+// it), stream and message_id are accepted and not checked.
+type WorkerLeaseFields struct {
 	JobIDAlt      string `json:"job_id,omitempty"`
 	WorkerID      string `json:"worker_id,omitempty"`
 	LeaseTokenAlt string `json:"lease_token,omitempty"`
@@ -435,11 +446,18 @@ type JobFailRequest struct {
 }
 
 // JobReleaseRequest is the body of POST /jobs/{id}/release: the job goes
-// back to the queue and the attempt does not count.
+// back to the queue and the attempt does not count. The worker contract's
+// release body (WorkerReleaseRequest) is accepted as it is.
 type JobReleaseRequest struct {
 	Reason     string `json:"reason,omitempty"`
 	LeaseToken string `json:"leaseToken,omitempty"`
 	AttemptID  string `json:"attemptId,omitempty"`
+	WorkerLeaseFields
+	// CooldownMS keeps the job from being claimed again for that long;
+	// NotForMe (with worker_id) keeps it from that worker's claims, as on
+	// the worker contract's release.
+	CooldownMS int64 `json:"cooldown_ms,omitempty"`
+	NotForMe   bool  `json:"not_for_me,omitempty"`
 }
 
 // JobCommentRequest is the body of POST /jobs/{id}/comment.

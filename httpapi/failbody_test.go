@@ -72,3 +72,67 @@ func TestOneFailBodyForBothAPIs(t *testing.T) {
 		}
 	}
 }
+
+// The worker contract's heartbeat, complete and release bodies work as
+// they are on the v0 routes: fenced by their lease_token (a stale one is
+// refused, one differing from leaseToken too), job_id checked against the
+// path; the release's not_for_me keeps the job from that worker only.
+func TestWorkerBodiesOnV0Routes(t *testing.T) {
+	e := newEnv(t)
+	claim := func(worker, stream string) map[string]any {
+		t.Helper()
+		a := e.workerClaim(leftTok, fmt.Sprintf(`{"worker_id":%q,"streams":[%q]}`, worker, stream))
+		if a["claimed"] != true {
+			t.Fatalf("%s claimed nothing in %s: %v", worker, stream, a)
+		}
+		return a
+	}
+	lease := func(a map[string]any) map[string]any {
+		return map[string]any{"worker_id": a["worker_id"], "job_id": a["job_id"], "attempt_id": a["attempt_id"], "lease_token": a["lease_token"],
+			"stream": a["stream"], "message_id": a["message_id"]}
+	}
+	path := func(a map[string]any, verb string) string { return fmt.Sprintf("/jobs/%s/%s", a["job_id"], verb) }
+
+	id := e.create(map[string]any{"stream": "hb"})["id"].(string)
+	a := claim("w1", "hb")
+	a["worker_id"] = "w1"
+	hb := lease(a)
+	hb["progress"] = map[string]any{"pct": 50}
+	if j := e.do("POST", path(a, "heartbeat"), leftTok, hb).json(t); j["id"] != id || j["status"] != "running" || j["progress"] == nil {
+		t.Fatalf("v0 heartbeat with the worker body: %v", j)
+	}
+	stale := lease(a)
+	stale["lease_token"] = "not-the-token"
+	e.do("POST", path(a, "heartbeat"), leftTok, stale).apiErr(t, http.StatusConflict, api.CodeStaleLease)
+	other := lease(a)
+	other["job_id"] = "another-job"
+	e.do("POST", path(a, "complete"), leftTok, other).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
+	both := lease(a)
+	both["leaseToken"] = "differs"
+	e.do("POST", path(a, "complete"), leftTok, both).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
+	done := lease(a)
+	done["result"] = map[string]any{"summary": "ok"}
+	for range 2 { // a repeat answers the same
+		if j := e.do("POST", path(a, "complete"), leftTok, done).json(t); j["status"] != "done" {
+			t.Fatalf("v0 complete with the worker body: %v", j)
+		}
+	}
+
+	e.create(map[string]any{"stream": "rel"})
+	a = claim("w1", "rel")
+	a["worker_id"] = "w1"
+	rel := lease(a)
+	rel["not_for_me"] = true
+	delete(rel, "worker_id")
+	e.do("POST", path(a, "release"), leftTok, rel).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
+	rel["worker_id"] = "w1"
+	if j := e.do("POST", path(a, "release"), leftTok, rel).json(t); j["status"] != "queued" || j["attempts"] != float64(0) {
+		t.Fatalf("v0 release with the worker body: %v", j)
+	}
+	if c := e.workerClaim(leftTok, `{"worker_id":"w1","streams":["rel"]}`); c["claimed"] != false {
+		t.Fatalf("the worker the job is not for got it back: %v", c)
+	}
+	if c := e.workerClaim(leftTok, `{"worker_id":"w2","streams":["rel"]}`); c["job_id"] != a["job_id"] {
+		t.Fatalf("another worker did not get the released job: %v", c)
+	}
+}

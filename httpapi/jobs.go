@@ -184,7 +184,11 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c *call
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	in := s.heartbeatInput(c, leaseRef(r, req.LeaseToken, req.AttemptID), fsm.Actor{Role: c.role})
+	ref, err := v0Lease(r, req.LeaseToken, req.AttemptID, req.WorkerLeaseFields)
+	if err != nil {
+		return err
+	}
+	in := s.heartbeatInput(c, ref, fsm.Actor{Role: c.role, WorkerID: req.WorkerID})
 	in.Progress, in.Checkpoint = reported(req.Progress), reported(req.Checkpoint)
 	res, index, err := s.queue.Heartbeat(r.Context(), in)
 	return s.answerJob(w, res, index, err)
@@ -200,7 +204,11 @@ func (s *Server) handleComplete(w http.ResponseWriter, r *http.Request, c *call)
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, index, err := s.queue.Complete(r.Context(), queue.CompleteInput{Ref: leaseRef(r, req.LeaseToken, req.AttemptID), Actor: fsm.Actor{Role: c.role},
+	ref, err := v0Lease(r, req.LeaseToken, req.AttemptID, req.WorkerLeaseFields)
+	if err != nil {
+		return err
+	}
+	res, index, err := s.queue.Complete(r.Context(), queue.CompleteInput{Ref: ref, Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID},
 		Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
 	return s.answerJob(w, res, index, err)
 }
@@ -218,15 +226,7 @@ func (s *Server) handleFail(w http.ResponseWriter, r *http.Request, c *call) err
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	// The worker contract's body is accepted too (api.JobFailRequest).
-	if req.JobIDAlt != "" && req.JobIDAlt != r.PathValue("id") {
-		return badRequest("job_id %q is not the job of the path, %q", req.JobIDAlt, r.PathValue("id"))
-	}
-	token, err := oneOf("leaseToken", req.LeaseToken, "lease_token", req.LeaseTokenAlt)
-	if err != nil {
-		return err
-	}
-	attempt, err := oneOf("attemptId", req.AttemptID, "attempt_id", req.AttemptIDAlt)
+	ref, err := v0Lease(r, req.LeaseToken, req.AttemptID, req.WorkerLeaseFields)
 	if err != nil {
 		return err
 	}
@@ -237,9 +237,27 @@ func (s *Server) handleFail(w http.ResponseWriter, r *http.Request, c *call) err
 	case namesRetryable(c.body):
 		requeue = req.Error.Retryable
 	}
-	res, index, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: leaseRef(r, token, attempt), Actor: fsm.Actor{Role: c.role},
+	res, index, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: ref, Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID},
 		Error: jobError(req.Error), Requeue: requeue, Stdout: req.Stdout, Stderr: req.Stderr})
 	return s.answerJob(w, res, index, err)
+}
+
+// v0Lease is the lease a v0 lease call names: by the v0 fields or the
+// worker contract's (api.WorkerLeaseFields), refused when the two disagree
+// or job_id is not the job of the path.
+func v0Lease(r *http.Request, token, attempt string, alt api.WorkerLeaseFields) (fsm.LeaseRef, error) {
+	if alt.JobIDAlt != "" && alt.JobIDAlt != r.PathValue("id") {
+		return fsm.LeaseRef{}, badRequest("job_id %q is not the job of the path, %q", alt.JobIDAlt, r.PathValue("id"))
+	}
+	token, err := oneOf("leaseToken", token, "lease_token", alt.LeaseTokenAlt)
+	if err != nil {
+		return fsm.LeaseRef{}, err
+	}
+	attempt, err = oneOf("attemptId", attempt, "attempt_id", alt.AttemptIDAlt)
+	if err != nil {
+		return fsm.LeaseRef{}, err
+	}
+	return leaseRef(r, token, attempt), nil
 }
 
 // oneOf is the value of a field the body may give under either of two
@@ -271,7 +289,15 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, c *call) 
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, index, err := s.queue.Release(r.Context(), leaseRef(r, req.LeaseToken, req.AttemptID), fsm.Actor{Role: c.role}, req.Reason)
+	ref, err := v0Lease(r, req.LeaseToken, req.AttemptID, req.WorkerLeaseFields)
+	if err != nil {
+		return err
+	}
+	if req.NotForMe && req.WorkerID == "" {
+		return badRequest("not_for_me needs worker_id: the worker the job is not for")
+	}
+	res, index, err := s.queue.ReleaseFor(r.Context(), ref, fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, req.Reason,
+		time.Duration(req.CooldownMS)*time.Millisecond, req.NotForMe)
 	return s.answerJob(w, res, index, err)
 }
 
