@@ -177,7 +177,7 @@ type enqueueIn struct {
 	Requires          []string `json:"requires,omitempty" jsonschema:"capabilities a worker must all have to be handed the job (labels such as gpu or lang:python)"`
 	DependsOn         []string `json:"depends_on,omitempty" jsonschema:"ids of jobs that must all be done first; if one fails, this one fails too"`
 	ConcurrencyKey    string   `json:"concurrency_key,omitempty" jsonschema:"at most concurrency_limit jobs of this key run at once, cluster-wide (e.g. tenant-42)"`
-	ConcurrencyLimit  int      `json:"concurrency_limit,omitempty" jsonschema:"1 to 10000 (default 1), with concurrency_key"`
+	ConcurrencyLimit  int      `json:"concurrency_limit,omitempty" jsonschema:"1 to 10000, with concurrency_key (default: the stream's default limit, or 1)"`
 	BackoffSeconds    int64    `json:"backoff_seconds,omitempty" jsonschema:"after a failed attempt, wait backoff_seconds × 2^(n-1) before the next (default: the cluster's)"`
 	BackoffMaxSeconds int64    `json:"backoff_max_seconds,omitempty" jsonschema:"the longest such wait"`
 	IdempotencyKey    string   `json:"idempotency_key,omitempty" jsonschema:"a repeated enqueue with the same key answers the first job instead of making a second (default: a new key, shown in the answer)"`
