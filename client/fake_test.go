@@ -36,11 +36,13 @@ type fakeWorkerServer struct {
 	beat     chan struct{} // one send per heartbeat (non-blocking)
 	complete chan map[string]any
 	fail     chan map[string]any
+	release  chan map[string]any
 }
 
 func newFakeWorkerServer(t *testing.T, interval float64) *fakeWorkerServer {
 	f := &fakeWorkerServer{t: t, interval: interval,
-		beat: make(chan struct{}, 100), complete: make(chan map[string]any, 1), fail: make(chan map[string]any, 1)}
+		beat: make(chan struct{}, 100), complete: make(chan map[string]any, 1), fail: make(chan map[string]any, 1),
+		release: make(chan map[string]any, 1)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /internal/worker/claim", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
@@ -86,6 +88,12 @@ func newFakeWorkerServer(t *testing.T, interval float64) *fakeWorkerServer {
 		json.NewDecoder(r.Body).Decode(&body)
 		f.fail <- body
 		writeJSON(w, 200, map[string]any{"ok": true, "ack": true, "requeued": true})
+	})
+	mux.HandleFunc("POST /internal/worker/release", func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		f.release <- body
+		writeJSON(w, 200, map[string]any{"ok": true, "ack": true, "requeued": true, "status": "queued"})
 	})
 	f.srv = newServer(mux)
 	t.Cleanup(f.srv.Close)

@@ -21,9 +21,8 @@ type Handler func(ctx context.Context, claim *WorkerClaim) (result json.RawMessa
 
 // Failure codes the Worker reports on its own.
 const (
-	CodeHandlerError   = "handler_error"
-	CodeHandlerPanic   = "handler_panic"
-	CodeWorkerShutdown = "worker_shutdown"
+	CodeHandlerError = "handler_error"
+	CodeHandlerPanic = "handler_panic"
 	// CodeCancelled is the code of the fail a Worker reports for a job
 	// head cancelled while its handler ran.
 	CodeCancelled = "cancelled"
@@ -53,7 +52,9 @@ type WorkerConfig struct {
 	MaxWait time.Duration
 	// Handler runs each job (required).
 	Handler Handler
-	// Concurrency is how many jobs run at once (default 1).
+	// Concurrency is how many jobs run at once (default 1). The worker
+	// claims for all its free slots in one round trip (a batch claim,
+	// max_jobs), so it never holds a lease on a job it has no slot for.
 	Concurrency int
 	// Logger receives the worker's events (default: the client's logger).
 	Logger *slog.Logger
@@ -61,18 +62,18 @@ type WorkerConfig struct {
 
 // Worker runs the worker contract v1 loop on a [Client]:
 //
-//  1. claim (long poll) from the configured streams;
+//  1. claim (long poll) from the configured streams, as many jobs as it
+//     has free slots (Concurrency) in one request;
 //  2. run the handler under a context cancelled if the lease is lost;
 //  3. heartbeat every heartbeat_interval_seconds while the handler runs;
 //  4. complete with the result, or fail with the handler's error.
 //
 // Shutdown: when Run's context is cancelled the handlers' contexts are
 // cancelled too. A handler that still returns a result completes its job;
-// one that returns an error fails it as retryable with code
-// "worker_shutdown". The attempt was counted at claim time either way, so
-// failing it (rather than letting the lease lapse) costs nothing and puts the
-// job back in the queue at once instead of after the lease. The contract has
-// no release.
+// one that returns an error (other than a *JobError) has its job released,
+// with the reason "worker shut down: ..." in the job's history: the job is
+// back in the queue at once instead of after the lease, and the attempt
+// does not count, so redeploying workers never uses up a job's attempts.
 type Worker struct {
 	c   *Client
 	cfg WorkerConfig
@@ -106,50 +107,80 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var wg sync.WaitGroup
-	for range w.cfg.Concurrency {
-		wg.Go(func() {
-			if err := w.loop(ctx); err != nil {
-				cancel(err)
-			}
-		})
+	var jobs sync.WaitGroup
+	err := w.loop(ctx, &jobs)
+	if err != nil {
+		cancel(err)
 	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return nil
+	jobs.Wait()
+	return err
 }
 
-// loop is one claim-run-report slot. It returns a fatal error or nil on
-// cancellation.
-func (w *Worker) loop(ctx context.Context) error {
+// loop claims jobs for the free slots and starts each in its own
+// goroutine (counted in jobs), until ctx is cancelled (nil) or the server
+// refuses the worker's credentials (the error).
+func (w *Worker) loop(ctx context.Context, jobs *sync.WaitGroup) error {
+	// slots holds a token for each job running or being claimed for.
+	slots := make(chan struct{}, w.cfg.Concurrency)
 	failures := 0
-	for ctx.Err() == nil {
-		claim, err := w.c.WorkerClaim(ctx, &WorkerClaimParams{
-			WorkerID: w.cfg.WorkerID, Streams: w.cfg.Streams, MaxWait: w.cfg.MaxWait, Capabilities: w.cfg.Capabilities,
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden) {
-				return fmt.Errorf("client: Worker: claim: %w", err)
-			}
-			failures++
-			w.log.Warn("spine worker: claim failed", "err", err)
-			if !sleepCtx(ctx, w.c.backoff(failures)) {
-				return nil
-			}
+	for {
+		select { // wait for a free slot
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		free := 1 + takeFree(slots)
+		params := &WorkerClaimParams{WorkerID: w.cfg.WorkerID, Streams: w.cfg.Streams, MaxWait: w.cfg.MaxWait, Capabilities: w.cfg.Capabilities}
+		if free > 1 {
+			params.MaxJobs = free
+		}
+		claim, err := w.c.WorkerClaim(ctx, params)
+		var taken []WorkerClaim
+		switch {
+		case err == nil && len(claim.Jobs) > 0:
+			taken = claim.Jobs
+		case err == nil && claim.Claimed:
+			taken = []WorkerClaim{*claim}
+		}
+		for i := range taken {
+			jobs.Go(func() {
+				defer func() { <-slots }()
+				w.run(ctx, &taken[i])
+			})
+		}
+		for range free - len(taken) {
+			<-slots
+		}
+		if err == nil {
+			failures = 0
 			continue
 		}
-		failures = 0
-		if !claim.Claimed {
-			continue
+		if ctx.Err() != nil {
+			return nil
 		}
-		w.run(ctx, claim)
+		if errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden) {
+			return fmt.Errorf("client: Worker: claim: %w", err)
+		}
+		failures++
+		w.log.Warn("spine worker: claim failed", "err", err)
+		if !sleepCtx(ctx, w.c.backoff(failures)) {
+			return nil
+		}
 	}
-	return nil
+}
+
+// takeFree takes every free slot left without waiting and returns how
+// many it took.
+func takeFree(slots chan struct{}) int {
+	n := 0
+	for {
+		select {
+		case slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
 }
 
 // jobReport is what a handler reports about its job (ReportProgress,
@@ -253,7 +284,16 @@ func (w *Worker) run(ctx context.Context, claim *WorkerClaim) {
 		je = &JobError{Code: CodeCancelled, Message: "cancelled: " + herr.Error()}
 	case errors.As(herr, &je):
 	case ctx.Err() != nil:
-		je = &JobError{Code: CodeWorkerShutdown, Message: "worker shut down: " + herr.Error(), Retryable: true}
+		_, err := w.c.WorkerRelease(rctx, &WorkerReleaseParams{
+			WorkerID: w.cfg.WorkerID, JobID: claim.JobID, AttemptID: claim.AttemptID,
+			LeaseToken: claim.LeaseToken, Stream: claim.Stream, MessageID: claim.MessageID, Reason: "worker shut down: " + herr.Error(),
+		})
+		if err != nil {
+			log.Error("spine worker: release on shutdown failed", "err", err)
+			return
+		}
+		log.Info("spine worker: job released on shutdown")
+		return
 	default:
 		je = &JobError{Code: CodeHandlerError, Message: herr.Error(), Retryable: true}
 	}

@@ -1,0 +1,119 @@
+package systemtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/client"
+)
+
+// The Go Worker with several slots, across a leader kill: it claims for
+// its free slots in batches and never runs more jobs than it has slots;
+// every job ends done, each completed once (one completed event); and when
+// the worker is stopped while a handler gives up, that job is released,
+// back in the queue without an attempt used.
+func TestGoWorkerSlotsAcrossLeaderKill(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, map[string]string{"LEASE_SECONDS": "4", "REAPER_INTERVAL_MS": "200", "SPINE_LEASE_GRACE_MS": "500"})
+	leader, fs := apiRoles(t, c)
+	const stream, slots, total = "slots", 4, 24
+	var ids []string
+	for i := range total {
+		var j api.Job
+		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[i%2].URL+"/jobs", apiHead, map[string]any{"stream": stream, "payload": i}), http.StatusCreated), &j)
+		ids = append(ids, j.ID)
+	}
+	cl, err := client.New(c.URLs(), client.WithToken(apiLeft), client.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var running, most atomic.Int32
+	var mu sync.Mutex
+	handled := map[string]bool{}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	w := client.NewWorker(cl, client.WorkerConfig{WorkerID: "slots-1", Streams: []string{stream}, Concurrency: slots, MaxWait: 2 * time.Second,
+		Handler: func(ctx context.Context, claim *client.WorkerClaim) (json.RawMessage, error) {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			select {
+			case <-time.After(150 * time.Millisecond):
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+			mu.Lock()
+			handled[claim.JobID] = true
+			mu.Unlock()
+			return json.RawMessage(`{"summary":"ok"}`), nil
+		}})
+	runErr := make(chan error, 1)
+	go func() { runErr <- w.Run(ctx) }()
+	apiEventually(t, 30*time.Second, "a quarter of the jobs to be handled", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(handled) < total/4 {
+			return fmt.Errorf("%d handled", len(handled))
+		}
+		return nil
+	})
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := c.WaitLeader(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiEventually(t, 60*time.Second, "every job to be done", func() error {
+		var l api.JobList
+		apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs?status=done&stream="+stream+"&limit=1000", apiHead, nil), http.StatusOK), &l)
+		if len(l.Jobs) != total {
+			return fmt.Errorf("%d of %d done", len(l.Jobs), total)
+		}
+		return nil
+	})
+	if m := most.Load(); m > slots {
+		t.Fatalf("%d handlers ran at once with %d slots", m, slots)
+	}
+	for _, id := range ids {
+		var j api.Job
+		apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs/"+id+"?consistent", apiHead, nil), http.StatusOK), &j)
+		var ev api.JobEventList
+		apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs/"+id+"/events", apiHead, nil), http.StatusOK), &ev)
+		completed := 0
+		for _, e := range ev.Events {
+			if e.Type == "completed" {
+				completed++
+			}
+		}
+		if j.Status != api.JobStatusDone || completed != 1 {
+			t.Fatalf("job %s: %s, completed %d times", id, j.Status, completed)
+		}
+	}
+
+	// A job whose handler gives up on shutdown is released.
+	var last api.Job
+	apiDecode(t, apiWant(t, apiDo(t, "POST", nl.URL+"/jobs", apiHead, map[string]any{"stream": stream, "payload": "slow", "maxAttempts": 1}), http.StatusCreated), &last)
+	apiEventually(t, 30*time.Second, "the last job to run", func() error {
+		if running.Load() == 0 {
+			return fmt.Errorf("no handler running")
+		}
+		return nil
+	})
+	stop()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs/"+last.ID+"?consistent", apiHead, nil), http.StatusOK), &last)
+	if last.Status != api.JobStatusQueued || last.Attempts != 0 {
+		t.Fatalf("a job stopped by the worker's shutdown: %s with %d attempts (want queued, 0)", last.Status, last.Attempts)
+	}
+}
