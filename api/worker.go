@@ -77,6 +77,14 @@ func (w *WorkerClaim) HeartbeatInterval() time.Duration {
 	return 10 * time.Second
 }
 
+// WorkerHeld is the answer of GET /internal/worker/held: the running jobs
+// whose leases the caller's role holds for WorkerID, each as its claim
+// answered it (lease token, attempt, payload, checkpoint), oldest first.
+type WorkerHeld struct {
+	WorkerID string        `json:"worker_id"`
+	Jobs     []WorkerClaim `json:"jobs"`
+}
+
 // WorkerHeartbeatRequest is the body of POST /internal/worker/heartbeat: it
 // extends the lease of the attempt that holds LeaseToken.
 type WorkerHeartbeatRequest struct {

@@ -90,6 +90,18 @@ func (c *Client) WorkerClaim(ctx context.Context, params *WorkerClaimParams) (*W
 	return &wc, nil
 }
 
+// WorkerHeld returns the running jobs whose leases this client's role
+// holds for workerID, each as its claim answered it (lease token
+// included), oldest first: how a worker that lost its claims' answers (a
+// restart, a dead node) picks its work up again. A read; retried.
+func (c *Client) WorkerHeld(ctx context.Context, workerID string) ([]WorkerClaim, error) {
+	var out api.WorkerHeld
+	if _, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/internal/worker/held?worker_id=" + url.QueryEscape(workerID)}, &out); err != nil {
+		return nil, err
+	}
+	return out.Jobs, nil
+}
+
 // WorkerHeartbeat extends a worker-contract lease. Idempotent; retried.
 func (c *Client) WorkerHeartbeat(ctx context.Context, params *WorkerHeartbeatParams) (*WorkerHeartbeatResult, error) {
 	req, err := jsonRequest(http.MethodPost, "/internal/worker/heartbeat", params)

@@ -136,3 +136,56 @@ func TestWorkerBodiesOnV0Routes(t *testing.T) {
 		t.Fatalf("another worker did not get the released job: %v", c)
 	}
 }
+
+// A worker that lost its claims' answers gets them back: GET
+// /internal/worker/held lists the running jobs its role holds for its
+// worker id, with the lease tokens that fence them; another worker's,
+// another role's and finished jobs are not listed.
+func TestWorkerHeldLists(t *testing.T) {
+	e := newEnv(t)
+	for range 4 {
+		e.create(map[string]any{"stream": "held"})
+	}
+	a := e.workerClaim(leftTok, `{"worker_id":"w1","streams":["held"],"max_jobs":2}`)
+	b := e.workerClaim(leftTok, `{"worker_id":"w2","streams":["held"]}`)
+	r := e.workerClaim(rightTok, `{"worker_id":"w1","streams":["held"]}`)
+	if a["claimed"] != true || b["claimed"] != true || r["claimed"] != true {
+		t.Fatalf("claims: %v %v %v", a, b, r)
+	}
+	held := func(tok, worker string) []any {
+		t.Helper()
+		res := e.do("GET", "/internal/worker/held?worker_id="+worker, tok, nil)
+		if res.Code != 200 {
+			t.Fatalf("held: %d %s", res.Code, res.Body)
+		}
+		return res.json(t)["jobs"].([]any)
+	}
+	got := held(leftTok, "w1")
+	want := a["jobs"].([]any)
+	if len(got) != 2 {
+		t.Fatalf("held by left_claw w1: %v, want the 2 it claimed", got)
+	}
+	for i, g := range got {
+		g, w := g.(map[string]any), want[i].(map[string]any)
+		if g["job_id"] != w["job_id"] || g["lease_token"] != w["lease_token"] || g["attempt_id"] != w["attempt_id"] || g["lease_ttl_seconds"] != w["lease_ttl_seconds"] {
+			t.Fatalf("held job %d: %v, claimed %v", i, g, w)
+		}
+	}
+	// The token from the list finishes the job.
+	first := got[0].(map[string]any)
+	done := map[string]any{"worker_id": "w1", "job_id": first["job_id"], "attempt_id": first["attempt_id"], "lease_token": first["lease_token"], "result": map[string]any{}}
+	if ack := e.do("POST", "/internal/worker/complete", leftTok, done).json(t); ack["ok"] != true {
+		t.Fatalf("complete with the held lease: %v", ack)
+	}
+	if got := held(leftTok, "w1"); len(got) != 1 {
+		t.Fatalf("after a complete w1 holds %v", got)
+	}
+	if got := held(rightTok, "w1"); len(got) != 1 || got[0].(map[string]any)["job_id"] != r["job_id"] {
+		t.Fatalf("right_claw's w1 holds %v", got)
+	}
+	if got := held(leftTok, "nobody"); len(got) != 0 {
+		t.Fatalf("an unknown worker holds %v", got)
+	}
+	e.do("GET", "/internal/worker/held", leftTok, nil).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
+	e.do("GET", "/internal/worker/held?worker_id=w1", headTok, nil).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+}

@@ -53,6 +53,7 @@ func (s *Server) routes() {
 	s.route("POST", "/internal/worker/complete", kindWrite, allowClaws, s.handleWorkerComplete)
 	s.route("POST", "/internal/worker/fail", kindWrite, allowClaws, s.handleWorkerFail)
 	s.route("POST", "/internal/worker/release", kindWrite, allowClaws, s.handleWorkerRelease)
+	s.route("GET", "/internal/worker/held", kindRead, allowClaws, s.handleWorkerHeld)
 
 	s.route("GET", "/dlq", kindRead, allowHead, s.handleDLQList)
 	s.route("POST", "/dlq/{id}/redrive", kindWrite, allowHead, s.handleRedrive)

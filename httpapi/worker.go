@@ -235,6 +235,34 @@ func (s *Server) handleWorkerRelease(w http.ResponseWriter, r *http.Request, c *
 	return nil
 }
 
+// handleWorkerHeld lists the jobs the caller's role holds leases on for
+// worker_id, each as its claim answered it (lease token included): how a
+// worker that lost its claims' answers picks its work up again.
+func (s *Server) handleWorkerHeld(w http.ResponseWriter, r *http.Request, c *call) error {
+	worker := r.URL.Query().Get("worker_id")
+	if worker == "" {
+		return badRequest("worker_id is required")
+	}
+	jobs, err := s.queue.Held(c.role, worker)
+	if err != nil {
+		return err
+	}
+	out := api.WorkerHeld{WorkerID: worker, Jobs: []api.WorkerClaim{}}
+	for _, j := range jobs {
+		a := claimAnswer(j)
+		// A heartbeat moved the expiry since the claim: the lease's length
+		// is the job's own, or the cluster's.
+		ttl := s.queue.Config().Lease
+		if j.LeaseSeconds > 0 {
+			ttl = time.Duration(j.LeaseSeconds) * time.Second
+		}
+		a.LeaseTTLSeconds, a.HeartbeatIntervalSeconds = ttl.Seconds(), (ttl / 3).Seconds()
+		out.Jobs = append(out.Jobs, a)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 func (s *Server) handleDLQList(w http.ResponseWriter, r *http.Request, c *call) error {
 	f, err := listFilter(r)
 	if err != nil {

@@ -194,18 +194,58 @@ func (s *server) addClawTools(srv *mcp.Server) {
 	}, s.release)
 
 	mcp.AddTool(srv, &mcp.Tool{
-		Name:        "held_jobs",
-		Title:       "Jobs this session holds",
-		Description: "The jobs this session claimed and has not finished or released, with their leases: what you are working on.",
-		Annotations: readOnly("Jobs this session holds"),
-	}, func(_ context.Context, _ *mcp.CallToolRequest, _ noInput) (*mcp.CallToolResult, heldOut, error) {
-		out := heldOut{WorkerID: s.workerID, Jobs: []HeldJob{}}
-		for _, l := range s.leases.all() {
-			out.Jobs = append(out.Jobs, HeldJob{JobID: l.JobID, Stream: l.Stream, WorkerID: l.WorkerID, AttemptID: l.AttemptID,
-				LeaseToken: l.LeaseToken, HeartbeatIntervalSeconds: l.HeartbeatEvery.Seconds(), ClaimedAt: l.ClaimedAt})
+		Name:  "held_jobs",
+		Title: "Jobs you hold",
+		Description: "The jobs you claimed and have not finished or released, with their leases: what you are working on, " +
+			"as the cluster holds it. After reconnecting (a new session, say because the node you used died), pass the worker_id " +
+			"your earlier claims answered: this session takes over that worker and its leases, so heartbeat, complete, fail and " +
+			"release work on those jobs with just the job_id again.",
+		Annotations: writes("Jobs you hold", true, false),
+	}, s.held)
+}
+
+type heldIn struct {
+	WorkerID string `json:"worker_id,omitempty" jsonschema:"the worker_id of an earlier session whose jobs to take over (default: this session's)"`
+}
+
+// held lists the session's worker's running jobs from the cluster (the
+// replicated state, so it survives the node that served an earlier
+// session), keeps their leases in the session, and forgets the ones the
+// cluster no longer lists (they ran out or were ended elsewhere). Given
+// another worker id, the session becomes that worker.
+func (s *server) held(ctx context.Context, _ *mcp.CallToolRequest, in heldIn) (*mcp.CallToolResult, heldOut, error) {
+	worker := in.WorkerID
+	if worker == "" {
+		worker = s.worker()
+	}
+	claims, err := s.c.WorkerHeld(ctx, worker)
+	if err != nil {
+		return nil, heldOut{}, s.advise(err, opHeld, "")
+	}
+	if in.WorkerID != "" {
+		s.mu.Lock()
+		s.workerID = in.WorkerID
+		s.mu.Unlock()
+	}
+	listed := map[string]bool{}
+	for _, c := range claims {
+		listed[c.JobID+"\x00"+c.LeaseToken] = true
+		if l, ok := s.leases.get(c.JobID); ok && l.LeaseToken == c.LeaseToken {
+			continue
 		}
-		return nil, out, nil
-	})
+		s.leases.put(lease{JobID: c.JobID, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, WorkerID: worker, Stream: c.Stream,
+			HeartbeatEvery: c.HeartbeatInterval(), ClaimedAt: time.Now()})
+	}
+	out := heldOut{WorkerID: worker, Jobs: []HeldJob{}}
+	for _, l := range s.leases.all() {
+		if l.WorkerID == worker && !listed[l.JobID+"\x00"+l.LeaseToken] {
+			s.leases.drop(l.JobID, l.LeaseToken)
+			continue
+		}
+		out.Jobs = append(out.Jobs, HeldJob{JobID: l.JobID, Stream: l.Stream, WorkerID: l.WorkerID, AttemptID: l.AttemptID,
+			LeaseToken: l.LeaseToken, HeartbeatIntervalSeconds: l.HeartbeatEvery.Seconds(), ClaimedAt: l.ClaimedAt})
+	}
+	return nil, out, nil
 }
 
 func (s *server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) (*mcp.CallToolResult, claimOut, error) {
@@ -219,7 +259,7 @@ func (s *server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 	}
 	worker := in.WorkerID
 	if worker == "" {
-		worker = s.workerID
+		worker = s.worker()
 	}
 	p := &client.WorkerClaimParams{WorkerID: worker, Streams: streams, MaxWait: wait, Capabilities: in.Capabilities}
 	if in.MaxJobs > 1 {
@@ -320,7 +360,7 @@ func (s *server) leaseOf(ctx context.Context, op, jobID, token, attemptID string
 		}
 		return held, nil
 	}
-	l := lease{JobID: jobID, LeaseToken: token, AttemptID: attemptID, WorkerID: s.workerID}
+	l := lease{JobID: jobID, LeaseToken: token, AttemptID: attemptID, WorkerID: s.worker()}
 	if ok && held.LeaseToken == token {
 		l.WorkerID, l.Stream, l.HeartbeatEvery = held.WorkerID, held.Stream, held.HeartbeatEvery
 		if l.AttemptID == "" {

@@ -25,6 +25,7 @@ const (
 	opRedrive   = "redrive"
 	opRequeue   = "requeue"
 	opCancel    = "cancel"
+	opHeld      = "held_jobs"
 )
 
 // advise turns an error of the cluster into the text of a tool error: what

@@ -62,13 +62,22 @@ func newClient(t *testing.T, url, token string) *client.Client {
 // in-memory transport, its role found from the token.
 func session(t *testing.T, url, token string) *mcp.ClientSession {
 	t.Helper()
+	return sessionAs(t, url, token, "")
+}
+
+// sessionAs is session with the worker id worker ("": w-ROLE).
+func sessionAs(t *testing.T, url, token, worker string) *mcp.ClientSession {
+	t.Helper()
 	ctx := context.Background()
 	c := newClient(t, url, token)
 	role, err := mcpserver.RoleOf(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mcpserver.New(mcpserver.Config{Client: c, Role: role, WorkerID: "w-" + string(role)})
+	if worker == "" {
+		worker = "w-" + string(role)
+	}
+	srv, err := mcpserver.New(mcpserver.Config{Client: c, Role: role, WorkerID: worker})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +209,14 @@ type claimOut struct {
 		Queued int    `json:"queued"`
 	} `json:"elsewhere"`
 	Next string `json:"next"`
+}
+
+type heldOut struct {
+	WorkerID string `json:"worker_id"`
+	Jobs     []struct {
+		JobID      string `json:"job_id"`
+		LeaseToken string `json:"lease_token"`
+	} `json:"jobs"`
 }
 
 func enqueue(t *testing.T, head *mcp.ClientSession, stream string, payload map[string]any) string {
@@ -591,5 +608,45 @@ func TestReleaseNotForMe(t *testing.T) {
 	call(t, other, "claim", map[string]any{"streams": []string{"gpu-ish"}, "wait_seconds": 5, "worker_id": "w-gpu"}, &theirs)
 	if !theirs.Claimed || theirs.Jobs[0].JobID != id {
 		t.Fatalf("another worker's claim = %+v", theirs)
+	}
+}
+
+// held_jobs reads the leases from the cluster: a new session takes over an
+// earlier one's worker and finishes its job naming only the id; the
+// earlier session, asked again, forgets the lease the cluster no longer
+// lists.
+func TestHeldJobsTakesOverAWorker(t *testing.T) {
+	url := startAPI(t)
+	head := session(t, url, headTok)
+	id := enqueue(t, head, "held", map[string]any{"n": 3})
+	before := sessionAs(t, url, clawTok, "agent-1")
+	var cl claimOut
+	call(t, before, "claim", map[string]any{"streams": []string{"held"}, "wait_seconds": 0}, &cl)
+	if !cl.Claimed || cl.WorkerID != "agent-1" {
+		t.Fatalf("claim = %+v", cl)
+	}
+	after := sessionAs(t, url, clawTok, "agent-2")
+	var h heldOut
+	call(t, after, "held_jobs", nil, &h)
+	if h.WorkerID != "agent-2" || len(h.Jobs) != 0 {
+		t.Fatalf("a new worker holds %+v", h)
+	}
+	if msg := callErr(t, after, "complete", map[string]any{"job_id": id, "result": map[string]any{"summary": "x"}}); !strings.Contains(msg, "held_jobs") {
+		t.Errorf("complete without a lease: %q", msg)
+	}
+	call(t, after, "held_jobs", map[string]any{"worker_id": "agent-1"}, &h)
+	if h.WorkerID != "agent-1" || len(h.Jobs) != 1 || h.Jobs[0].JobID != id || h.Jobs[0].LeaseToken != cl.Jobs[0].LeaseToken {
+		t.Fatalf("held_jobs of agent-1 = %+v", h)
+	}
+	var done struct {
+		Status string `json:"status"`
+	}
+	call(t, after, "complete", map[string]any{"job_id": id, "result": map[string]any{"summary": "taken over"}}, &done)
+	if done.Status != "done" {
+		t.Fatalf("complete = %+v", done)
+	}
+	call(t, before, "held_jobs", nil, &h)
+	if len(h.Jobs) != 0 {
+		t.Fatalf("the earlier session still holds %+v", h)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"runtime/debug"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -58,10 +59,21 @@ type Config struct {
 // server is the state of one MCP session: its client and the leases its
 // claims hold.
 type server struct {
-	c        *client.Client
-	role     Role
+	c      *client.Client
+	role   Role
+	leases *leases
+
+	mu sync.Mutex
+	// workerID is the session's worker id: the default of its claims,
+	// changed when held_jobs takes over another session's worker.
 	workerID string
-	leases   *leases
+}
+
+// worker is the session's worker id.
+func (s *server) worker() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.workerID
 }
 
 // New returns the MCP server of one session: the tools of cfg.Role and the

@@ -220,6 +220,24 @@ func (s *Service) List(role string, f fsm.ListFilter) ([]*fsm.Job, uint64, error
 	return s.state.Read().List(f)
 }
 
+// MaxHeld bounds the answer of Held.
+const MaxHeld = 1000
+
+// Held returns the running jobs whose lease the claimant role holds for
+// worker (at most MaxHeld, oldest first): what a worker that lost its
+// claim answers (a restarted agent, an MCP session on a node that died)
+// is still working on, read from the replicated state. Its cost grows
+// with the number of running jobs.
+func (s *Service) Held(role, worker string) ([]*fsm.Job, error) {
+	if worker == "" {
+		return nil, invalid("worker_id is required")
+	}
+	jobs, _, err := s.state.Read().List(fsm.ListFilter{State: fsm.StateRunning, Limit: MaxHeld, Visible: func(j *fsm.Job) bool {
+		return j.Lease != nil && j.Lease.Owner == role && j.Lease.WorkerID == worker
+	}})
+	return jobs, err
+}
+
 // ListDLQ pages through the failed and dead jobs (f.State, if set, must be
 // one of them).
 func (s *Service) ListDLQ(f fsm.ListFilter) ([]*fsm.Job, uint64, error) {

@@ -265,3 +265,67 @@ func TestMCPStdioCommand(t *testing.T) {
 		}
 	}
 }
+
+// The node that served an agent's /mcp session dies: the agent opens a
+// session on another node, calls held_jobs with the worker_id its claim
+// answered, and finishes the job naming only its id; the lease came from
+// the replicated state, not from the dead node's memory.
+func TestMCPSessionMovesToAnotherNode(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	leader, followers := apiRoles(t, c)
+	var j apiJob
+	apiDecode(t, apiWant(t, apiDo(t, "POST", leader.URL+"/jobs", apiHead, map[string]any{"stream": "moving", "payload": map[string]int{"doc": 9}}), http.StatusCreated), &j)
+
+	first := mcpConnect(t, followers[0].URL, apiLeft)
+	var cl struct {
+		Claimed  bool   `json:"claimed"`
+		WorkerID string `json:"worker_id"`
+		Jobs     []struct {
+			JobID      string `json:"job_id"`
+			LeaseToken string `json:"lease_token"`
+		} `json:"jobs"`
+	}
+	mcpCall(t, first, "claim", map[string]any{"streams": []string{"moving"}, "wait_seconds": 10}, &cl)
+	if !cl.Claimed || len(cl.Jobs) != 1 || cl.Jobs[0].JobID != j.ID || cl.WorkerID == "" {
+		t.Fatalf("claim: %+v", cl)
+	}
+	if err := c.Kill(followers[0]); err != nil {
+		t.Fatal(err)
+	}
+
+	second := mcpConnect(t, followers[1].URL, apiLeft)
+	var none struct {
+		Jobs []struct{} `json:"jobs"`
+	}
+	mcpCall(t, second, "held_jobs", nil, &none)
+	if len(none.Jobs) != 0 {
+		t.Fatalf("a fresh session holds %+v", none)
+	}
+	var held struct {
+		WorkerID string `json:"worker_id"`
+		Jobs     []struct {
+			JobID      string `json:"job_id"`
+			LeaseToken string `json:"lease_token"`
+		} `json:"jobs"`
+	}
+	mcpCall(t, second, "held_jobs", map[string]any{"worker_id": cl.WorkerID}, &held)
+	if held.WorkerID != cl.WorkerID || len(held.Jobs) != 1 || held.Jobs[0].JobID != j.ID || held.Jobs[0].LeaseToken != cl.Jobs[0].LeaseToken {
+		t.Fatalf("held_jobs of %s on another node: %+v", cl.WorkerID, held)
+	}
+	var hb struct {
+		LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	}
+	mcpCall(t, second, "heartbeat", map[string]any{"job_id": j.ID}, &hb)
+	var done struct {
+		Status string `json:"status"`
+	}
+	mcpCall(t, second, "complete", map[string]any{"job_id": j.ID, "result": map[string]any{"summary": "moved and done"}}, &done)
+	if hb.LeaseExpiresAt.IsZero() || done.Status != "done" {
+		t.Fatalf("heartbeat %+v, complete %+v", hb, done)
+	}
+	var got mcpJob
+	apiDecode(t, apiWant(t, apiDo(t, "GET", leader.URL+"/jobs/"+j.ID+"?consistent", apiHead, nil), http.StatusOK), &got)
+	if got.Status != "done" || got.Result["summary"] != "moved and done" {
+		t.Fatalf("the job: %+v", got)
+	}
+}
