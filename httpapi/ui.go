@@ -247,6 +247,8 @@ type dashboardData struct {
 	Active   []*fsm.Stream
 	Counts   map[string][2]int // stream → queued, running tasks
 	Tasks    map[fsm.State]int
+	// Defaults are the streams' job defaults, by stream.
+	Defaults map[string]*fsm.StreamDefaults
 }
 
 func (s *Server) uiDashboard(w http.ResponseWriter, r *http.Request, u *uiView) error {
@@ -254,7 +256,8 @@ func (s *Server) uiDashboard(w http.ResponseWriter, r *http.Request, u *uiView) 
 	if err != nil {
 		return err
 	}
-	d := &dashboardData{State: st, Stream: r.URL.Query().Get("stream"), Counts: s.queue.StreamCounts(), Tasks: s.queue.TaskCounts()}
+	d := &dashboardData{State: st, Stream: r.URL.Query().Get("stream"), Counts: s.queue.StreamCounts(), Tasks: s.queue.TaskCounts(),
+		Defaults: s.queue.StreamDefaults()}
 	seen := map[string]bool{}
 	for _, q := range st.Queues {
 		seen[q.Stream] = true

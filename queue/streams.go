@@ -95,6 +95,15 @@ func (s *Service) PauseStream(ctx context.Context, name string, pause bool, reas
 	return res.Pause, idx, nil
 }
 
+// StreamDefaults returns every stream's job defaults, by stream name.
+func (s *Service) StreamDefaults() map[string]*fsm.StreamDefaults {
+	out := map[string]*fsm.StreamDefaults{}
+	for _, d := range s.state.Read().AllDefaults() {
+		out[d.Stream] = d
+	}
+	return out
+}
+
 // SetStreamDefaults sets the defaults of the jobs created in a stream from
 // now on: a job created with no concurrency key gets key (if not ""), and
 // one with a key but no limit gets limit (1 if 0). A key and a limit both

@@ -164,6 +164,14 @@ func TestWebUIOnThreeNodes(t *testing.T) {
 		t.Fatalf("the stream resumed from the page reads %+v", si)
 	}
 
+	// A stream's job defaults show on its row.
+	apiWant(t, apiDo(t, "PUT", fs[1].URL+"/streams/"+stream+"/defaults", apiHead, map[string]any{"concurrencyKey": "ui-box", "concurrencyLimit": 4}), http.StatusOK)
+	run(t, tab, "the stream's defaults on the dashboard", chromedp.Reload(), present(srow+" .defaults"))
+	if txt := textOf(t, tab, srow+" .defaults"); txt != "key ui-box, at most 4 at once" {
+		t.Fatalf("the defaults badge reads %q", txt)
+	}
+	shot(t, tab, "dashboard-defaults")
+
 	// A job no live worker can take shows on its stream's row.
 	gstream := wName("ui-gpu")
 	apiWant(t, apiDo(t, "POST", fs[1].URL+"/jobs", apiHead, map[string]any{"stream": gstream, "payload": 1, "requires": []string{"gpu"}}), http.StatusCreated)
