@@ -87,8 +87,11 @@ type Job struct {
 	ConcurrencyLimit int    `json:"concurrencyLimit,omitempty"`
 	// DependsOn names the jobs this one waits for; WaitingOn counts those
 	// not done yet (no claim takes the job while it is above 0).
-	DependsOn []string `json:"dependsOn,omitempty"`
-	WaitingOn int      `json:"waitingOn,omitempty"`
+	// OnDependencyFailure is "run" for a job that runs whatever its
+	// dependencies did (absent: "fail").
+	DependsOn           []string `json:"dependsOn,omitempty"`
+	WaitingOn           int      `json:"waitingOn,omitempty"`
+	OnDependencyFailure string   `json:"onDependencyFailure,omitempty"`
 	// Requires are the capabilities a claimant must have to be handed the
 	// job (sorted, as created).
 	Requires []string `json:"requires,omitempty"`
@@ -264,8 +267,11 @@ type JobCreateRequest struct {
 	ConcurrencyLimit int    `json:"concurrencyLimit,omitempty"`
 	// DependsOn names existing jobs (at most 100) that must all be done
 	// before this one can be claimed; if one ends otherwise, this one
-	// fails (code dependency_failed).
+	// fails (code dependency_failed), unless OnDependencyFailure is
+	// "run": then it runs once every one has ended, however.
 	DependsOn []string `json:"dependsOn,omitempty"`
+	// OnDependencyFailure is "fail" (the default) or "run".
+	OnDependencyFailure string `json:"onDependencyFailure,omitempty"`
 	// Requires lists capabilities (labels such as gpu, gpu:a100,
 	// lang:python; at most 16) a claimant must all have: only a claim
 	// naming them among its capabilities is handed the job.
@@ -312,28 +318,30 @@ func (r JobCreateRequest) HasLeaseSeconds() bool {
 // jobCreateJSON is JobCreateRequest as it is encoded and decoded: a nil
 // pointer is a field the body does not name.
 type jobCreateJSON struct {
-	Payload          json.RawMessage `json:"payload"`
-	MaxAttempts      *int            `json:"maxAttempts,omitempty"`
-	Target           string          `json:"target,omitempty"`
-	Stream           *string         `json:"stream,omitempty"`
-	LeaseSeconds     *int64          `json:"leaseSeconds,omitempty"`
-	TaskClass        string          `json:"taskClass,omitempty"`
-	IdempotencyKey   string          `json:"idempotencyKey,omitempty"`
-	Priority         int             `json:"priority,omitempty"`
-	RunAt            time.Time       `json:"runAt,omitzero"`
-	DelaySeconds     int64           `json:"delaySeconds,omitempty"`
-	Backoff          *Backoff        `json:"backoff,omitempty"`
-	ConcurrencyKey   string          `json:"concurrencyKey,omitempty"`
-	ConcurrencyLimit int             `json:"concurrencyLimit,omitempty"`
-	DependsOn        []string        `json:"dependsOn,omitempty"`
-	Requires         []string        `json:"requires,omitempty"`
+	Payload             json.RawMessage `json:"payload"`
+	MaxAttempts         *int            `json:"maxAttempts,omitempty"`
+	Target              string          `json:"target,omitempty"`
+	Stream              *string         `json:"stream,omitempty"`
+	LeaseSeconds        *int64          `json:"leaseSeconds,omitempty"`
+	TaskClass           string          `json:"taskClass,omitempty"`
+	IdempotencyKey      string          `json:"idempotencyKey,omitempty"`
+	Priority            int             `json:"priority,omitempty"`
+	RunAt               time.Time       `json:"runAt,omitzero"`
+	DelaySeconds        int64           `json:"delaySeconds,omitempty"`
+	Backoff             *Backoff        `json:"backoff,omitempty"`
+	ConcurrencyKey      string          `json:"concurrencyKey,omitempty"`
+	ConcurrencyLimit    int             `json:"concurrencyLimit,omitempty"`
+	DependsOn           []string        `json:"dependsOn,omitempty"`
+	OnDependencyFailure string          `json:"onDependencyFailure,omitempty"`
+	Requires            []string        `json:"requires,omitempty"`
 }
 
 // MarshalJSON writes the optional fields the request gives (the Has
 // methods), so that a decoded request encodes as its body did.
 func (r JobCreateRequest) MarshalJSON() ([]byte, error) {
 	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey, Priority: r.Priority,
-		RunAt: r.RunAt, DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit, DependsOn: r.DependsOn, Requires: r.Requires}
+		RunAt: r.RunAt, DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit, DependsOn: r.DependsOn, Requires: r.Requires,
+		OnDependencyFailure: r.OnDependencyFailure}
 	if r.HasMaxAttempts() {
 		out.MaxAttempts = &r.MaxAttempts
 	}
@@ -361,7 +369,8 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority,
-		RunAt: in.RunAt, DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, DependsOn: in.DependsOn, Requires: in.Requires}
+		RunAt: in.RunAt, DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, DependsOn: in.DependsOn, Requires: in.Requires,
+		OnDependencyFailure: in.OnDependencyFailure}
 	if in.MaxAttempts != nil {
 		r.MaxAttempts, r.named = *in.MaxAttempts, r.named|namedMaxAttempts
 	}

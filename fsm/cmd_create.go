@@ -35,8 +35,10 @@ type CreateExCommand struct {
 	// (depends.go).
 	DependsOn []string
 
-	// requires is the requirement key CreateRequiresCommand adds.
-	requires string
+	// requires is the requirement key CreateRequiresCommand adds;
+	// runOnDepFailure the dependency policy CreateOptsCommand adds.
+	requires        string
+	runOnDepFailure bool
 }
 
 func init() {
@@ -76,13 +78,13 @@ func (c *CreateExCommand) apply(a *applier) *Result {
 	if c.ConcurrencyLimit < 0 || (c.ConcurrencyKey == "" && c.ConcurrencyLimit != 0) {
 		return fail(fmt.Errorf("create: %w: a concurrency limit needs a key and may not be negative", ErrInvalid))
 	}
-	deps, pending, err := a.dependencies(c.DependsOn)
+	deps, pending, err := a.dependencies(c.DependsOn, c.runOnDepFailure)
 	if err != nil {
 		return fail(err)
 	}
 	a.t.jobControl = true
 	return a.createWith(&c.CreateCommand, func(j *Job) {
-		j.DependsOn, j.DepsPending = deps, pending
+		j.DependsOn, j.DepsPending, j.RunOnDepFailure = deps, pending, c.runOnDepFailure
 		j.Priority = c.Priority
 		j.BackoffBase, j.BackoffMax = c.BackoffBase, c.BackoffMax
 		j.ConcurrencyKey, j.ConcurrencyLimit = c.ConcurrencyKey, c.ConcurrencyLimit

@@ -58,7 +58,7 @@ func (c *StreamDefaultsCommand) apply(a *applier) *Result {
 	if c.Stream == "" || c.ConcurrencyLimit < 0 {
 		return fail(fmt.Errorf("stream defaults: %w: a stream name is required and a limit may not be negative", ErrInvalid))
 	}
-	a.t.jobControl, a.t.streamDefaultsUsed = true, true
+	a.t.jobControl, a.t.version8 = true, true
 	if c.ConcurrencyKey == "" && c.ConcurrencyLimit == 0 {
 		a.setDefaults(c.Stream, nil)
 		return &Result{}

@@ -64,6 +64,9 @@ func commandSamples() map[CommandType][]interface{} {
 		CmdProgress: {&ProgressCommand{}, &ProgressCommand{HeartbeatCommand: HeartbeatCommand{Now: 3, Ref: LeaseRef{JobID: "j", AttemptID: "a", Token: "t"}, Actor: a, LeaseNanos: 9},
 			Progress: []byte(`{"pct":40}`), Checkpoint: []byte(`{"page":7}`)}, &ProgressCommand{Progress: []byte{}}},
 		CmdCancel: {&CancelCommand{}, &CancelCommand{Now: 9, JobID: "j1", Reason: "not needed", Actor: a}},
+		CmdCreateOpts: {&CreateOptsCommand{}, &CreateOptsCommand{CreateRequiresCommand: CreateRequiresCommand{CreateExCommand: CreateExCommand{
+			CreateCommand: CreateCommand{Now: 1, ID: "j", Stream: "s", Payload: []byte(`{}`), Actor: a}, DependsOn: []string{"a", "b"}},
+			Requires: []string{"gpu"}}, RunOnDepFailure: true}},
 		CmdStreamDefaults: {&StreamDefaultsCommand{}, &StreamDefaultsCommand{Now: 9, Stream: "ml", ConcurrencyKey: "gpu-box", ConcurrencyLimit: 4, Actor: a},
 			&StreamDefaultsCommand{Now: -1, Stream: "ml", ConcurrencyLimit: 2, Actor: a}},
 		CmdStreamPause: {&StreamPauseCommand{}, &StreamPauseCommand{Now: 9, Stream: "auth", Pause: true, Reason: "deploy", Actor: a},

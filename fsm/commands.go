@@ -77,6 +77,8 @@ const (
 	// An operator's defaults for the jobs created in a stream
 	// (cmd_defaults.go).
 	CmdStreamDefaults CommandType = 40
+	// A create with a dependency policy (depends.go).
+	CmdCreateOpts CommandType = 41
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

@@ -10,7 +10,8 @@ import (
 // until every job it names is done; then it enters its queue as a job
 // queued at that moment. If one of them ends failed, dead or cancelled
 // instead, the waiting job fails at once (code dependency_failed), and so,
-// in turn, do the jobs waiting on it. A job can only name jobs that exist
+// in turn, do the jobs waiting on it; a job created with RunOnDepFailure
+// instead waits until every job it names has ended, however. A job can only name jobs that exist
 // when it is created, so no cycle can form.
 
 // MaxDependencies caps the jobs one job may wait for.
@@ -61,7 +62,8 @@ func (w *writer) putDeps(old, j *Job) {
 
 // settleDependents tells the jobs waiting on j, which has just finished,
 // how it ended: done counts one dependency off (the last one makes the job
-// claimable); any other end fails them.
+// claimable); any other end fails them, except those that run whatever
+// their dependencies did (RunOnDepFailure), for which it counts off too.
 func (a *applier) settleDependents(j *Job, now int64) {
 	var waiting []*Job
 	a.t.dependents.AscendGreaterOrEqual(depItem{dep: j.ID}, func(it depItem) bool {
@@ -77,7 +79,7 @@ func (a *applier) settleDependents(j *Job, now int64) {
 			continue
 		}
 		d := copyJob(cur)
-		if j.State == StateDone {
+		if j.State == StateDone || d.RunOnDepFailure {
 			d.DepsPending--
 			if d.DepsPending == 0 {
 				d.QueueIndex = a.index // it enters its queue now
@@ -94,10 +96,11 @@ func (a *applier) settleDependents(j *Job, now int64) {
 	}
 }
 
-// dependencies checks the jobs a new job names and counts those not done
-// yet. A job named twice counts once; one that ended otherwise than done
-// refuses the create.
-func (a *applier) dependencies(ids []string) (deps []string, pending int, err error) {
+// dependencies checks the jobs a new job names and counts those not
+// finished yet. A job named twice counts once; one that ended otherwise
+// than done refuses the create, unless the new job runs whatever its
+// dependencies did (runAnyway), for which any end is settled.
+func (a *applier) dependencies(ids []string, runAnyway bool) (deps []string, pending int, err error) {
 	if len(ids) > MaxDependencies {
 		return nil, 0, fmt.Errorf("create: %w: at most %d dependencies", ErrInvalid, MaxDependencies)
 	}
@@ -111,7 +114,7 @@ func (a *applier) dependencies(ids []string) (deps []string, pending int, err er
 		switch {
 		case dj == nil:
 			return nil, 0, fmt.Errorf("create: job %s it depends on: %w", id, ErrNotFound)
-		case dj.State == StateDone:
+		case dj.State == StateDone, runAnyway && dj.State.Terminal():
 		case dj.State.Terminal():
 			return nil, 0, fmt.Errorf("create: %w: job %s it depends on ended %s", ErrInvalid, id, dj.State)
 		default:
@@ -120,4 +123,44 @@ func (a *applier) dependencies(ids []string) (deps []string, pending int, err er
 		deps = append(deps, id)
 	}
 	return deps, pending, nil
+}
+
+// CreateOptsCommand is a create (with the options of CreateRequiresCommand)
+// with a dependency policy: RunOnDepFailure makes the job run once every
+// job it depends on has ended, however each ended.
+type CreateOptsCommand struct {
+	CreateRequiresCommand
+	RunOnDepFailure bool
+}
+
+func init() {
+	register(CmdCreateOpts, "create-opts", func() command { return new(CreateOptsCommand) })
+}
+
+func (c *CreateOptsCommand) encode(e *enc) {
+	c.CreateRequiresCommand.encode(e)
+	e.bool(c.RunOnDepFailure)
+}
+
+func (c *CreateOptsCommand) decode(d *dec) {
+	c.CreateRequiresCommand.decode(d)
+	c.RunOnDepFailure = d.bool()
+}
+
+func (c *CreateOptsCommand) apply(a *applier) *Result {
+	if c.RunOnDepFailure && len(c.DependsOn) == 0 {
+		return fail(fmt.Errorf("create: %w: a dependency policy needs dependencies", ErrInvalid))
+	}
+	ex := c.CreateExCommand
+	if len(c.Requires) > 0 {
+		key, err := CapabilityKey(c.Requires, MaxRequires)
+		if err != nil {
+			return fail(fmt.Errorf("create: requires: %w", err))
+		}
+		a.t.capabilities = true
+		ex.requires = key
+	}
+	a.t.version8 = true
+	ex.runOnDepFailure = c.RunOnDepFailure
+	return ex.apply(a)
 }

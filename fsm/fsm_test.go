@@ -922,6 +922,9 @@ func randomLog(seed uint64, n int) [][]byte {
 						req.Requires = append(req.Requires, []string{"gpu", "py", "gpu", "bad label"}[rng.IntN(4)])
 					}
 					out = append(out, MustEncode(CmdCreateRequires, req))
+				} else if rng.IntN(3) == 0 { // runs whatever its dependencies did (without any now and then: refused)
+					out = append(out, MustEncode(CmdCreateOpts, &CreateOptsCommand{CreateRequiresCommand: CreateRequiresCommand{CreateExCommand: *ex},
+						RunOnDepFailure: true}))
 				} else {
 					out = append(out, MustEncode(CmdCreateEx, ex))
 				}

@@ -1,6 +1,11 @@
 package fsm
 
-import "testing"
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+)
 
 // Progress lives for its attempt; a checkpoint outlives it and is there
 // for the next claim; a progress without a checkpoint keeps the last one.
@@ -266,19 +271,7 @@ func TestDependencies(t *testing.T) {
 	if r := create("nope"); r.Err == nil {
 		t.Fatal("a dependency on an unknown job was taken")
 	}
-	finish := func(want string, ok bool) {
-		t.Helper()
-		r := h.claimNext([]string{"s"}, left)
-		if !r.Claimed || r.Job.ID != want {
-			t.Fatalf("claimed %+v, want %s", r.Job, want)
-		}
-		ref := LeaseRef{JobID: want, AttemptID: r.Job.Lease.AttemptID, Token: r.Job.Lease.Token}
-		if ok {
-			mustOK(t, h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: ref, Actor: left}))
-		} else {
-			mustOK(t, h.apply(CmdFail, &FailCommand{Now: h.now, Ref: ref, Actor: left, Requeue: false, Error: JobError{Message: "broken"}}))
-		}
-	}
+	finish := func(want string, ok bool) { t.Helper(); h.endNext("s", want, ok) }
 	if r := h.claim(c, left); r.Err == nil {
 		t.Fatal("a claim by id took a job waiting on another")
 	}
@@ -321,4 +314,80 @@ func TestCancelAndRedriveOfAWaitingJob(t *testing.T) {
 		t.Fatalf("a re-driven job waited for its dependency again: %v", r.Err)
 	}
 	checkIndexes(t, h.f)
+}
+
+// A job that runs whatever its dependencies did (a fan-in that reports on
+// its parts) waits until each has ended, done or not, then is claimable;
+// a failed part fails it not, nor the jobs after it. It may name a job
+// that already failed. Without dependencies the policy is refused.
+func TestRunOnDependencyFailure(t *testing.T) {
+	h := newHarness(t)
+	create := func(anyway bool, deps ...string) *Result {
+		ex := CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: h.nextID("job"), Stream: "s", Payload: []byte(`1`), Actor: head}, DependsOn: deps}
+		if !anyway {
+			return h.apply(CmdCreateEx, &ex)
+		}
+		return h.apply(CmdCreateOpts, &CreateOptsCommand{CreateRequiresCommand: CreateRequiresCommand{CreateExCommand: ex}, RunOnDepFailure: true})
+	}
+	end := func(want string, ok bool) { t.Helper(); h.endNext("s", want, ok) }
+	p1, p2 := create(false).Job.ID, create(false).Job.ID
+	r := create(true, p1, p2)
+	mustOK(t, r)
+	report := r.Job.ID
+	if !r.Job.RunOnDepFailure || r.Job.DepsPending != 2 {
+		t.Fatalf("the fan-in: %+v", r.Job)
+	}
+	strict := create(false, p1).Job.ID // fails with p1
+	after := create(false, report).Job.ID
+	end(p1, false)
+	if j := h.job(strict); j.State != StateFailed || j.Error.Code != DependencyFailedCode {
+		t.Fatalf("a strict dependent of a failed part: %s", j.State)
+	}
+	if j := h.job(report); j.State != StateQueued || j.DepsPending != 1 {
+		t.Fatalf("the fan-in after one part failed: %s waiting on %d", j.State, j.DepsPending)
+	}
+	if r := h.claim(report, left); r.Err == nil {
+		t.Fatal("the fan-in was claimable before its last part ended")
+	}
+	end(p2, true)
+	end(report, true)
+	end(after, true)
+
+	if r := create(true, p1); r.Err != nil || r.Job.DepsPending != 0 {
+		t.Fatalf("naming a failed job with the policy: %+v", r)
+	}
+	if r := create(false, p1); r.Err == nil {
+		t.Fatal("naming a failed job without the policy was taken")
+	}
+	if r := create(true); !errors.Is(r.Err, ErrInvalid) {
+		t.Fatalf("the policy without dependencies: %v", r.Err)
+	}
+	raw := snapBytes(t, h.f)
+	if v := snapVersion(t, raw); v != 8 {
+		t.Fatalf("snapshot version %d with the policy", v)
+	}
+	f2, _ := New(Config{})
+	if err := f2.Restore(io.NopCloser(bytes.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := f2.Read().Job(report); j == nil || !j.RunOnDepFailure {
+		t.Fatalf("restored fan-in: %+v", j)
+	}
+	checkIndexes(t, h.f)
+}
+
+// endNext claims the next job of stream, which must be want, and completes
+// it (ok) or fails it for good.
+func (h *harness) endNext(stream, want string, ok bool) {
+	h.t.Helper()
+	r := h.claimNext([]string{stream}, left)
+	if !r.Claimed || r.Job.ID != want {
+		h.t.Fatalf("claimed %+v, want %s", r.Job, want)
+	}
+	ref := LeaseRef{JobID: want, AttemptID: r.Job.Lease.AttemptID, Token: r.Job.Lease.Token}
+	if ok {
+		mustOK(h.t, h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: ref, Actor: left}))
+	} else {
+		mustOK(h.t, h.apply(CmdFail, &FailCommand{Now: h.now, Ref: ref, Actor: left, Requeue: false, Error: JobError{Message: "broken"}}))
+	}
 }

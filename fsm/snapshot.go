@@ -60,8 +60,9 @@ const (
 // capabilities of the claim that took it and the workers it is not for, and
 // the capability sets seen; it is written once a create with requirements,
 // a claim with capabilities or a release not for its worker has been
-// applied. Version 8 adds the streams' job defaults; it is written once
-// defaults have been set.
+// applied. Version 8 adds the streams' job defaults and a job's
+// dependency policy; it is written once defaults have been set or a job
+// created with the policy.
 const snapshotVersion = 8
 
 // SnapshotVersion is the newest snapshot version this build writes (and
@@ -143,7 +144,7 @@ func (s *snapshot) write(w io.Writer) error {
 	if s.t.capabilities {
 		version = 7
 	}
-	if s.t.streamDefaultsUsed {
+	if s.t.version8 {
 		version = 8
 	}
 	head := snapHeaderRecord{Version: version, Index: s.index}
@@ -324,7 +325,7 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 		}
 		w.t.jobControl = h.Version >= 6
 		w.t.capabilities = h.Version >= 7
-		w.t.streamDefaultsUsed = h.Version >= 8
+		w.t.version8 = h.Version >= 8
 	default:
 		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 to %d", h.Version, snapshotVersion)
 	}
@@ -831,6 +832,9 @@ func (e *enc) job(j *Job, version int) {
 		e.str(j.ClaimCaps)
 		e.strs(j.NotFor)
 	}
+	if version >= 8 {
+		e.bool(j.RunOnDepFailure)
+	}
 }
 
 func (d *dec) job(version int) *Job {
@@ -923,6 +927,9 @@ func (d *dec) job(version int) *Job {
 		j.Requires = d.istr()
 		j.ClaimCaps = d.istr()
 		j.NotFor = d.strs()
+	}
+	if version >= 8 {
+		j.RunOnDepFailure = d.bool()
 	}
 	*jp = j
 	return jp

@@ -285,10 +285,11 @@ type tables struct {
 	capabilities bool
 	// defaults holds the streams' job defaults (cmd_defaults.go), by
 	// stream: immutable, replaced whole on a change; nil when none has
-	// any. streamDefaultsUsed is set once defaults have been set: the
-	// state may then hold what only version 8 snapshots carry.
-	defaults           map[string]*StreamDefaults
-	streamDefaultsUsed bool
+	// any. version8 is set once defaults have been set or a job created
+	// with a dependency policy: the state may then hold what only version
+	// 8 snapshots carry.
+	defaults map[string]*StreamDefaults
+	version8 bool
 }
 
 func newTables() *tables {
@@ -548,7 +549,7 @@ func (w *writer) publish(prev *tables) *tables {
 	v.capsSeen = w.t.capsSeen // immutable: shared as it is
 	v.capabilities = w.t.capabilities
 	v.defaults = w.t.defaults // immutable: shared as it is
-	v.streamDefaultsUsed = w.t.streamDefaultsUsed
+	v.version8 = w.t.version8
 	for i := range v.lanes {
 		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])
 	}

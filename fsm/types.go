@@ -79,6 +79,10 @@ type Job struct {
 	// (depends.go).
 	DependsOn   []string
 	DepsPending int
+	// RunOnDepFailure: a dependency that ends failed, dead or cancelled
+	// counts as settled, like a done one, instead of failing this job
+	// (a fan-in that must run whatever its parts did).
+	RunOnDepFailure bool
 	// LeaseSeconds overrides the cluster's lease length for this job (0 = default).
 	LeaseSeconds int64
 	// TaskClass is an optional label (e.g. LLM_HEAVY) chosen at create.

@@ -31,6 +31,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 	in := queue.CreateInput{Payload: req.Payload, Target: req.Target, TaskClass: req.TaskClass, IdempotencyKey: key,
 		Priority: req.Priority, ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit, DependsOn: req.DependsOn,
 		Requires: req.Requires, Actor: fsm.Actor{Role: c.role}}
+	switch req.OnDependencyFailure {
+	case "", "fail":
+	case "run":
+		in.RunOnDepFailure = true
+	default:
+		return badRequest(`onDependencyFailure must be "fail" or "run"`)
+	}
 	if !req.RunAt.IsZero() {
 		in.RunAt = req.RunAt.UnixNano()
 	}

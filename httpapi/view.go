@@ -32,6 +32,9 @@ func viewJob(j *fsm.Job) *api.Job {
 		v.ConcurrencyKey, v.ConcurrencyLimit = j.ConcurrencyKey, max(j.ConcurrencyLimit, 1)
 	}
 	v.DependsOn, v.WaitingOn = j.DependsOn, j.DepsPending
+	if j.RunOnDepFailure {
+		v.OnDependencyFailure = "run"
+	}
 	v.Requires, v.NotFor = fsm.Labels(j.Requires), j.NotFor
 	if j.BackoffBase > 0 {
 		v.Backoff = &api.Backoff{Base: j.BackoffBase, Max: j.BackoffMax}

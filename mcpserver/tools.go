@@ -175,7 +175,8 @@ type enqueueIn struct {
 	LeaseSeconds      int      `json:"lease_seconds,omitempty" jsonschema:"the lease of each claim, which heartbeats extend (default: the cluster's, 300)"`
 	Target            string   `json:"target,omitempty" jsonschema:"only this role (left_claw or right_claw) or worker id may claim it (default: any claw)"`
 	Requires          []string `json:"requires,omitempty" jsonschema:"capabilities a worker must all have to be handed the job (labels such as gpu or lang:python)"`
-	DependsOn         []string `json:"depends_on,omitempty" jsonschema:"ids of jobs that must all be done first; if one fails, this one fails too"`
+	DependsOn         []string `json:"depends_on,omitempty" jsonschema:"ids of jobs that must all be done first; if one fails, this one fails too (unless on_dependency_failure is run)"`
+	OnDepFailure      string   `json:"on_dependency_failure,omitempty" jsonschema:"with depends_on: fail (default) or run: run once every dependency has ended, however (a report on the parts, a cleanup)"`
 	ConcurrencyKey    string   `json:"concurrency_key,omitempty" jsonschema:"at most concurrency_limit jobs of this key run at once, cluster-wide (e.g. tenant-42)"`
 	ConcurrencyLimit  int      `json:"concurrency_limit,omitempty" jsonschema:"1 to 10000, with concurrency_key (default: the stream's default limit, or 1)"`
 	BackoffSeconds    int64    `json:"backoff_seconds,omitempty" jsonschema:"after a failed attempt, wait backoff_seconds × 2^(n-1) before the next (default: the cluster's)"`
@@ -265,7 +266,7 @@ func (s *server) addHeadTools(srv *mcp.Server) {
 		}
 		p := &client.JobCreateParams{Payload: payload, Stream: in.Stream, Priority: in.Priority, DelaySeconds: in.DelaySeconds,
 			MaxAttempts: in.MaxAttempts, LeaseSeconds: in.LeaseSeconds, Target: in.Target, Requires: in.Requires, DependsOn: in.DependsOn,
-			ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, IdempotencyKey: key}
+			ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, IdempotencyKey: key, OnDependencyFailure: in.OnDepFailure}
 		if in.BackoffSeconds > 0 || in.BackoffMaxSeconds > 0 {
 			p.Backoff = &client.Backoff{Base: in.BackoffSeconds, Max: in.BackoffMaxSeconds}
 		}

@@ -47,8 +47,10 @@ type CreateInput struct {
 	// ConcurrencyKey and ConcurrencyLimit (default 1 with a key).
 	ConcurrencyKey   string
 	ConcurrencyLimit int
-	// DependsOn names jobs that must be done first.
-	DependsOn []string
+	// DependsOn names jobs that must be done first; with RunOnDepFailure,
+	// jobs that must have ended first, however.
+	DependsOn       []string
+	RunOnDepFailure bool
 	// Requires lists the capabilities a claim must have to take the job.
 	Requires []string
 	Actor    fsm.Actor
@@ -160,7 +162,18 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		return nil, false, 0, labelsInvalid("requires", err)
 	}
 	var res *fsm.Result
-	if reqKey != "" {
+	if in.RunOnDepFailure {
+		if len(in.DependsOn) == 0 {
+			return nil, false, 0, invalid("onDependencyFailure needs dependsOn")
+		}
+		if !s.allApply(fsm.CmdCreateOpts) {
+			return nil, false, 0, ErrUpgradeInProgress
+		}
+		ex.CreateCommand = cmd
+		opts := &fsm.CreateOptsCommand{CreateRequiresCommand: fsm.CreateRequiresCommand{CreateExCommand: ex, Requires: fsm.Labels(reqKey)},
+			RunOnDepFailure: true}
+		res, index, err = s.Propose(ctx, fsm.CmdCreateOpts, opts)
+	} else if reqKey != "" {
 		if !s.allApply(fsm.CmdCreateRequires) {
 			return nil, false, 0, ErrUpgradeInProgress
 		}

@@ -385,3 +385,65 @@ func TestWorkerReleaseWithCooldown(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A fan-in that runs whatever its parts did, across a leader kill: one
+// part fails before the kill, the other is done after it through the new
+// leader; the fan-in is then handed out (and a strict dependent of the
+// failed part has failed), on every node's word.
+func TestFanInAfterFailedPartAcrossLeaderKill(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	leader, fs := apiRoles(t, c)
+	create := func(body map[string]any) string {
+		t.Helper()
+		var j api.Job
+		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[0].URL+"/jobs", apiHead, body), http.StatusCreated), &j)
+		return j.ID
+	}
+	p1 := create(map[string]any{"stream": "fan-parts", "payload": 1})
+	p2 := create(map[string]any{"stream": "fan-parts", "payload": 2})
+	report := create(map[string]any{"stream": "fan-report", "payload": 3, "dependsOn": []string{p1, p2}, "onDependencyFailure": "run"})
+	strict := create(map[string]any{"stream": "fan-report", "payload": 4, "dependsOn": []string{p1}})
+	claim := func(url, stream string) api.WorkerClaim {
+		t.Helper()
+		var wc api.WorkerClaim
+		apiDecode(t, apiWant(t, apiDo(t, "POST", url+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "w", Streams: []string{stream}}), http.StatusOK), &wc)
+		return wc
+	}
+	wc := claim(fs[1].URL, "fan-parts")
+	if wc.JobID != p1 {
+		t.Fatalf("claimed %+v, want %s", wc, p1)
+	}
+	apiWant(t, apiDo(t, "POST", fs[1].URL+"/internal/worker/fail", apiLeft, api.WorkerFailRequest{WorkerID: "w", JobID: wc.JobID,
+		AttemptID: wc.AttemptID, LeaseToken: wc.LeaseToken, Error: &api.JobError{Message: "broken", Retryable: false}}), http.StatusOK)
+
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := c.WaitLeader(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc := claim(nl.URL, "fan-report"); wc.Claimed {
+		t.Fatalf("handed out %s before the last part ended", wc.JobID)
+	}
+	wc = claim(nl.URL, "fan-parts")
+	apiWant(t, apiDo(t, "POST", nl.URL+"/internal/worker/complete", apiLeft, api.WorkerCompleteRequest{WorkerID: "w", JobID: wc.JobID,
+		AttemptID: wc.AttemptID, LeaseToken: wc.LeaseToken, Result: []byte(`1`)}), http.StatusOK)
+	if wc.JobID != p2 {
+		t.Fatalf("claimed %s, want %s", wc.JobID, p2)
+	}
+	for _, n := range c.Nodes {
+		if n == leader {
+			continue
+		}
+		var j api.Job
+		apiDecode(t, apiWant(t, apiDo(t, "GET", n.URL+"/jobs/"+strict+"?consistent", apiHead, nil), http.StatusOK), &j)
+		if j.Status != api.JobStatusFailed || j.Error == nil || j.Error.Code != "dependency_failed" {
+			t.Fatalf("the strict dependent on %s: %s %+v", n.ID, j.Status, j.Error)
+		}
+	}
+	if wc := claim(fs[0].URL, "fan-report"); wc.JobID != report {
+		t.Fatalf("after every part ended: %+v, want the fan-in %s", wc, report)
+	}
+}

@@ -43,9 +43,10 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 	backoffBase := fs.Duration("backoff", 0, "retry backoff: a fail with requeue waits this, doubling each attempt (e.g. 5s; 0: retry at once; default: the cluster's SPINE_RETRY_BACKOFF)")
 	backoffMax := fs.Duration("backoff-max", 0, "the most a retry backoff waits")
 	fs.StringVar(&p.ConcurrencyKey, "concurrency-key", "", "at most --concurrency-limit jobs of this key run at once, cluster-wide")
-	fs.IntVar(&p.ConcurrencyLimit, "concurrency-limit", 0, "with --concurrency-key: how many of its jobs may run at once (default 1)")
+	fs.IntVar(&p.ConcurrencyLimit, "concurrency-limit", 0, "with --concurrency-key: how many of its jobs may run at once (default: the stream's default limit, or 1)")
 	fs.StringSliceVar(&p.Requires, "requires", nil, "capabilities a worker must have to be handed the job (comma-separated labels, e.g. gpu,lang:python)")
 	fs.StringSliceVar(&p.DependsOn, "depends-on", nil, "job ids (comma-separated, or the flag repeated) that must be done before this job can be claimed")
+	fs.StringVar(&p.OnDependencyFailure, "on-dependency-failure", "", `with --depends-on: "fail" (default: a dependency that does not end done fails this job) or "run" (run once every dependency has ended, however)`)
 	fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating a create with the same key answers the first job (default: a fresh UUID)")
 	c.nargs(0, 1)
 	return func(pos []string) int {
@@ -310,7 +311,11 @@ func jobTable(w io.Writer, v any) {
 		row("RUN AT", fmtTime(j.RunAt))
 	}
 	if len(j.DependsOn) > 0 {
-		row("DEPENDS ON", fmt.Sprintf("%s (%d not done)", strings.Join(j.DependsOn, ", "), j.WaitingOn))
+		deps := fmt.Sprintf("%s (%d not done)", strings.Join(j.DependsOn, ", "), j.WaitingOn)
+		if j.OnDependencyFailure == "run" {
+			deps = fmt.Sprintf("%s (%d not ended; runs whatever they did)", strings.Join(j.DependsOn, ", "), j.WaitingOn)
+		}
+		row("DEPENDS ON", deps)
 	}
 	if j.ConcurrencyKey != "" {
 		row("CONCURRENCY", fmt.Sprintf("key %s, at most %d at once", j.ConcurrencyKey, max(j.ConcurrencyLimit, 1)))
