@@ -11,8 +11,8 @@ import (
 // queued at that moment. If one of them ends failed, dead or cancelled
 // instead, the waiting job fails at once (code dependency_failed), and so,
 // in turn, do the jobs waiting on it; a job created with RunOnDepFailure
-// instead waits until every job it names has ended, however. A job can only name jobs that exist
-// when it is created, so no cycle can form.
+// instead waits until every job it names has ended, however. A job can
+// only name jobs that exist when it is created, so no cycle can form.
 
 // MaxDependencies caps the jobs one job may wait for.
 const MaxDependencies = 100
