@@ -452,6 +452,11 @@ func TestHeadTools(t *testing.T) {
 	if rq.Job.ID == "" || rq.Job.ID == id || rq.Job.Status != "queued" || rq.From != id {
 		t.Fatalf("requeue = %+v", rq)
 	}
+	first := rq.Job.ID
+	call(t, head, "requeue", map[string]any{"job_id": id}, &rq) // a repeat, say after a lost answer
+	if rq.Job.ID != first {
+		t.Fatalf("a repeated requeue made another copy %s (first %s)", rq.Job.ID, first)
+	}
 	var j jobOut
 	call(t, head, "redrive", map[string]any{"job_id": id}, &j)
 	if j.ID != id || j.Status != "queued" {

@@ -325,8 +325,9 @@ func (s *server) addHeadTools(srv *mcp.Server) {
 		Name:  "requeue",
 		Title: "Requeue a failed job as a copy",
 		Description: "Run a failed job again as a new job: a copy with a new id and the same payload, queued in the same stream " +
-			"or the one given; the failed job stays as it is, for the record. redrive reruns the job itself instead.",
-		Annotations: writes("Requeue a failed job as a copy", false, false),
+			"or the one given; the failed job stays as it is, for the record. Repeating it answers the same copy. " +
+			"redrive reruns the job itself instead.",
+		Annotations: writes("Requeue a failed job as a copy", true, false),
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in requeueIn) (*mcp.CallToolResult, requeueOut, error) {
 		if in.JobID == "" {
 			return nil, requeueOut{}, errors.New("requeue: job_id is required")
@@ -400,9 +401,12 @@ func (s *server) requeue(ctx context.Context, id, stream string) (*client.Job, e
 	if stream == "" {
 		stream = src.Stream
 	}
+	// The copy's idempotency key names the failed job as it is now, so a
+	// repeat (an answer lost on its way) answers the same copy.
+	key := fmt.Sprintf("requeue:%s:%d:%s", id, src.ModifyIndex, stream)
 	p := &client.JobCreateParams{Payload: src.Payload, Stream: stream, Priority: src.Priority, MaxAttempts: src.MaxAttempts,
 		LeaseSeconds: src.LeaseSeconds, Target: string(src.Target), TaskClass: src.TaskClass, Requires: src.Requires,
-		ConcurrencyKey: src.ConcurrencyKey, Backoff: src.Backoff}
+		ConcurrencyKey: src.ConcurrencyKey, Backoff: src.Backoff, IdempotencyKey: key}
 	if src.ConcurrencyKey != "" {
 		p.ConcurrencyLimit = src.ConcurrencyLimit
 	}
