@@ -117,3 +117,41 @@ func TestGoWorkerSlotsAcrossLeaderKill(t *testing.T) {
 		t.Fatalf("a job stopped by the worker's shutdown: %s with %d attempts (want queued, 0)", last.Status, last.Attempts)
 	}
 }
+
+// A worker that lost its claim's answer across a leader kill: it reads
+// its lease back from another node (GET /internal/worker/held), then
+// heartbeats and completes the job through the v0 routes with the worker
+// contract's own bodies, as they are.
+func TestHeldLeaseAndWorkerBodiesAcrossLeaderKill(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	leader, fs := apiRoles(t, c)
+	var j api.Job
+	apiDecode(t, apiWant(t, apiDo(t, "POST", fs[0].URL+"/jobs", apiHead, map[string]any{"stream": "lost-answer", "payload": 1}), http.StatusCreated), &j)
+	var wc api.WorkerClaim
+	apiDecode(t, apiWant(t, apiDo(t, "POST", fs[0].URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "forgetful", Streams: []string{"lost-answer"}}), http.StatusOK), &wc)
+	if wc.JobID != j.ID {
+		t.Fatalf("claimed %+v, want %s", wc, j.ID)
+	}
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	var held api.WorkerHeld
+	apiDecode(t, apiWant(t, apiDo(t, "GET", fs[1].URL+"/internal/worker/held?worker_id=forgetful", apiLeft, nil), http.StatusOK), &held)
+	if len(held.Jobs) != 1 || held.Jobs[0].JobID != j.ID || held.Jobs[0].LeaseToken != wc.LeaseToken || held.Jobs[0].AttemptID != wc.AttemptID {
+		t.Fatalf("held after the leader's kill: %+v, claimed %+v", held, wc)
+	}
+	h := held.Jobs[0]
+	apiWant(t, apiDo(t, "POST", fs[1].URL+"/jobs/"+j.ID+"/heartbeat", apiLeft, api.WorkerHeartbeatRequest{WorkerID: "forgetful", JobID: h.JobID,
+		LeaseToken: h.LeaseToken, AttemptID: h.AttemptID, Stream: h.Stream, MessageID: h.MessageID, Progress: []byte(`{"pct":50}`)}), http.StatusOK)
+	var done api.Job
+	apiDecode(t, apiWant(t, apiDo(t, "POST", fs[0].URL+"/jobs/"+j.ID+"/complete", apiLeft, api.WorkerCompleteRequest{WorkerID: "forgetful", JobID: h.JobID,
+		AttemptID: h.AttemptID, LeaseToken: h.LeaseToken, Stream: h.Stream, MessageID: h.MessageID, Result: []byte(`{"summary":"ok"}`)}), http.StatusOK), &done)
+	if done.Status != api.JobStatusDone {
+		t.Fatalf("complete with the worker body on the v0 route: %+v", done)
+	}
+	apiDecode(t, apiWant(t, apiDo(t, "GET", fs[1].URL+"/internal/worker/held?worker_id=forgetful", apiLeft, nil), http.StatusOK), &held)
+	if len(held.Jobs) != 0 {
+		t.Fatalf("held after the complete: %+v", held)
+	}
+}
