@@ -200,7 +200,7 @@ func (s *server) addClawTools(srv *mcp.Server) {
 			"as the cluster holds it. After reconnecting (a new session, say because the node you used died), pass the worker_id " +
 			"your earlier claims answered: this session takes over that worker and its leases, so heartbeat, complete, fail and " +
 			"release work on those jobs with just the job_id again.",
-		Annotations: writes("Jobs you hold", true, false),
+		Annotations: readOnly("Jobs you hold"), // it changes the session, never the cluster
 	}, s.held)
 }
 
