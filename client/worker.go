@@ -15,8 +15,9 @@ import (
 // lost (the attempt is fenced off, or heartbeats failed for a whole lease),
 // when head cancels the job (the cause is ErrJobCancelled) or the worker
 // shuts down. Returning a *JobError chooses the failure's code
-// and retryability; any other error fails the attempt as retryable with
-// code "handler_error".
+// and retryability; a *Release gives the job back instead (not for this
+// worker, or with a cooldown); any other error fails the attempt as
+// retryable with code "handler_error".
 type Handler func(ctx context.Context, claim *WorkerClaim) (result json.RawMessage, err error)
 
 // Failure codes the Worker reports on its own.
@@ -33,6 +34,23 @@ const (
 // returns an error fails the job with code "cancelled", which ends it
 // cancelled; one that still returns a result completes it.
 var ErrJobCancelled = errors.New("job cancelled")
+
+// Release is an error a Handler returns to give its job back without
+// using an attempt: NotForMe when this worker cannot do the job (it is
+// never handed it again, other workers get it at once), Cooldown to keep
+// everyone from being handed it for that long (at most a day).
+type Release struct {
+	Reason   string
+	Cooldown time.Duration
+	NotForMe bool
+}
+
+func (r *Release) Error() string {
+	if r.NotForMe {
+		return "release (not for this worker): " + r.Reason
+	}
+	return "release: " + r.Reason
+}
 
 // ErrLeaseLost is the cause of a handler context cancelled because the
 // lease is gone.
@@ -67,6 +85,10 @@ type WorkerConfig struct {
 //  2. run the handler under a context cancelled if the lease is lost;
 //  3. heartbeat every heartbeat_interval_seconds while the handler runs;
 //  4. complete with the result, or fail with the handler's error.
+//
+// A handler that cannot do its job returns a *[Release] (NotForMe: true):
+// the job goes back to the queue for another worker, and its attempt does
+// not count.
 //
 // Shutdown: when Run's context is cancelled the handlers' contexts are
 // cancelled too. A handler that still returns a result completes its job;
@@ -278,21 +300,19 @@ func (w *Worker) run(ctx context.Context, claim *WorkerClaim) {
 		}
 		return
 	}
-	var je *JobError
+	var (
+		je  *JobError
+		rel *Release
+	)
 	switch {
 	case errors.Is(context.Cause(hctx), ErrJobCancelled):
 		je = &JobError{Code: CodeCancelled, Message: "cancelled: " + herr.Error()}
+	case errors.As(herr, &rel):
+		w.release(rctx, claim, rel, log)
+		return
 	case errors.As(herr, &je):
 	case ctx.Err() != nil:
-		_, err := w.c.WorkerRelease(rctx, &WorkerReleaseParams{
-			WorkerID: w.cfg.WorkerID, JobID: claim.JobID, AttemptID: claim.AttemptID,
-			LeaseToken: claim.LeaseToken, Stream: claim.Stream, MessageID: claim.MessageID, Reason: "worker shut down: " + herr.Error(),
-		})
-		if err != nil {
-			log.Error("spine worker: release on shutdown failed", "err", err)
-			return
-		}
-		log.Info("spine worker: job released on shutdown")
+		w.release(rctx, claim, &Release{Reason: "worker shut down: " + herr.Error()}, log)
 		return
 	default:
 		je = &JobError{Code: CodeHandlerError, Message: herr.Error(), Retryable: true}
@@ -306,6 +326,19 @@ func (w *Worker) run(ctx context.Context, claim *WorkerClaim) {
 		return
 	}
 	log.Info("spine worker: job failed", "code", je.Code, "requeued", ack.Requeued, "dlq", ack.DLQ)
+}
+
+// release gives claim's job back as rel says, without using an attempt.
+func (w *Worker) release(ctx context.Context, claim *WorkerClaim, rel *Release, log *slog.Logger) {
+	ack, err := w.c.WorkerRelease(ctx, &WorkerReleaseParams{
+		WorkerID: w.cfg.WorkerID, JobID: claim.JobID, AttemptID: claim.AttemptID, LeaseToken: claim.LeaseToken,
+		Stream: claim.Stream, MessageID: claim.MessageID, Reason: rel.Reason, CooldownMS: rel.Cooldown.Milliseconds(), NotForMe: rel.NotForMe,
+	})
+	if err != nil {
+		log.Error("spine worker: release failed", "err", err)
+		return
+	}
+	log.Info("spine worker: job released", "reason", rel.Reason, "not_for_me", rel.NotForMe, "status", ack.Status)
 }
 
 func (w *Worker) callHandler(ctx context.Context, claim *WorkerClaim) (res json.RawMessage, err error) {

@@ -127,6 +127,31 @@ func TestWorkerHandlerJobError(t *testing.T) {
 	}
 }
 
+// A handler that cannot do its job returns a *Release: the worker
+// releases the job (not for this worker, with the reason and cooldown)
+// rather than failing it.
+func TestWorkerHandlerRelease(t *testing.T) {
+	f := newFakeWorkerServer(t, 10)
+	c := newTestClient(t, []string{f.srv.URL})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := NewWorker(c, WorkerConfig{WorkerID: "w-1", MaxWait: 50 * time.Millisecond,
+		Handler: func(ctx context.Context, claim *WorkerClaim) (json.RawMessage, error) {
+			return nil, fmt.Errorf("no GPU here: %w", &Release{Reason: "needs a GPU", NotForMe: true, Cooldown: 2 * time.Second})
+		}})
+	go w.Run(ctx)
+	select {
+	case body := <-f.release:
+		if body["job_id"] != "j1" || body["lease_token"] != "tok" || body["not_for_me"] != true || body["reason"] != "needs a GPU" || body["cooldown_ms"] != float64(2000) {
+			t.Fatalf("release body = %v", body)
+		}
+	case body := <-f.fail:
+		t.Fatalf("the job was failed, not released: %v", body)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no release within 10s")
+	}
+}
+
 func TestWorkerRequiresHandler(t *testing.T) {
 	c := newTestClient(t, []string{"http://127.0.0.1:1"})
 	if err := NewWorker(c, WorkerConfig{WorkerID: "w"}).Run(context.Background()); err == nil {

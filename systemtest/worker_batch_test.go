@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,5 +154,84 @@ func TestHeldLeaseAndWorkerBodiesAcrossLeaderKill(t *testing.T) {
 	apiDecode(t, apiWant(t, apiDo(t, "GET", fs[1].URL+"/internal/worker/held?worker_id=forgetful", apiLeft, nil), http.StatusOK), &held)
 	if len(held.Jobs) != 0 {
 		t.Fatalf("held after the complete: %+v", held)
+	}
+}
+
+// A Go worker that cannot do a job returns a *client.Release (not for
+// it): the job goes to the worker that can, across a leader kill, done in
+// its first counted attempt, and the first worker is never handed it
+// again.
+func TestGoWorkerReleasesJobNotForIt(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	leader, fs := apiRoles(t, c)
+	var gpuJob api.Job
+	apiDecode(t, apiWant(t, apiDo(t, "POST", fs[0].URL+"/jobs", apiHead, map[string]any{"stream": "mixed", "payload": map[string]string{"needs": "gpu"}}), http.StatusCreated), &gpuJob)
+	cl, err := client.New(c.URLs(), client.WithToken(apiLeft), client.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type seen struct{ worker, job string }
+	seenc := make(chan seen, 100)
+	start := func(ctx context.Context, id string, gpu bool) {
+		w := client.NewWorker(cl, client.WorkerConfig{WorkerID: id, Streams: []string{"mixed"}, MaxWait: time.Second,
+			Handler: func(ctx context.Context, claim *client.WorkerClaim) (json.RawMessage, error) {
+				seenc <- seen{id, claim.JobID}
+				if !gpu && strings.Contains(string(claim.Payload), "gpu") {
+					return nil, &client.Release{Reason: "needs a GPU", NotForMe: true}
+				}
+				return json.RawMessage(`{"summary":"done on ` + id + `"}`), nil
+			}})
+		go func() { _ = w.Run(ctx) }()
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	start(ctx, "cpu-1", false)
+	select {
+	case s := <-seenc:
+		if s.worker != "cpu-1" || s.job != gpuJob.ID {
+			t.Fatalf("first handled %+v", s)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the CPU worker never got the job")
+	}
+	apiEventually(t, 30*time.Second, "the release", func() error {
+		var j api.Job
+		apiDecode(t, apiWant(t, apiDo(t, "GET", fs[0].URL+"/jobs/"+gpuJob.ID+"?consistent", apiHead, nil), http.StatusOK), &j)
+		if j.Status != api.JobStatusQueued || len(j.NotFor) != 1 || j.NotFor[0] != "cpu-1" {
+			return fmt.Errorf("%s, not for %v", j.Status, j.NotFor)
+		}
+		return nil
+	})
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	start(ctx, "gpu-1", true)
+	var j api.Job
+	apiEventually(t, 60*time.Second, "the GPU worker to do the job", func() error {
+		apiDecode(t, apiWant(t, apiDo(t, "GET", fs[1].URL+"/jobs/"+gpuJob.ID+"?consistent", apiHead, nil), http.StatusOK), &j)
+		if j.Status != api.JobStatusDone {
+			return fmt.Errorf("%s", j.Status)
+		}
+		return nil
+	})
+	var result map[string]string
+	if err := json.Unmarshal(j.Result, &result); err != nil || result["summary"] != "done on gpu-1" || j.Attempts != 1 {
+		t.Fatalf("the job: %s, %d attempts (want 1: the release used none)", j.Result, j.Attempts)
+	}
+	stop()
+	n := 0
+	for drained := false; !drained; {
+		select {
+		case s := <-seenc:
+			if s.worker == "cpu-1" && s.job == gpuJob.ID {
+				n++
+			}
+		default:
+			drained = true
+		}
+	}
+	if n != 0 {
+		t.Fatalf("the CPU worker was handed the job %d more times", n)
 	}
 }
