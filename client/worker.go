@@ -76,6 +76,14 @@ type WorkerConfig struct {
 	Concurrency int
 	// Logger receives the worker's events (default: the client's logger).
 	Logger *slog.Logger
+	// ResumeHeld makes Run start with the jobs the cluster says this
+	// WorkerID still holds (GET /internal/worker/held): after a crash and
+	// restart the worker runs them again at once (their checkpoints, if
+	// any, in the claim) instead of leaving them until their leases run
+	// out. Those beyond Concurrency are released. Use it only when no two
+	// running workers share a WorkerID: a second process with the same id
+	// would take the first one's jobs.
+	ResumeHeld bool
 }
 
 // Worker runs the worker contract v1 loop on a [Client]:
@@ -129,8 +137,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var resumed []WorkerClaim
+	if w.cfg.ResumeHeld {
+		var err error
+		if resumed, err = w.resumable(ctx); err != nil {
+			return err
+		}
+	}
 	var jobs sync.WaitGroup
-	err := w.loop(ctx, &jobs)
+	err := w.loop(ctx, &jobs, resumed)
 	if err != nil {
 		cancel(err)
 	}
@@ -138,12 +153,54 @@ func (w *Worker) Run(ctx context.Context) error {
 	return err
 }
 
-// loop claims jobs for the free slots and starts each in its own
-// goroutine (counted in jobs), until ctx is cancelled (nil) or the server
-// refuses the worker's credentials (the error).
-func (w *Worker) loop(ctx context.Context, jobs *sync.WaitGroup) error {
+// resumable returns the jobs this worker id still holds that it can run
+// (at most Concurrency), each confirmed by a heartbeat that also restarts
+// its lease; it releases the others. An error is returned only when the
+// server refuses the worker's credentials.
+func (w *Worker) resumable(ctx context.Context) ([]WorkerClaim, error) {
+	held, err := w.c.WorkerHeld(ctx, w.cfg.WorkerID)
+	if err != nil {
+		if errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden) {
+			return nil, fmt.Errorf("client: Worker: held jobs: %w", err)
+		}
+		w.log.Warn("spine worker: could not read the jobs it holds; starting afresh", "err", err)
+		return nil, nil
+	}
+	var out []WorkerClaim
+	for i := range held {
+		c := &held[i]
+		log := w.log.With("job_id", c.JobID, "attempt_id", c.AttemptID)
+		if len(out) == w.cfg.Concurrency {
+			w.release(ctx, c, &Release{Reason: "worker restarted with no free slot for it"}, log)
+			continue
+		}
+		if _, err := w.c.WorkerHeartbeat(ctx, &WorkerHeartbeatParams{WorkerID: w.cfg.WorkerID, JobID: c.JobID, LeaseToken: c.LeaseToken}); err != nil {
+			log.Warn("spine worker: a held job could not be resumed", "err", err)
+			continue
+		}
+		log.Info("spine worker: resuming a job it held before a restart")
+		out = append(out, *c)
+	}
+	return out, nil
+}
+
+// loop starts the resumed jobs, then claims jobs for the free slots, each
+// run in its own goroutine (counted in jobs), until ctx is cancelled (nil)
+// or the server refuses the worker's credentials (the error).
+func (w *Worker) loop(ctx context.Context, jobs *sync.WaitGroup, resumed []WorkerClaim) error {
 	// slots holds a token for each job running or being claimed for.
 	slots := make(chan struct{}, w.cfg.Concurrency)
+	// start runs a job that holds a slot, and frees the slot when done.
+	start := func(c *WorkerClaim) {
+		jobs.Go(func() {
+			defer func() { <-slots }()
+			w.run(ctx, c)
+		})
+	}
+	for i := range resumed {
+		slots <- struct{}{}
+		start(&resumed[i])
+	}
 	failures := 0
 	for {
 		select { // wait for a free slot
@@ -165,10 +222,7 @@ func (w *Worker) loop(ctx context.Context, jobs *sync.WaitGroup) error {
 			taken = []WorkerClaim{*claim}
 		}
 		for i := range taken {
-			jobs.Go(func() {
-				defer func() { <-slots }()
-				w.run(ctx, &taken[i])
-			})
+			start(&taken[i])
 		}
 		for range free - len(taken) {
 			<-slots

@@ -235,3 +235,71 @@ func TestGoWorkerReleasesJobNotForIt(t *testing.T) {
 		t.Fatalf("the CPU worker was handed the job %d more times", n)
 	}
 }
+
+// A Go worker restarted after a crash resumes the jobs it held, across a
+// leader kill: a process claimed two jobs as "resumer", saved a checkpoint
+// on one and died; the leader is killed; a Worker with the same id and
+// ResumeHeld runs the first again at once, with its checkpoint, in the
+// same attempt (long before its 5-minute lease runs out), releases the
+// one it has no slot for, and then does that one too.
+func TestGoWorkerResumesHeldJobsAfterRestart(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	leader, fs := apiRoles(t, c)
+	var ids []string
+	for i := range 2 {
+		var j api.Job
+		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[0].URL+"/jobs", apiHead, map[string]any{"stream": "resume", "payload": i}), http.StatusCreated), &j)
+		ids = append(ids, j.ID)
+	}
+	var wc api.WorkerClaim
+	apiDecode(t, apiWant(t, apiDo(t, "POST", fs[0].URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "resumer", Streams: []string{"resume"}, MaxJobs: 2}), http.StatusOK), &wc)
+	if len(wc.Jobs) != 2 || wc.Jobs[0].JobID != ids[0] {
+		t.Fatalf("the first process's claim: %+v", wc)
+	}
+	first := wc.Jobs[0]
+	apiWant(t, apiDo(t, "POST", fs[0].URL+"/internal/worker/heartbeat", apiLeft, api.WorkerHeartbeatRequest{WorkerID: "resumer", JobID: first.JobID,
+		LeaseToken: first.LeaseToken, Checkpoint: []byte(`{"page":7}`)}), http.StatusOK)
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+
+	cl, err := client.New(c.URLs(), client.WithToken(apiLeft), client.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpoints := make(chan string, 4)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	w := client.NewWorker(cl, client.WorkerConfig{WorkerID: "resumer", Streams: []string{"resume"}, Concurrency: 1, ResumeHeld: true, MaxWait: time.Second,
+		Handler: func(ctx context.Context, claim *client.WorkerClaim) (json.RawMessage, error) {
+			checkpoints <- claim.JobID + " " + string(claim.Checkpoint)
+			return json.RawMessage(`{"summary":"ok"}`), nil
+		}})
+	go func() { _ = w.Run(ctx) }()
+	select {
+	case got := <-checkpoints:
+		if got != ids[0]+` {"page":7}` {
+			t.Fatalf("the first job run after the restart: %q", got)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the held job was not resumed")
+	}
+	nl, err := c.WaitLeader(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		apiEventually(t, 60*time.Second, "job "+id+" done", func() error {
+			var j api.Job
+			apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs/"+id+"?consistent", apiHead, nil), http.StatusOK), &j)
+			if j.Status != api.JobStatusDone {
+				return fmt.Errorf("%s", j.Status)
+			}
+			if j.Attempts != 1 {
+				t.Fatalf("job %s done after %d attempts, want 1 (resumed, or released without using one)", id, j.Attempts)
+			}
+			return nil
+		})
+	}
+}
