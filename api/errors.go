@@ -22,6 +22,9 @@ const (
 	CodeNotOwner = "not_owner"
 	// CodeTargetMismatch: 403, a claw claiming a job targeted at someone else.
 	CodeTargetMismatch = "target_mismatch"
+	// CodeWorkerIDTaken: 403, a claw naming a worker id that belongs to
+	// another role.
+	CodeWorkerIDTaken = "worker_id_taken"
 	// CodeNotFound: 404, unknown job, blob, node or route.
 	CodeNotFound = "not_found"
 	// CodeMethodNotAllowed: 405, a known route called with the wrong method.

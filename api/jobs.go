@@ -67,9 +67,11 @@ func Time(unixNanos int64) time.Time {
 type Job struct {
 	ID     string `json:"id"`
 	Stream string `json:"stream"`
-	// Target is the role or worker id the job is meant for; "" (JSON null)
-	// when any claimant may take it.
-	Target NullableString `json:"target"`
+	// Target is the role, worker id or gateway the job is meant for; ""
+	// (JSON null) when any claimant may take it. TargetKind says which:
+	// "role", "worker" or "gateway" (a routed job).
+	Target     NullableString `json:"target"`
+	TargetKind string         `json:"targetKind,omitempty"`
 	// Payload is the job's JSON payload, as created.
 	Payload      json.RawMessage `json:"payload"`
 	Status       JobStatus       `json:"status"`

@@ -27,8 +27,10 @@ type ControlTask struct {
 	Status JobStatus `json:"status"`
 	Stream string    `json:"stream"`
 	// Target is the gateway a routed task went to, or the role or worker a
-	// job is meant for.
+	// job is meant for; TargetKind says which ("gateway", "role",
+	// "worker").
 	Target      string          `json:"target,omitempty"`
+	TargetKind  string          `json:"target_kind,omitempty"`
 	Payload     json.RawMessage `json:"payload"`
 	Attempt     int             `json:"attempt"`
 	MaxAttempts int             `json:"max_attempts"`

@@ -155,10 +155,11 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	if err := g.check(); err != nil {
 		return fail(err)
 	}
-	j, err := a.get(id)
+	targets, err := a.claimTargets(targets, g.Actor)
 	if err != nil {
-		panic(err)
+		return fail(fmt.Errorf("claim: %w", err))
 	}
+	j := a.t.job(id)
 	if j == nil {
 		return notFound(id)
 	}
@@ -183,7 +184,7 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 		return &Result{Job: j, Err: refuse(ErrStreamPaused, "claim", j, "its stream "+j.Stream+" is paused")}
 	}
 	if !eligible(j, targets) {
-		return &Result{Job: j, Err: refuse(ErrTargetMismatch, "claim", j, "job is targeted at "+j.Target)}
+		return &Result{Job: j, Err: refuse(ErrTargetMismatch, "claim", j, "it is targeted at "+j.DescribeTarget())}
 	}
 	if j.Requires != "" && !covers(a.caps, j.Requires) {
 		return &Result{Job: j, Err: refuse(ErrMissingCapability, "claim", j, "it requires "+j.Requires+"; the claim has "+cmp.Or(a.capsKey, "no capabilities"))}
@@ -202,6 +203,10 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 func (a *applier) claimNext(streams, targets []string, g grant) *Result {
 	if err := g.check(); err != nil {
 		return fail(err)
+	}
+	targets, err := a.claimTargets(targets, g.Actor)
+	if err != nil {
+		return fail(fmt.Errorf("claim: %w", err))
 	}
 	for skips := 0; skips <= maxDeadSkips; {
 		j := a.nextQueued(streams, targets, g.Actor.WorkerID)
@@ -243,6 +248,7 @@ func (a *applier) start(old *Job, g grant) *Job {
 	j.addEvent(Event{At: g.Now, Type: EventClaimed, Actor: a.in.actor(g.Actor), From: StateQueued, To: StateRunning,
 		AttemptID: g.AttemptID, WorkerID: g.Actor.WorkerID, Text: "attempt " + strconv.Itoa(j.Attempts) + " of " + strconv.Itoa(j.MaxAttempts)})
 	a.put(old, j, g.Now)
+	a.useWorker(g.Actor, g.Now, true)
 	return j
 }
 
@@ -256,36 +262,15 @@ func (a *applier) kill(old *Job, now int64, actor, why string) *Job {
 	return j
 }
 
-// authorize checks that actor may act on running job j under ref: head
-// always may; a worker-contract call must carry the current lease token
-// (and attempt id, when given); a v0 call must come from the owning role.
-func authorize(op string, j *Job, ref LeaseRef, actor Actor) error {
-	if j.State != StateRunning || j.Lease == nil {
-		return refuse(ErrIllegalTransition, op, j, "job is not running")
-	}
-	if ref.Token != "" || ref.AttemptID != "" {
-		if ref.Token != j.Lease.Token || (ref.AttemptID != "" && ref.AttemptID != j.Lease.AttemptID) {
-			return refuse(ErrStaleLease, op, j, "lease token or attempt id is not the current one")
-		}
-		return nil
-	}
-	if actor.isHead() {
-		return nil
-	}
-	if actor.Role != j.Lease.Owner {
-		return refuse(ErrNotOwner, op, j, "only the claimant ("+j.Lease.Owner+") or head may "+op)
-	}
-	return nil
-}
-
 // repeated recognises a complete or fail that repeats one already applied
-// for a finished attempt of j, and returns the first answer.
-func repeated(j *Job, ref LeaseRef, want Outcome) *Result {
+// for a finished attempt of j, by the same claimant (strict: its role and
+// worker), and returns the first answer.
+func repeated(j *Job, ref LeaseRef, want Outcome, actor Actor, strict bool) *Result {
 	if ref.AttemptID == "" || ref.Token == "" {
 		return nil
 	}
 	at := j.FindAttempt(ref.AttemptID)
-	if at == nil || at.Token != ref.Token || at.Outcome != want || !at.ByHolder {
+	if at == nil || at.Token != ref.Token || at.Outcome != want || !at.ByHolder || !ownsAttempt(at, actor, strict) {
 		return nil
 	}
 	return &Result{Job: j, Duplicate: true, Requeued: at.Requeued, DLQ: at.DLQ}
@@ -299,12 +284,13 @@ func (a *applier) lookupRunning(op string, ref LeaseRef, actor Actor, want Outco
 	if old == nil {
 		return nil, notFound(ref.JobID)
 	}
+	strict := a.t.level >= LevelIdentity
 	if want != "" {
-		if r := repeated(old, ref, want); r != nil {
+		if r := repeated(old, ref, want, actor, strict); r != nil {
 			return nil, r
 		}
 	}
-	if err := authorize(op, old, ref, actor); err != nil {
+	if err := authorize(op, old, ref, actor, strict); err != nil {
 		return nil, &Result{Job: old, Err: err}
 	}
 	return old, nil
@@ -332,6 +318,7 @@ func (a *applier) heartbeat(c *HeartbeatCommand) *Result {
 	j.addEvent(Event{At: c.Now, Type: EventHeartbeat, Actor: a.in.actor(c.Actor), AttemptID: j.Lease.AttemptID, WorkerID: c.Actor.WorkerID})
 	a.put(old, j, c.Now)
 	a.seeCaps(j.ClaimCaps, c.Now) // its worker is alive
+	a.useWorker(Actor{Role: j.Lease.Owner, WorkerID: j.Lease.WorkerID}, c.Now, false)
 	return &Result{Job: j}
 }
 
@@ -517,6 +504,9 @@ func (a *applier) expire(old *Job, now int64, deadWorker string) *Job {
 func (a *applier) purge(c *PurgeCommand) *Result {
 	if c.Max <= 0 {
 		return fail(fmt.Errorf("purge: %w: max must be positive", ErrInvalid))
+	}
+	if a.t.level >= LevelIdentity {
+		a.dropLapsedBindings(c.Now-WorkerIDIdle, c.Max)
 	}
 	return &Result{Jobs: a.deleteFinished(a.t.finished, c.Before, c.Max)}
 }

@@ -447,6 +447,12 @@ type Unmatched struct {
 // that no capability set seen at or after liveSince covers: jobs no live
 // worker can take.
 func (r *Reader) Unmatched(liveSince int64) map[string][]Unmatched {
+	return r.UnmatchedFor(HeadRole, liveSince)
+}
+
+// UnmatchedFor is Unmatched of the jobs whose target a caller of role may
+// see.
+func (r *Reader) UnmatchedFor(role string, liveSince int64) map[string][]Unmatched {
 	counts := map[string]map[string]int{} // stream → requirement key → jobs
 	r.point(func(t *tables) {
 		var live [][]string
@@ -456,6 +462,9 @@ func (r *Reader) Unmatched(liveSince int64) map[string][]Unmatched {
 			}
 		}
 		t.reqs.Ascend(func(rc reqCount) bool {
+			if !t.seesTarget(role, rc.target) {
+				return true
+			}
 			for _, caps := range live {
 				if covers(caps, rc.req) {
 					return true

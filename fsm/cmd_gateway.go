@@ -52,6 +52,9 @@ func (c *GatewayRegisterCommand) apply(a *applier) *Result {
 	if c.ID == "" || c.Address == "" || c.Capacity < 1 {
 		return fail(fmt.Errorf("gateway register: %w: id, address and a capacity of at least 1 are required", ErrInvalid))
 	}
+	if a.t.level >= LevelIdentity && !c.Actor.isHead() {
+		return fail(fmt.Errorf("gateway register: %w: only head registers gateways", ErrNotOwner))
+	}
 	g := &Gateway{ID: c.ID, Address: c.Address, Metadata: c.Metadata, Capacity: c.Capacity,
 		Health: HealthHealthy, HealthAt: c.Now, RegisteredAt: c.Now, UpdatedAt: c.Now, CreateIndex: a.index}
 	typ := FeedRegistered
@@ -87,6 +90,9 @@ func (c *GatewayDeregisterCommand) apply(a *applier) *Result {
 	g := a.t.gateway(c.ID)
 	if g == nil {
 		return fail(fmt.Errorf("gateway %s: %w", c.ID, ErrNotFound))
+	}
+	if a.t.level >= LevelIdentity && !c.Actor.isHead() {
+		return fail(fmt.Errorf("gateway %s: %w: only head removes gateways", c.ID, ErrNotOwner))
 	}
 	var gone []*Worker
 	a.t.workers.Ascend(func(it workerItem) bool {

@@ -127,8 +127,10 @@ func (c *HealthSetCommand) apply(a *applier) *Result {
 func (a *applier) rerouteOrphans(now int64) []*Job {
 	var targets []string
 	a.t.routed.Ascend(func(it idItem) bool {
-		if g := a.t.gateway(it.j.Target); (g == nil || g.Health != HealthHealthy) && !slices.Contains(targets, it.j.Target) {
-			targets = append(targets, it.j.Target)
+		if id := gatewayOf(it.j); !slices.Contains(targets, id) {
+			if g := a.t.gateway(id); g == nil || g.Health != HealthHealthy {
+				targets = append(targets, id)
+			}
 		}
 		return true
 	})

@@ -2,7 +2,9 @@ package fsm
 
 // PurgeCommand deletes up to Max done jobs that finished before Before (the
 // retention cut-off the leader computed from its clock). Failed and dead
-// jobs are kept: they wait in the dead-letter view for a human.
+// jobs are kept: they wait in the dead-letter view for a human. From
+// LevelIdentity on it also drops up to Max worker id bindings unused for
+// WorkerIDIdle at Now (identity.go).
 type PurgeCommand struct {
 	Now    int64
 	Before int64

@@ -60,7 +60,7 @@ func (c *RouteCommand) apply(a *applier) *Result {
 	}
 	if c.Spec.Key != "" && old.Route != nil && old.Route.Key == c.Spec.Key {
 		// A repeated dispatch: the first one's answer, nothing changed.
-		return &Result{Job: old, Gateway: a.t.gateway(old.Target), Duplicate: true}
+		return &Result{Job: old, Gateway: a.t.gateway(gatewayOf(old)), Duplicate: true}
 	}
 	if old.State != StateQueued {
 		return fail(refuse(ErrIllegalTransition, "route", old, "only a queued job can be routed"))
@@ -79,7 +79,7 @@ func (c *RouteCommand) apply(a *applier) *Result {
 // routeTo targets old at gateway g; it keeps its place in line.
 func (a *applier) routeTo(old *Job, g *Gateway, spec RouteSpec, now int64, actor, text string) *Job {
 	j := copyJob(old)
-	j.Target = g.ID
+	j.Target = a.t.gatewayTarget(g.ID)
 	j.Route = &spec
 	j.addEvent(Event{At: now, Type: EventRouted, Actor: actor, From: j.State, To: j.State, Text: text})
 	a.put(old, j, now)

@@ -55,6 +55,13 @@ func (c *WorkerRegisterCommand) apply(a *applier) *Result {
 	if c.ID == "" || c.Gateway == "" || c.Capacity < 1 {
 		return fail(fmt.Errorf("worker register: %w: id, gateway and a capacity of at least 1 are required", ErrInvalid))
 	}
+	if a.t.level >= LevelIdentity && !c.Actor.isHead() {
+		// A claw registers a worker id as its own: one another role holds
+		// is refused, and an unbound one becomes its role's.
+		if err := a.t.admitWorker(Actor{Role: c.Actor.Role, WorkerID: c.ID}); err != nil {
+			return fail(fmt.Errorf("worker register: %w", err))
+		}
+	}
 	if a.t.gateway(c.Gateway) == nil {
 		return fail(fmt.Errorf("worker %s: gateway %s: %w", c.ID, c.Gateway, ErrNotFound))
 	}
@@ -68,6 +75,7 @@ func (c *WorkerRegisterCommand) apply(a *applier) *Result {
 		typ = FeedUpdated
 	}
 	a.putWorker(w)
+	a.useWorker(Actor{Role: c.Actor.Role, WorkerID: c.ID}, c.Now, true)
 	a.emit(FeedEvent{At: c.Now, Kind: FeedWorker, ID: w.ID, Type: typ, Actor: a.in.actor(c.Actor), Text: "gateway " + w.Gateway})
 	return &Result{Worker: w}
 }
@@ -88,6 +96,9 @@ func (c *WorkerDeregisterCommand) apply(a *applier) *Result {
 	w := a.t.worker(c.ID)
 	if w == nil {
 		return fail(fmt.Errorf("worker %s: %w", c.ID, ErrNotFound))
+	}
+	if a.t.level >= LevelIdentity && !a.t.mayChangeWorker(c.Actor, c.ID) {
+		return fail(fmt.Errorf("worker %s: %w: only head or the role its id belongs to may remove it", c.ID, ErrNotOwner))
 	}
 	a.deleteWorker(c.ID)
 	a.emit(FeedEvent{At: c.Now, Kind: FeedWorker, ID: c.ID, Type: FeedDeregistered, Actor: a.in.actor(c.Actor)})

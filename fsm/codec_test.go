@@ -41,6 +41,7 @@ func commandSamples() map[CommandType][]interface{} {
 		CmdTaskStep: {&TaskStepCommand{}, &TaskStepCommand{Op: TaskFail, Now: 9, Ref: ref, Actor: a, Result: bigB, Stdout: big, Stderr: "e",
 			Error: JobError{Code: "E", Message: "m", Retryable: true}, Requeue: true, Reason: "later"}},
 		CmdFeedOn:           {&FeedOnCommand{}, &FeedOnCommand{Now: -5}},
+		CmdLevel:            {&LevelCommand{}, &LevelCommand{Now: 7, Level: LatestLevel}},
 		CmdWorkerDeregister: {&WorkerDeregisterCommand{}, &WorkerDeregisterCommand{Now: 3, ID: "w1", Actor: a}},
 		CmdHeartbeat:        {&HeartbeatCommand{}, &HeartbeatCommand{Now: 9, Ref: ref, Actor: a, LeaseNanos: 1}},
 		CmdSessionCreate:    {&SessionCreateCommand{}, &SessionCreateCommand{Now: 9, ID: "ses_1", Name: "api-v2", Description: big, Actor: head}},

@@ -79,6 +79,9 @@ const (
 	CmdStreamDefaults CommandType = 40
 	// A create with a dependency policy (depends.go).
 	CmdCreateOpts CommandType = 41
+	// The leader's raise of the cluster's level, once every server runs a
+	// build that knows it (level.go).
+	CmdLevel CommandType = 42
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

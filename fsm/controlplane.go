@@ -97,7 +97,7 @@ func (t *tables) controlPlane() bool {
 func (t *tables) gatewayJobs(gateway string) []*Job {
 	var out []*Job
 	t.routed.AscendGreaterOrEqual(idItem{key: gateway + "\x00"}, func(it idItem) bool {
-		if it.j.Target != gateway {
+		if gatewayOf(it.j) != gateway {
 			return false
 		}
 		out = append(out, it.j)

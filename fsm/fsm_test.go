@@ -782,7 +782,7 @@ func randomLog(seed uint64, n int) [][]byte {
 	now := int64(1_700_000_000e9)
 	var ids []string
 	var tokens []LeaseRef
-	actors := []Actor{head, left, right, {Role: "left_claw", WorkerID: "w1"}}
+	actors := []Actor{head, left, right, {Role: "left_claw", WorkerID: "w1"}, {Role: "right_claw", WorkerID: "w1"}}
 	var out [][]byte
 	for i := 0; i < n; i++ {
 		now += int64(rng.IntN(20e9))
@@ -810,6 +810,11 @@ func randomLog(seed uint64, n int) [][]byte {
 				// on (usually early, so most of the log is fed).
 				if i < n/3 && rng.IntN(3) == 0 {
 					out = append(out, MustEncode(CmdFeedOn, &FeedOnCommand{Now: now}))
+					continue
+				}
+				if i < n/2 && rng.IntN(4) == 0 {
+					// The identity rules come into force part way.
+					out = append(out, MustEncode(CmdLevel, &LevelCommand{Now: now, Level: LatestLevel}))
 					continue
 				}
 				op := TaskOp(1 + rng.IntN(5)) // 5: unknown, refused

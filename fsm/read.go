@@ -65,7 +65,7 @@ func (r *Reader) RunningByAttempt(id string) *Job {
 type ListFilter struct {
 	State  State
 	Stream string
-	// Target matches jobs with exactly this target.
+	// Target matches jobs targeted at this role, worker id or gateway.
 	Target string
 	// Visible, when set, keeps only jobs this filter accepts (role checks).
 	Visible func(*Job) bool
@@ -108,7 +108,7 @@ func (r *Reader) List(f ListFilter) ([]*Job, uint64, error) {
 		}
 		last = j.CreateIndex
 		if (f.State != "" && j.State != f.State) || (f.Stream != "" && j.Stream != f.Stream) ||
-			(f.Target != "" && j.Target != f.Target) || (f.Visible != nil && !f.Visible(j)) {
+			(f.Target != "" && j.Target != f.Target && gatewayOf(j) != f.Target) || (f.Visible != nil && !f.Visible(j)) {
 			continue
 		}
 		out = append(out, j)
@@ -275,7 +275,7 @@ func (r *Reader) Heartbeat(c *HeartbeatCommand, renewFraction float64) (res *Res
 	if j == nil {
 		return notFound(c.Ref.JobID), true
 	}
-	if err := authorize("heartbeat", j, c.Ref, c.Actor); err != nil {
+	if err := authorize("heartbeat", j, c.Ref, c.Actor, true); err != nil {
 		return &Result{Job: j, Err: err}, true
 	}
 	if renewFraction <= 0 {

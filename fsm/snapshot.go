@@ -38,6 +38,10 @@ const (
 	snapCaps byte = 13
 	// Version 8: the streams' job defaults (cmd_defaults.go).
 	snapDefaults byte = 14
+	// Version 9: the cluster's level and the worker ids' bindings
+	// (level.go, identity.go).
+	snapLevel    byte = 15
+	snapWorkerID byte = 16
 	snapEnd      byte = 255
 )
 
@@ -62,8 +66,10 @@ const (
 // a claim with capabilities or a release not for its worker has been
 // applied. Version 8 adds the streams' job defaults and a job's
 // dependency policy; it is written once defaults have been set or a job
-// created with the policy.
-const snapshotVersion = 8
+// created with the policy. Version 9 adds the cluster's level and the
+// worker ids' bindings; it is written from LevelIdentity on, which the
+// leader raises to only once every server applies it.
+const snapshotVersion = 9
 
 // SnapshotVersion is the newest snapshot version this build writes (and
 // so the newest it reads).
@@ -101,6 +107,9 @@ type snapEndRecord struct {
 	Caps int `codec:",omitempty"`
 	// Version 8.
 	Defaults int `codec:",omitempty"`
+	// Version 9.
+	Level     int `codec:",omitempty"`
+	WorkerIDs int `codec:",omitempty"`
 }
 
 type snapshot struct {
@@ -146,6 +155,9 @@ func (s *snapshot) write(w io.Writer) error {
 	}
 	if s.t.version8 {
 		version = 8
+	}
+	if s.t.level >= LevelIdentity {
+		version = 9
 	}
 	head := snapHeaderRecord{Version: version, Index: s.index}
 	if s.hashKnown {
@@ -286,6 +298,21 @@ func (s *snapshot) write(w io.Writer) error {
 			end.Defaults++
 		}
 	}
+	if err == nil && version >= 9 {
+		e.b = e.b[:0]
+		e.int(s.t.level)
+		err = put(snapLevel)
+		end.Level++
+	}
+	if err == nil && version >= 9 {
+		s.t.workerIDs.Ascend(func(it bindingItem) bool {
+			e.b = e.b[:0]
+			e.binding(it.b)
+			err = put(snapWorkerID)
+			end.WorkerIDs++
+			return err == nil
+		})
+	}
 	if err != nil {
 		return err
 	}
@@ -317,7 +344,7 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	switch h.Version {
 	case 1:
 		err = readRecordsV1(br, w, &got)
-	case 2, 3, 4, 5, 6, 7, 8:
+	case 2, 3, 4, 5, 6, 7, 8, 9:
 		err = readRecordsV2(br, w, &got, h.Version)
 		if err == nil && h.Version >= 5 {
 			w.t.feed.on = true
@@ -433,6 +460,10 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int)
 				r = record{t, &CapsSeen{Key: d.str(), At: d.varint()}}
 			case snapDefaults:
 				r = record{t, d.defaults()}
+			case snapLevel:
+				r = record{t, &levelRecord{level: d.int()}}
+			case snapWorkerID:
+				r = record{t, d.binding()}
 			case snapBlob:
 				r = record{t, d.blob()}
 			case snapChunk:
@@ -673,8 +704,34 @@ func restoreObject(w *writer, obj interface{}, got *snapEndRecord) error {
 			return fmt.Errorf("restore: stream defaults record %q without a stream or twice", v.Stream)
 		}
 		w.setDefaults(v.Stream, v)
+	case *levelRecord:
+		got.Level++
+		if got.Level > 1 || v.level < 1 || v.level > LatestLevel {
+			return fmt.Errorf("restore: level record %d twice or not one this build applies (1 to %d)", v.level, LatestLevel)
+		}
+		w.t.level = v.level
+	case *WorkerBinding:
+		got.WorkerIDs++
+		if v.ID == "" || v.Role == "" || w.t.binding(v.ID) != nil {
+			return fmt.Errorf("restore: worker id record %q without an id or role, or twice", v.ID)
+		}
+		w.putBinding(v)
 	}
 	return nil
+}
+
+// levelRecord is the cluster's level in a snapshot.
+type levelRecord struct{ level int }
+
+func (e *enc) binding(b *WorkerBinding) {
+	e.str(b.ID)
+	e.str(b.Role)
+	e.varint(b.BoundAt)
+	e.varint(b.SeenAt)
+}
+
+func (d *dec) binding() *WorkerBinding {
+	return &WorkerBinding{ID: d.str(), Role: d.istr(), BoundAt: d.varint(), SeenAt: d.varint()}
 }
 
 func (e *enc) gateway(g *Gateway) {

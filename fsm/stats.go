@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"cmp"
 	"encoding/hex"
+	"slices"
 	"io"
 	"math"
 	"sync/atomic"
@@ -13,25 +15,30 @@ import (
 // applied. Neither is replicated state: the index is rebuilt from the jobs
 // by a restore, and the counters are this process's own.
 
-// statItem counts the jobs of one stream in one state lane. Items with a
-// zero count are deleted, so the index holds only streams that have jobs.
+// statItem counts the jobs of one stream with one target in one state
+// lane (by target, so a claw's counts leave out the jobs it may not see).
+// Items with a zero count are deleted, so the index holds only streams
+// that have jobs.
 type statItem struct {
-	stream string
-	lane   stateLane
-	n      int
+	stream, target string
+	lane           stateLane
+	n              int
 }
 
 func lessStat(a, b statItem) bool {
 	if a.stream != b.stream {
 		return a.stream < b.stream
 	}
+	if a.target != b.target {
+		return a.target < b.target
+	}
 	return a.lane < b.lane
 }
 
-// count adds d to the jobs of stream in lane.
-func (w *writer) count(stream string, lane stateLane, d int) {
-	it, _ := w.t.stats.Get(statItem{stream: stream, lane: lane})
-	it.stream, it.lane = stream, lane
+// count adds d to the jobs of stream with target in lane.
+func (w *writer) count(stream, target string, lane stateLane, d int) {
+	it, _ := w.t.stats.Get(statItem{stream: stream, target: target, lane: lane})
+	it.stream, it.target, it.lane = stream, target, lane
 	it.n += d
 	if it.n <= 0 {
 		w.t.stats.Delete(it)
@@ -52,16 +59,36 @@ type StreamCount struct {
 
 // StreamCounts returns the number of jobs per stream and state, by stream
 // name then state; states with no job are left out. Its cost grows with
-// the number of streams, not of jobs.
-func (r *Reader) StreamCounts() []StreamCount {
+// the number of streams and targets, not of jobs.
+func (r *Reader) StreamCounts() []StreamCount { return r.StreamCountsFor(HeadRole) }
+
+// StreamCountsFor is StreamCounts of the jobs whose target a caller of role
+// may see (sees: untargeted, its role's, its role's workers', routed).
+func (r *Reader) StreamCountsFor(role string) []StreamCount {
+	t := r.view()
 	var out []StreamCount
-	r.view().stats.Ascend(func(it statItem) bool {
+	t.stats.Ascend(func(it statItem) bool {
+		if role != HeadRole && !t.seesTarget(role, it.target) {
+			return true
+		}
 		s := laneStates[it.lane]
 		if s == "" {
 			s = "unknown"
 		}
+		if n := len(out); n > 0 && out[n-1].Stream == it.stream {
+			// The stream's counts so far: add to its state's, if listed.
+			for i := n - 1; i >= 0 && out[i].Stream == it.stream; i-- {
+				if out[i].State == s {
+					out[i].N += it.n
+					return true
+				}
+			}
+		}
 		out = append(out, StreamCount{Stream: it.stream, State: s, N: it.n})
 		return true
+	})
+	slices.SortStableFunc(out, func(a, b StreamCount) int {
+		return cmp.Or(cmp.Compare(a.Stream, b.Stream), cmp.Compare(laneOf(a.State), laneOf(b.State)))
 	})
 	return out
 }
@@ -70,9 +97,20 @@ func (r *Reader) StreamCounts() []StreamCount {
 // waited longest was last queued (unix nanoseconds), whatever the
 // priorities: the first job of each stream in the queue-age index. Its
 // cost grows with the number of streams, not of jobs.
-func (r *Reader) OldestQueued() map[string]int64 {
+func (r *Reader) OldestQueued() map[string]int64 { return r.OldestQueuedFor(HeadRole) }
+
+// oldestScan bounds how many of a stream's longest-waiting jobs
+// OldestQueuedFor looks at for one its caller may see.
+const oldestScan = 64
+
+// OldestQueuedFor is OldestQueued of the jobs whose target a caller of role
+// may see: for each stream, the longest-waiting such job among its
+// oldestScan longest-waiting jobs (a stream whose first ones are all
+// another's shows none).
+func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 	out := map[string]int64{}
-	q := r.view().queueAge
+	t := r.view()
+	q := t.queueAge
 	from := queueItem{rank: math.MinInt64}
 	for {
 		var head queueItem
@@ -84,7 +122,22 @@ func (r *Reader) OldestQueued() map[string]int64 {
 		if !found {
 			return out
 		}
-		out[head.stream] = head.j.UpdatedAt
+		if role == HeadRole || t.seesTarget(role, head.j.Target) {
+			out[head.stream] = head.j.UpdatedAt
+		} else {
+			n := 0
+			q.AscendGreaterOrEqual(head, func(it queueItem) bool {
+				if it.stream != head.stream || n == oldestScan {
+					return false
+				}
+				n++
+				if t.seesTarget(role, it.j.Target) {
+					out[head.stream] = it.j.UpdatedAt
+					return false
+				}
+				return true
+			})
+		}
 		// The next stream: the first item past every item of this one.
 		from = queueItem{stream: head.stream + "\x00", rank: math.MinInt64}
 	}

@@ -165,7 +165,7 @@ func routedEntry(j *Job) (idItem, bool) {
 	if j.Route == nil || (j.State != StateQueued && j.State != StateRunning) {
 		return idItem{}, false
 	}
-	return idItem{j.Target + "\x00" + j.ID, j}, true
+	return idItem{gatewayOf(j) + "\x00" + j.ID, j}, true
 }
 
 // attemptEntry keys a running job by its lease's attempt id: a keyed claim
@@ -215,6 +215,7 @@ const (
 	tDependents
 	tReqs
 	tHeads
+	tWorkerIDs
 	tLanes   // tLanes+lane for each lane
 	numTrees = tLanes + numLanes
 )
@@ -290,6 +291,13 @@ type tables struct {
 	// 8 snapshots carry.
 	defaults map[string]*StreamDefaults
 	version8 bool
+	// level is the cluster's level (level.go): the rules in force. From
+	// LevelIdentity on the state may hold what only version 9 snapshots
+	// carry: the level and the worker ids' bindings (identity.go), by id
+	// and by when each was last used.
+	level      int
+	workerIDs  *btree.BTreeG[bindingItem]
+	workerSeen *btree.BTreeG[seenItem]
 }
 
 func newTables() *tables {
@@ -318,6 +326,9 @@ func newTables() *tables {
 		stats:     btree.NewG(btreeDegree, lessStat),
 		reqs:      btree.NewG(btreeDegree, lessReqCount),
 		heads:     btree.NewG(btreeDegree, lessHead),
+
+		workerIDs:  newBindingTree(),
+		workerSeen: newSeenTree(),
 	}
 	for i := range t.lanes {
 		t.lanes[i] = btree.NewG(btreeDegree, lessSeq)
@@ -485,12 +496,12 @@ func (w *writer) putJob(old, j *Job) {
 		had, has := o.present && o.lane == lane, n.present && n.lane == lane
 		w.mark(tLanes+int(lane), update(w.t.lanes[lane], lessSeq, o.seq, had, n.seq, has))
 	}
-	if o.present != n.present || (o.present && (o.lane != n.lane || old.Stream != j.Stream)) {
+	if o.present != n.present || (o.present && (o.lane != n.lane || old.Stream != j.Stream || old.Target != j.Target)) {
 		if o.present {
-			w.count(old.Stream, o.lane, -1)
+			w.count(old.Stream, old.Target, o.lane, -1)
 		}
 		if n.present {
-			w.count(j.Stream, n.lane, 1)
+			w.count(j.Stream, j.Target, n.lane, 1)
 		}
 	}
 	w.putKeyed(old, j)
@@ -550,6 +561,12 @@ func (w *writer) publish(prev *tables) *tables {
 	v.capabilities = w.t.capabilities
 	v.defaults = w.t.defaults // immutable: shared as it is
 	v.version8 = w.t.version8
+	v.level = w.t.level
+	if w.dirty[tWorkerIDs] {
+		// The two binding trees change together.
+		v.workerIDs, v.workerSeen = w.t.workerIDs.Clone(), w.t.workerSeen.Clone()
+		w.dirty[tWorkerIDs] = false
+	}
 	for i := range v.lanes {
 		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])
 	}

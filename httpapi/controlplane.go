@@ -16,10 +16,10 @@ import (
 
 func (s *Server) controlPlaneRoutes() {
 	s.route("GET", "/v1/gateways", kindRead, allowAll, s.handleGateways)
-	s.route("POST", "/v1/gateways", kindWrite, allowAll, s.handleGatewayRegister)
+	s.route("POST", "/v1/gateways", kindWrite, allowHead, s.handleGatewayRegister)
 	s.route("GET", "/v1/gateways/{id}", kindRead, allowAll, s.handleGateway)
-	s.route("DELETE", "/v1/gateways/{id}", kindWrite, allowAll, s.handleGatewayDeregister)
-	s.route("POST", "/v1/gateways/{id}/heartbeat", kindLocalFirst, allowAll, s.handleGatewayHeartbeat)
+	s.route("DELETE", "/v1/gateways/{id}", kindWrite, allowHead, s.handleGatewayDeregister)
+	s.route("POST", "/v1/gateways/{id}/heartbeat", kindLocalFirst, allowHead, s.handleGatewayHeartbeat)
 	s.route("GET", "/v1/workers", kindRead, allowAll, s.handleWorkers)
 	s.route("POST", "/v1/workers", kindWrite, allowAll, s.handleWorkerRegister)
 	s.route("GET", "/v1/workers/{id}", kindRead, allowAll, s.handleWorker)
@@ -169,7 +169,7 @@ func (s *Server) handleGatewayHeartbeat(w http.ResponseWriter, r *http.Request, 
 
 func (s *Server) handleRegisteredWorkerHeartbeat(w http.ResponseWriter, r *http.Request, c *call) error {
 	id := r.PathValue("id")
-	a, err := s.queue.WorkerHeartbeat(id)
+	a, err := s.queue.WorkerHeartbeat(fsm.Actor{Role: c.role}, id)
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func (s *Server) viewAgent(a *queue.Agent) *api.Agent {
 }
 
 func (s *Server) handleSystemState(w http.ResponseWriter, r *http.Request, c *call) error {
-	out, err := s.systemState(r.Context())
+	out, err := s.systemState(r.Context(), c.role)
 	if err != nil {
 		return err
 	}
@@ -214,12 +214,12 @@ func (s *Server) handleSystemState(w http.ResponseWriter, r *http.Request, c *ca
 
 // systemState is GET /v1/state's answer: this node's view of the cluster
 // and of the replicated state.
-func (s *Server) systemState(ctx context.Context) (*api.SystemState, error) {
+func (s *Server) systemState(ctx context.Context, role string) (*api.SystemState, error) {
 	cs, err := s.cluster.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st := s.queue.SystemState()
+	st := s.queue.SystemState(role)
 	status := viewStatus(cs)
 	out := api.SystemState{NodeID: status.NodeID, Leader: status.Leader, Term: status.Term, Index: status.AppliedIndex,
 		Nodes: status.Nodes, Gateways: []*api.Gateway{}, Agents: []*api.Agent{}, Queues: []*api.QueueDepth{}, Jobs: map[string]int{}}
@@ -254,7 +254,7 @@ func (s *Server) systemState(ctx context.Context) (*api.SystemState, error) {
 
 func (s *Server) handleAgents(w http.ResponseWriter, r *http.Request, c *call) error {
 	out := api.AgentList{Agents: []*api.Agent{}}
-	for _, a := range s.queue.Agents() {
+	for _, a := range s.queue.Agents(c.role) {
 		out.Agents = append(out.Agents, s.viewAgent(a))
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -5,14 +5,15 @@ import (
 	"testing"
 
 	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/fsm"
 )
 
 // The registry over HTTP: a new id is 201, a re-registration 200 that
 // keeps the registration time; bad input is 400 and changes nothing; a
 // worker of an unknown gateway is 404; deregistering a gateway takes its
-// workers.
+// workers. Gateways are head's to change; a worker id is its role's.
 func TestGatewayAndWorkerRegistration(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, atLevel(fsm.LatestLevel))
 	decodeAs := func(r resp, v any) {
 		t.Helper()
 		if err := json.Unmarshal(r.Body, v); err != nil {
@@ -20,14 +21,19 @@ func TestGatewayAndWorkerRegistration(t *testing.T) {
 		}
 	}
 	gw := api.GatewayRegisterRequest{ID: "gw-1", Address: "http://10.0.0.7:7000", Metadata: map[string]string{"zone": "eu-1"}, Capacity: 4}
-	r := e.do("POST", "/v1/gateways", leftTok, gw)
+	r := e.do("POST", "/v1/gateways", headTok, gw)
 	var g api.Gateway
 	decodeAs(r, &g)
 	if r.Code != 201 || g.Health != api.HealthHealthy || g.Metadata["zone"] != "eu-1" || len(g.Workers) != 0 {
 		t.Fatalf("register: %d %s", r.Code, r.Body)
 	}
+	for _, tok := range []string{leftTok, rightTok} {
+		e.do("POST", "/v1/gateways", tok, api.GatewayRegisterRequest{ID: "gw-c", Address: "http://10.0.0.9:7000", Capacity: 1}).apiErr(t, 403, api.CodeForbidden)
+		e.do("DELETE", "/v1/gateways/gw-1", tok, nil).apiErr(t, 403, api.CodeForbidden)
+		e.do("POST", "/v1/gateways/gw-1/heartbeat", tok, nil).apiErr(t, 403, api.CodeForbidden)
+	}
 	gw.Capacity = 6
-	r = e.do("POST", "/v1/gateways", leftTok, gw)
+	r = e.do("POST", "/v1/gateways", headTok, gw)
 	var g2 api.Gateway
 	decodeAs(r, &g2)
 	if r.Code != 200 || g2.Capacity != 6 || !g2.RegisteredAt.Equal(g.RegisteredAt) {
@@ -38,7 +44,7 @@ func TestGatewayAndWorkerRegistration(t *testing.T) {
 		{ID: "gw-2", Address: "http://10.0.0.8", Capacity: 0},
 		{ID: "bad id", Address: "http://10.0.0.8", Capacity: 1},
 	} {
-		e.do("POST", "/v1/gateways", leftTok, bad).apiErr(t, 400, api.CodeInvalidRequest)
+		e.do("POST", "/v1/gateways", headTok, bad).apiErr(t, 400, api.CodeInvalidRequest)
 	}
 	e.do("POST", "/v1/workers", rightTok, api.WorkerRegisterRequest{ID: "w-1", Gateway: "gw-9", Capacity: 1}).apiErr(t, 404, api.CodeNotFound)
 	e.do("POST", "/v1/workers", rightTok, api.WorkerRegisterRequest{ID: "w-1", Gateway: "gw-1", Capacity: 1, Capabilities: []string{"no spaces"}}).apiErr(t, 400, api.CodeInvalidRequest)
@@ -48,19 +54,26 @@ func TestGatewayAndWorkerRegistration(t *testing.T) {
 	if r.Code != 201 || len(w.Capabilities) != 2 || w.Capabilities[0] != "bash" {
 		t.Fatalf("worker: %d %s", r.Code, r.Body)
 	}
+	// w-1 is the right claw's now: the left claw may not change it.
+	e.do("POST", "/v1/workers", leftTok, api.WorkerRegisterRequest{ID: "w-1", Gateway: "gw-1", Capacity: 9}).apiErr(t, 403, api.CodeWorkerIDTaken)
+	e.do("POST", "/v1/workers/w-1/heartbeat", leftTok, nil).apiErr(t, 403, api.CodeWorkerIDTaken)
+	e.do("DELETE", "/v1/workers/w-1", leftTok, nil).apiErr(t, 403, api.CodeWorkerIDTaken)
+	if r := e.do("POST", "/v1/workers/w-1/heartbeat", rightTok, nil); r.Code != 200 {
+		t.Fatalf("the owner's heartbeat: %d %s", r.Code, r.Body)
+	}
 	var list api.GatewayList
 	decodeAs(e.do("GET", "/v1/gateways", headTok, nil), &list)
 	if len(list.Gateways) != 1 || len(list.Gateways[0].Workers) != 1 || list.Gateways[0].WorkerCapacity != 2 {
 		t.Fatalf("gateways: %+v", list)
 	}
 	var gone api.GatewayDeregistered
-	r = e.do("DELETE", "/v1/gateways/gw-1", leftTok, nil)
+	r = e.do("DELETE", "/v1/gateways/gw-1", headTok, nil)
 	decodeAs(r, &gone)
 	if r.Code != 200 || gone.Gateway.ID != "gw-1" || len(gone.Workers) != 1 || gone.Workers[0].ID != "w-1" {
 		t.Fatalf("deregister: %d %s", r.Code, r.Body)
 	}
 	e.do("GET", "/v1/workers/w-1", headTok, nil).apiErr(t, 404, api.CodeNotFound)
-	e.do("DELETE", "/v1/gateways/gw-1", leftTok, nil).apiErr(t, 404, api.CodeNotFound)
+	e.do("DELETE", "/v1/gateways/gw-1", headTok, nil).apiErr(t, 404, api.CodeNotFound)
 	var workers api.WorkerList
 	decodeAs(e.do("GET", "/v1/workers", headTok, nil), &workers)
 	if len(workers.Workers) != 0 {
@@ -80,7 +93,7 @@ func TestReadModels(t *testing.T) {
 			t.Fatalf("%v: %s", err, r.Body)
 		}
 	}
-	e.do("POST", "/v1/gateways", leftTok, api.GatewayRegisterRequest{ID: "gw-1", Address: "http://10.0.0.7:7000", Capacity: 2})
+	e.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "gw-1", Address: "http://10.0.0.7:7000", Capacity: 2})
 	e.do("POST", "/v1/workers", leftTok, api.WorkerRegisterRequest{ID: "w-1", Gateway: "gw-1", Capacity: 1})
 	first := e.create(map[string]interface{}{"stream": "ml"})
 	second := e.create(map[string]interface{}{"stream": "ml"})
@@ -137,8 +150,8 @@ func TestRouteOverHTTP(t *testing.T) {
 	}
 	job := e.create(map[string]interface{}{"stream": "gpu-work"})
 	e.do("POST", "/v1/tasks/route", headTok, api.RouteRequest{JobID: job["id"].(string)}).apiErr(t, 503, api.CodeNoHealthyGateway)
-	e.do("POST", "/v1/gateways", leftTok, api.GatewayRegisterRequest{ID: "gw-a", Address: "http://10.0.0.1:7000", Capacity: 1})
-	e.do("POST", "/v1/gateways", leftTok, api.GatewayRegisterRequest{ID: "gw-b", Address: "http://10.0.0.2:7000", Capacity: 1})
+	e.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "gw-a", Address: "http://10.0.0.1:7000", Capacity: 1})
+	e.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "gw-b", Address: "http://10.0.0.2:7000", Capacity: 1})
 	e.do("POST", "/v1/workers", leftTok, api.WorkerRegisterRequest{ID: "wa", Gateway: "gw-a", Capacity: 1})
 	e.do("POST", "/v1/workers", leftTok, api.WorkerRegisterRequest{ID: "wb", Gateway: "gw-b", Capacity: 1, Capabilities: []string{"gpu"}})
 	e.do("POST", "/v1/tasks/route", leftTok, api.RouteRequest{JobID: job["id"].(string)}).apiErr(t, 403, api.CodeForbidden)

@@ -33,7 +33,8 @@ func (s *Server) taskRoutes() {
 }
 
 func viewControlTask(j *fsm.Job) *api.ControlTask {
-	v := &api.ControlTask{ID: j.ID, State: string(j.TaskState()), Status: api.JobStatus(j.State), Stream: j.Stream, Target: j.Target,
+	kind, target := j.TargetOf()
+	v := &api.ControlTask{ID: j.ID, State: string(j.TaskState()), Status: api.JobStatus(j.State), Stream: j.Stream, Target: target, TargetKind: kind,
 		Payload: j.Payload, Attempt: j.Attempts, MaxAttempts: j.MaxAttempts, FinishedAt: api.Time(j.FinishedAt),
 		CreatedAt: api.Time(j.CreatedAt), UpdatedAt: api.Time(j.UpdatedAt), Result: j.Result, Error: viewError(j.Error), ModifyIndex: j.ModifyIndex}
 	if l := j.Lease; l != nil {
@@ -62,8 +63,8 @@ func (s *Server) handleControlTaskClaim(w http.ResponseWriter, r *http.Request, 
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if req.AgentID == "" {
-		return badRequest("agent_id is required")
+	if err := queue.CheckWorkerID("agent_id", req.AgentID, true); err != nil {
+		return err
 	}
 	if req.MaxWaitMS < 0 {
 		return badRequest("max_wait_ms must not be negative")

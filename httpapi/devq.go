@@ -116,7 +116,7 @@ func viewRegistry(r *fsm.Registry) api.Registry {
 
 func (s *Server) handleDevStatus(w http.ResponseWriter, r *http.Request, c *call) error {
 	id, _ := s.cluster.Leader()
-	counts := s.queue.StreamCounts()
+	counts := s.queue.StreamCounts(c.role)
 	streams := s.queue.Streams("")
 	out := api.DevStatus{NodeID: s.cluster.ID(), Leader: id, Sessions: []*api.Session{}, Streams: []*api.Stream{},
 		Tasks: map[string]int{api.TaskQueued: 0, api.TaskRunning: 0, api.TaskSucceeded: 0, api.TaskFailed: 0}}
@@ -175,7 +175,7 @@ func (s *Server) handleSessionEnd(w http.ResponseWriter, r *http.Request, c *cal
 }
 
 func (s *Server) handleStreams(w http.ResponseWriter, r *http.Request, c *call) error {
-	counts := s.queue.StreamCounts()
+	counts := s.queue.StreamCounts(c.role)
 	out := []*api.Stream{}
 	for _, st := range s.queue.Streams(r.URL.Query().Get("session")) {
 		out = append(out, viewStream(st, counts))
@@ -189,7 +189,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewStream(st, s.queue.StreamCounts()))
+	writeJSON(w, http.StatusOK, viewStream(st, s.queue.StreamCounts(c.role)))
 	return nil
 }
 
@@ -213,7 +213,7 @@ func (s *Server) handleStreamEnd(w http.ResponseWriter, r *http.Request, c *call
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewStream(st, s.queue.StreamCounts()))
+	writeJSON(w, http.StatusOK, viewStream(st, s.queue.StreamCounts(c.role)))
 	return nil
 }
 
@@ -243,7 +243,7 @@ func (s *Server) handleTasks(w http.ResponseWriter, r *http.Request, c *call) er
 		}
 		f.After = n
 	}
-	jobs, next, err := s.queue.Tasks(f)
+	jobs, next, err := s.queue.Tasks(c.role, f)
 	if err != nil {
 		return err
 	}
@@ -286,7 +286,7 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request, c *call) 
 }
 
 func (s *Server) handleTask(w http.ResponseWriter, r *http.Request, c *call) error {
-	j, st, err := s.queue.Task(r.PathValue("id"))
+	j, st, err := s.queue.Task(c.role, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

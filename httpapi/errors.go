@@ -106,6 +106,8 @@ func classify(err error) *apiError {
 		return errorf(http.StatusForbidden, api.CodeNotOwner, "%v", err)
 	case errors.Is(err, fsm.ErrTargetMismatch):
 		return errorf(http.StatusForbidden, api.CodeTargetMismatch, "%v", err)
+	case errors.Is(err, fsm.ErrWorkerIDTaken):
+		return errorf(http.StatusForbidden, api.CodeWorkerIDTaken, "%v", err)
 	case errors.Is(err, fsm.ErrInvalid):
 		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err)
 	case errors.Is(err, cluster.ErrUnknownServer):

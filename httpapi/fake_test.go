@@ -294,7 +294,16 @@ type env struct {
 type envConfig struct {
 	Config
 	Queue queue.Config
+	// level is the cluster level the env raises its state to first (in
+	// entry 1); 0, the default, leaves it where a cluster starts (as one
+	// that still runs a node of an older build stays), so the indexes the
+	// tests expect start at 1.
+	level int
 }
+
+// atLevel raises the env's state to cluster level l in its first entry,
+// as a real cluster's first leader does.
+func atLevel(l int) option { return func(e *envConfig) { e.level = l } }
 
 type option func(*envConfig)
 
@@ -323,6 +332,11 @@ func newEnv(t *testing.T, opts ...option) *env {
 	}
 	t.Cleanup(srv.Close)
 	e.srv, e.h = srv, srv.Handler()
+	if cfg.level > 0 {
+		if _, err := srv.queue.RaiseLevel(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return e
 }
 

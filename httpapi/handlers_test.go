@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"mime/multipart"
@@ -584,11 +585,17 @@ func TestClusterErrors(t *testing.T) {
 	} {
 		t.Run(c.code+" "+c.err.Error(), func(t *testing.T) {
 			e := newEnv(t)
+			e.create(map[string]interface{}{})
+			var cl api.WorkerClaim
+			if err := json.Unmarshal(e.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w"}`).Body, &cl); err != nil || !cl.Claimed {
+				t.Fatalf("claim: %v %+v", err, cl)
+			}
+			queued := e.create(map[string]interface{}{})["id"].(string)
 			e.fc.setApplyErr(c.err)
 			for _, rt := range []struct{ method, path, token, body string }{
 				{"POST", "/jobs", headTok, `{"payload":1}`},
-				{"POST", "/jobs/x/claim", leftTok, `{}`},
-				{"POST", "/internal/worker/complete", leftTok, `{"worker_id":"w","job_id":"j","attempt_id":"a","lease_token":"t"}`},
+				{"POST", "/jobs/" + queued + "/claim", leftTok, `{}`},
+				{"POST", "/internal/worker/complete", leftTok, fmt.Sprintf(`{"worker_id":"w","job_id":%q,"attempt_id":%q,"lease_token":%q}`, cl.JobID, cl.AttemptID, cl.LeaseToken)},
 				{"POST", "/dlq/x/redrive", headTok, ``},
 			} {
 				r := e.do(rt.method, rt.path, rt.token, rt.body)

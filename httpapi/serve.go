@@ -14,7 +14,6 @@ import (
 
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
-	"github.com/spine-queue/spine/fsm"
 	"github.com/spine-queue/spine/queue"
 )
 
@@ -121,31 +120,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow
 	}
 }
 
-// forCaller keeps a refusal from showing a job its caller may not read: to
-// a claw, a job targeted at another role does not exist, whether it reads
-// it or tries to claim, heartbeat or finish it, so the refusal is the read's
-// 404 and carries no job.
+// forCaller keeps an error from showing a job its caller may not read
+// (queue.Service.ForCaller): such a job is not found.
 func (s *Server) forCaller(r *http.Request, role string, err error) error {
-	if role == "" || role == fsm.HeadRole {
-		return err
-	}
-	var refusal *queue.Refusal
-	id := r.PathValue("id")
-	switch {
-	case errors.As(err, &refusal) && refusal.Job != nil:
-		j := refusal.Job
-		if queue.Visible(role, j) || (j.Lease != nil && j.Lease.Owner == role) {
-			return err
-		}
-		id = j.ID
-	case errors.Is(err, fsm.ErrTargetMismatch) && id != "":
-		if _, lerr := s.queue.Job(role, id); !errors.Is(lerr, fsm.ErrNotFound) {
-			return err
-		}
-	default:
-		return err
-	}
-	return errorf(http.StatusNotFound, api.CodeNotFound, "job %s: not found", id)
+	return s.queue.ForCaller(role, r.PathValue("id"), err)
 }
 
 // routeTemplate is the route's path pattern ("/jobs/{id}"), else the path.

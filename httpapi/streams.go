@@ -49,7 +49,7 @@ func viewStreamInfo(si queue.StreamInfo, now time.Time) api.StreamInfo {
 func (s *Server) handleStreamInfos(w http.ResponseWriter, r *http.Request, c *call) error {
 	now := time.Now()
 	out := api.StreamList{Streams: []api.StreamInfo{}}
-	for _, si := range s.queue.StreamInfos() {
+	for _, si := range s.queue.StreamInfos(c.role) {
 		out.Streams = append(out.Streams, viewStreamInfo(si, now))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -61,7 +61,7 @@ func (s *Server) handleStreamInfo(w http.ResponseWriter, r *http.Request, c *cal
 	if !queue.ValidName(name) {
 		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "stream name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
 	}
-	writeJSON(w, http.StatusOK, viewStreamInfo(s.queue.StreamInfo(name), time.Now()))
+	writeJSON(w, http.StatusOK, viewStreamInfo(s.queue.StreamInfo(c.role, name), time.Now()))
 	return nil
 }
 
@@ -96,7 +96,7 @@ func (s *Server) answerStream(w http.ResponseWriter, name string, idx uint64, er
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewStreamInfo(s.queue.StreamInfo(name), time.Now()))
+	writeJSON(w, http.StatusOK, viewStreamInfo(s.queue.StreamInfo(fsm.HeadRole, name), time.Now()))
 	return nil
 }
 

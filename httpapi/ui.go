@@ -252,11 +252,11 @@ type dashboardData struct {
 }
 
 func (s *Server) uiDashboard(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	st, err := s.systemState(r.Context())
+	st, err := s.systemState(r.Context(), u.Role)
 	if err != nil {
 		return err
 	}
-	d := &dashboardData{State: st, Stream: r.URL.Query().Get("stream"), Counts: s.queue.StreamCounts(), Tasks: s.queue.TaskCounts(),
+	d := &dashboardData{State: st, Stream: r.URL.Query().Get("stream"), Counts: s.queue.StreamCounts(u.Role), Tasks: s.queue.TaskCounts(),
 		Defaults: s.queue.StreamDefaults()}
 	seen := map[string]bool{}
 	for _, q := range st.Queues {
@@ -369,7 +369,7 @@ func (s *Server) uiCluster(w http.ResponseWriter, r *http.Request, u *uiView) er
 	if err != nil {
 		return err
 	}
-	st, err := s.systemState(r.Context())
+	st, err := s.systemState(r.Context(), u.Role)
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ type streamsData struct {
 }
 
 func (s *Server) uiStreams(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	d := &streamsData{Streams: s.queue.Streams(""), Counts: s.queue.StreamCounts()}
+	d := &streamsData{Streams: s.queue.Streams(""), Counts: s.queue.StreamCounts(u.Role)}
 	for _, ses := range s.queue.Sessions() {
 		if ses.Status == fsm.StatusActive {
 			d.Sessions = append(d.Sessions, ses)

@@ -17,8 +17,9 @@ func viewError(e *fsm.JobError) *api.JobError {
 }
 
 func viewJob(j *fsm.Job) *api.Job {
+	kind, target := j.TargetOf()
 	v := &api.Job{
-		ID: j.ID, Stream: j.Stream, Target: api.NullableString(j.Target), Payload: j.Payload, Status: api.JobStatus(j.State),
+		ID: j.ID, Stream: j.Stream, Target: api.NullableString(target), TargetKind: kind, Payload: j.Payload, Status: api.JobStatus(j.State),
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority, RunAt: api.Time(j.NotBefore), LeaseSeconds: int(j.LeaseSeconds), TaskClass: j.TaskClass,
 		Result: j.Result, Error: viewError(j.Error), Stdout: j.Stdout, Stderr: j.Stderr, IdempotencyKey: j.IdempotencyKey,
 		CreatedAt: api.Time(j.CreatedAt), UpdatedAt: api.Time(j.UpdatedAt), StartedAt: api.Time(j.StartedAt),

@@ -27,6 +27,9 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 	if err := decode(c, &req); err != nil {
 		return err
 	}
+	if err := queue.CheckWorkerID("worker_id", req.WorkerID, true); err != nil {
+		return err
+	}
 	if req.MaxWaitMS < 0 {
 		return badRequest("max_wait_ms must not be negative")
 	}
@@ -73,7 +76,7 @@ func (s *Server) elsewhere(asked []string, actor fsm.Actor, caps []string) []api
 		asked = []string{fsm.DefaultStream}
 	}
 	var out []api.StreamQueue
-	for _, si := range s.queue.StreamInfos() {
+	for _, si := range s.queue.StreamInfos(actor.Role) {
 		if n := si.Counts[fsm.StateQueued]; n > 0 && si.Pause == nil && !slices.Contains(asked, si.Name) && s.queue.HasWorkFor(si.Name, actor, caps) {
 			out = append(out, api.StreamQueue{Name: si.Name, Queued: n})
 		}
@@ -103,9 +106,10 @@ func workerLease(workerID, jobID, attemptID, token string, needAttempt bool) (fs
 	return fsm.LeaseRef{JobID: jobID, AttemptID: attemptID, Token: token}, nil
 }
 
-// workerRefusal answers a fenced-off call with ok:false and the error.
-func (s *Server) workerRefusal(w http.ResponseWriter, err error) error {
-	ae := classify(err)
+// workerRefusal answers a fenced-off call with ok:false and the error (a
+// job the caller may not read is not found: queue.Service.ForCaller).
+func (s *Server) workerRefusal(w http.ResponseWriter, c *call, jobID string, err error) error {
+	ae := classify(s.queue.ForCaller(c.role, jobID, err))
 	if ae.Status != http.StatusConflict && ae.Status != http.StatusForbidden && ae.Status != http.StatusNotFound {
 		return err
 	}
@@ -133,7 +137,7 @@ func (s *Server) handleWorkerHeartbeat(w http.ResponseWriter, r *http.Request, c
 	res, index, err := s.queue.Heartbeat(r.Context(), in)
 	s.setIndex(w, index)
 	if err != nil {
-		return s.workerRefusal(w, err)
+		return s.workerRefusal(w, c, req.JobID, err)
 	}
 	writeJSON(w, http.StatusOK, api.WorkerHeartbeatResult{OK: true, LeaseExpiresAt: api.Time(res.Job.Lease.ExpiresAt), Cancel: res.Job.CancelRequested()})
 	return nil
@@ -152,7 +156,7 @@ func (s *Server) handleWorkerComplete(w http.ResponseWriter, r *http.Request, c 
 		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
 	s.setIndex(w, index)
 	if err != nil {
-		return s.workerRefusal(w, err)
+		return s.workerRefusal(w, c, req.JobID, err)
 	}
 	writeJSON(w, http.StatusOK, api.WorkerCompleteAck{OK: true, Ack: true, Duplicate: res.Duplicate})
 	return nil
@@ -176,7 +180,7 @@ func (s *Server) handleWorkerFail(w http.ResponseWriter, r *http.Request, c *cal
 		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Error: je, Requeue: requeue, Stdout: req.Stdout, Stderr: req.Stderr})
 	s.setIndex(w, index)
 	if err != nil {
-		return s.workerRefusal(w, err)
+		return s.workerRefusal(w, c, req.JobID, err)
 	}
 	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Requeued, DLQ: res.DLQ, Duplicate: res.Duplicate, Status: failStatus(res, req.AttemptID)})
 	return nil
@@ -229,7 +233,7 @@ func (s *Server) handleWorkerRelease(w http.ResponseWriter, r *http.Request, c *
 		time.Duration(req.CooldownMS)*time.Millisecond, req.NotForMe)
 	s.setIndex(w, index)
 	if err != nil {
-		return s.workerRefusal(w, err)
+		return s.workerRefusal(w, c, req.JobID, err)
 	}
 	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Job.State == fsm.StateQueued, Status: api.JobStatus(res.Job.State)})
 	return nil

@@ -103,8 +103,9 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 	if in.MaxJobs > 1 && in.ClaimID != "" {
 		return nil, 0, invalid("claim_id names one attempt: it cannot key a claim of max_jobs > 1")
 	}
-	if in.Actor.WorkerID == "" || len(in.Actor.WorkerID) > 128 {
-		return nil, 0, invalid("worker_id is required (at most 128 bytes)")
+	targets, err := s.claimTargets(s.state.Peek(), in.Actor)
+	if err != nil {
+		return nil, 0, err
 	}
 	streams, err := claimStreams(in.Streams)
 	if err != nil {
@@ -138,7 +139,6 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 	// A node shutting down ends the wait early (Drain).
 	defer context.AfterFunc(s.draining, cancel)()
 
-	targets := s.claimTargets(in.Actor)
 	s.claimWaiters.Add(1)
 	defer s.claimWaiters.Add(-1)
 	for {
@@ -254,7 +254,12 @@ func (s *Service) HasWorkFor(stream string, actor fsm.Actor, caps []string) bool
 	if err != nil {
 		return false
 	}
-	return s.state.Read().NextQueued([]string{stream}, s.claimTargets(actor), fsm.Labels(key), actor.WorkerID) != nil
+	r := s.state.Read()
+	targets, err := s.claimTargets(r, actor)
+	if err != nil {
+		return false
+	}
+	return r.NextQueued([]string{stream}, targets, fsm.Labels(key), actor.WorkerID) != nil
 }
 
 // labelsInvalid is the bad-input error of a capability or requirement

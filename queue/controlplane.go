@@ -83,6 +83,12 @@ func (s *Service) RegisterGateway(ctx context.Context, in GatewayInput) (*fsm.Ga
 	if err := checkLabels("metadata", in.Metadata); err != nil {
 		return nil, 0, err
 	}
+	if in.Actor.Role != fsm.HeadRole {
+		return nil, 0, fmt.Errorf("%w: only head registers gateways", fsm.ErrNotOwner)
+	}
+	if r := s.state.Peek(); r.Gateway(in.ID) == nil && len(r.Gateways()) >= maxRegistered {
+		return nil, 0, invalid("at most %d gateways may be registered; remove one first", maxRegistered)
+	}
 	res, idx, err := s.proposeRegistry(ctx, fsm.CmdGatewayRegister, &fsm.GatewayRegisterCommand{Now: s.now(), ID: in.ID,
 		Address: in.Address, Metadata: in.Metadata, Capacity: in.Capacity, Actor: in.Actor})
 	if err != nil {
@@ -93,6 +99,9 @@ func (s *Service) RegisterGateway(ctx context.Context, in GatewayInput) (*fsm.Ga
 
 // DeregisterGateway removes a gateway and its workers (returned).
 func (s *Service) DeregisterGateway(ctx context.Context, id string, actor fsm.Actor) (*fsm.Gateway, []*fsm.Worker, uint64, error) {
+	if actor.Role != fsm.HeadRole {
+		return nil, nil, 0, fmt.Errorf("%w: only head removes gateways", fsm.ErrNotOwner)
+	}
 	res, idx, err := s.proposeRegistry(ctx, fsm.CmdGatewayDeregister, &fsm.GatewayDeregisterCommand{Now: s.now(), ID: id, Actor: actor})
 	if err != nil {
 		return nil, nil, idx, err
@@ -102,8 +111,8 @@ func (s *Service) DeregisterGateway(ctx context.Context, id string, actor fsm.Ac
 
 // RegisterWorker registers in.ID under its gateway, or updates it.
 func (s *Service) RegisterWorker(ctx context.Context, in WorkerInput) (*fsm.Worker, uint64, error) {
-	if !ValidName(in.ID) {
-		return nil, 0, invalid("worker id must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+	if err := CheckWorkerID("id", in.ID, true); err != nil {
+		return nil, 0, err
 	}
 	if in.Gateway == "" {
 		return nil, 0, invalid("gateway is required")
@@ -122,6 +131,12 @@ func (s *Service) RegisterWorker(ctx context.Context, in WorkerInput) (*fsm.Work
 	if err := checkLabels("metadata", in.Metadata); err != nil {
 		return nil, 0, err
 	}
+	if err := s.mayChangeWorker(in.Actor, in.ID, true); err != nil {
+		return nil, 0, err
+	}
+	if r := s.state.Peek(); r.Worker(in.ID) == nil && len(r.Workers("")) >= maxRegistered {
+		return nil, 0, invalid("at most %d workers may be registered; remove one first", maxRegistered)
+	}
 	res, idx, err := s.proposeRegistry(ctx, fsm.CmdWorkerRegister, &fsm.WorkerRegisterCommand{Now: s.now(), ID: in.ID,
 		Gateway: in.Gateway, Capabilities: in.Capabilities, Metadata: in.Metadata, Capacity: in.Capacity, Actor: in.Actor})
 	if err != nil {
@@ -132,6 +147,12 @@ func (s *Service) RegisterWorker(ctx context.Context, in WorkerInput) (*fsm.Work
 
 // DeregisterWorker removes a worker.
 func (s *Service) DeregisterWorker(ctx context.Context, id string, actor fsm.Actor) (*fsm.Worker, uint64, error) {
+	if s.state.Peek().Worker(id) == nil {
+		return nil, 0, fmt.Errorf("worker %s: %w", id, fsm.ErrNotFound)
+	}
+	if err := s.mayChangeWorker(actor, id, false); err != nil {
+		return nil, 0, err
+	}
 	res, idx, err := s.proposeRegistry(ctx, fsm.CmdWorkerDeregister, &fsm.WorkerDeregisterCommand{Now: s.now(), ID: id, Actor: actor})
 	if err != nil {
 		return nil, idx, err
@@ -185,11 +206,15 @@ func (s *Service) GatewayHeartbeat(id string) (*HeartbeatAnswer, error) {
 	return &HeartbeatAnswer{Health: g.Health, LastSeen: now}, nil
 }
 
-// WorkerHeartbeat records that worker id is alive (see GatewayHeartbeat).
-func (s *Service) WorkerHeartbeat(id string) (*HeartbeatAnswer, error) {
+// WorkerHeartbeat records that worker id is alive (see GatewayHeartbeat):
+// sent by head or by the role the worker id is bound to.
+func (s *Service) WorkerHeartbeat(actor fsm.Actor, id string) (*HeartbeatAnswer, error) {
 	w := s.state.Read().Worker(id)
 	if w == nil {
 		return nil, fmt.Errorf("worker %s: %w", id, fsm.ErrNotFound)
+	}
+	if err := s.mayChangeWorker(actor, id, false); err != nil {
+		return nil, err
 	}
 	now := s.now()
 	s.cluster.RecordHeartbeat(workerKey(id), now)
@@ -312,17 +337,6 @@ func (s *Service) healthChanges(cfg HealthConfig, since int64) []fsm.HealthChang
 		}
 	}
 	return out
-}
-
-// claimTargets are the targets a claimant may take jobs for: its role, its
-// worker id, and, for a registered worker, its gateway (the jobs routed
-// there).
-func (s *Service) claimTargets(actor fsm.Actor) []string {
-	targets := []string{actor.Role, actor.WorkerID}
-	if w := s.state.Peek().Worker(actor.WorkerID); w != nil {
-		targets = append(targets, w.Gateway)
-	}
-	return targets
 }
 
 // RouteInput routes a queued job to a gateway.

@@ -232,22 +232,24 @@ func (s *Service) Peek(ctx context.Context, stream string, wait time.Duration) (
 func (s *Service) ClaimTask(ctx context.Context, stream string, actor fsm.Actor, wait time.Duration, claimID string) (*fsm.Job, *fsm.Stream, uint64, error) {
 	r := s.state.Read()
 	if stream == "" {
-		return nil, nil, 0, s.streamRequired(r)
+		return nil, nil, 0, s.streamRequired(r, actor.Role)
 	}
 	st, err := activeStream(r, stream)
 	if err != nil {
 		return nil, st, 0, err
 	}
-	if actor.WorkerID == "" {
-		actor.WorkerID = actor.Role
-	}
 	j, idx, err := s.ClaimNext(ctx, ClaimNextInput{Streams: []string{stream}, Actor: actor, Wait: wait, ClaimID: claimID})
 	return j, st, idx, err
 }
 
-func (s *Service) streamRequired(r *fsm.Reader) error {
+func (s *Service) streamRequired(r *fsm.Reader, role string) error {
 	e := &StreamRequiredError{}
-	counts := r.QueuedByStream()
+	counts := map[string]int{}
+	for _, sc := range r.StreamCountsFor(role) {
+		if sc.State == fsm.StateQueued {
+			counts[sc.Stream] = sc.N
+		}
+	}
 	for _, st := range r.Streams("") {
 		if n := counts[st.Name]; n > 0 && !st.Ended() {
 			e.Queued = append(e.Queued, StreamCount{Name: st.Name, Queued: n})
@@ -266,7 +268,7 @@ type TaskFilter struct {
 }
 
 // Tasks pages through tasks; Stale keeps running tasks past their timeout.
-func (s *Service) Tasks(f TaskFilter) ([]*fsm.Job, uint64, error) {
+func (s *Service) Tasks(role string, f TaskFilter) ([]*fsm.Job, uint64, error) {
 	lf := f.ListFilter
 	states := map[string][]fsm.State{"queued": {fsm.StateQueued}, "running": {fsm.StateRunning},
 		"succeeded": {fsm.StateDone}, "failed": {fsm.StateFailed, fsm.StateDead}}
@@ -287,8 +289,9 @@ func (s *Service) Tasks(f TaskFilter) ([]*fsm.Job, uint64, error) {
 		lf.State = fsm.StateRunning
 	}
 	now := s.now()
+	r := s.state.Read()
 	lf.Visible = func(j *fsm.Job) bool {
-		if !j.IsTask() {
+		if !j.IsTask() || (role != fsm.HeadRole && !r.Sees(role, j)) {
 			return false
 		}
 		if len(want) > 1 && j.State != fsm.StateFailed && j.State != fsm.StateDead {
@@ -296,13 +299,13 @@ func (s *Service) Tasks(f TaskFilter) ([]*fsm.Job, uint64, error) {
 		}
 		return !f.Stale || Stale(j, now)
 	}
-	return s.state.Read().List(lf)
+	return r.List(lf)
 }
 
 // Task reads one task.
-func (s *Service) Task(id string) (*fsm.Job, *fsm.Stream, error) {
+func (s *Service) Task(role, id string) (*fsm.Job, *fsm.Stream, error) {
 	r := s.state.Peek()
-	j, err := r.Job(id)
+	j, err := Lookup(r, role, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -353,20 +356,21 @@ func (s *Service) Streams(session string) []*fsm.Stream { return s.state.Read().
 // Stream reads one stream.
 func (s *Service) Stream(name string) (*fsm.Stream, error) { return s.state.Read().Stream(name) }
 
-// StreamCounts counts a stream's queued and running jobs.
-func (s *Service) StreamCounts() map[string][2]int {
+// StreamCounts counts each stream's queued and running jobs that a caller
+// of role may see (from the per-stream counts: no walk of the jobs).
+func (s *Service) StreamCounts(role string) map[string][2]int {
 	out := map[string][2]int{}
-	r := s.state.Read()
-	for name, n := range r.QueuedByStream() {
-		c := out[name]
-		c[0] = n
-		out[name] = c
-	}
-	jobs, _, _ := r.List(fsm.ListFilter{State: fsm.StateRunning, Limit: 1 << 30})
-	for _, j := range jobs {
-		c := out[j.Stream]
-		c[1]++
-		out[j.Stream] = c
+	for _, sc := range s.state.Read().StreamCountsFor(role) {
+		c := out[sc.Stream]
+		switch sc.State {
+		case fsm.StateQueued:
+			c[0] = sc.N
+		case fsm.StateRunning:
+			c[1] = sc.N
+		default:
+			continue
+		}
+		out[sc.Stream] = c
 	}
 	return out
 }

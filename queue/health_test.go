@@ -68,11 +68,11 @@ func TestHealthMonitor(t *testing.T) {
 	cl.add(20 * time.Second) // w1 silent 32 s, g1 24 s
 	waitHealth(true, fsm.HealthDead)
 	waitHealth(false, fsm.HealthSuspect)
-	if _, err := svc.WorkerHeartbeat("w1"); err != nil {
+	if _, err := svc.WorkerHeartbeat(fsm.Actor{Role: fsm.HeadRole}, "w1"); err != nil {
 		t.Fatal(err)
 	}
 	waitHealth(true, fsm.HealthHealthy)
-	if _, err := svc.WorkerHeartbeat("nope"); err == nil {
+	if _, err := svc.WorkerHeartbeat(fsm.Actor{Role: fsm.HeadRole}, "nope"); err == nil {
 		t.Fatal("a heartbeat of an unknown worker was taken")
 	}
 	stop()

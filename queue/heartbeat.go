@@ -50,6 +50,12 @@ const (
 // everything committed before the heartbeat arrived; a refusal needs no
 // entry either.
 func (s *Service) Heartbeat(ctx context.Context, in HeartbeatInput) (*fsm.Result, uint64, error) {
+	if err := s.mayAct(ctx, "heartbeat", in.Ref, in.Actor); err != nil {
+		if in.Local {
+			return nil, 0, ErrNeedLeader // refusals are the leader's to make
+		}
+		return nil, 0, err
+	}
 	cmd := &fsm.HeartbeatCommand{Now: s.now(), Ref: in.Ref, Actor: in.Actor, LeaseNanos: s.cfg.Lease.Nanoseconds()}
 	if in.Progress != nil || in.Checkpoint != nil {
 		// Something to keep: always written, by the leader.

@@ -86,6 +86,9 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		if !ValidName(in.Target) {
 			return nil, false, 0, invalid("target must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
 		}
+		if in.Target == fsm.HeadRole {
+			return nil, false, 0, invalid("target: head claims no jobs; target a claw role (left_claw, right_claw) or a worker id")
+		}
 		cmd.Target = in.Target
 	}
 	if in.LeaseSeconds != nil {
@@ -194,29 +197,6 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 	return res.Job, !res.Duplicate, index, nil
 }
 
-// Visible reports whether role may see j: head sees everything, a claw the
-// untargeted jobs, those targeted at its role, and those routed to a
-// gateway (whose workers claim them with claw tokens).
-func Visible(role string, j *fsm.Job) bool {
-	return role == fsm.HeadRole || j.Target == "" || j.Target == role || j.Route != nil
-}
-
-// Lookup reads a job role may see from r; a job it may not see is not
-// found (as is one that does not exist).
-func Lookup(r *fsm.Reader, role, id string) (*fsm.Job, error) {
-	j, err := r.Job(id)
-	if err != nil {
-		return nil, err
-	}
-	if !Visible(role, j) && !(j.Lease != nil && j.Lease.Owner == role) {
-		return nil, notFound(id)
-	}
-	return j, nil
-}
-
-// Job reads job id as role may see it, from this node's state.
-func (s *Service) Job(role, id string) (*fsm.Job, error) { return Lookup(s.state.Peek(), role, id) }
-
 // notFound is fsm's not-found error for a job id.
 func notFound(id string) error { return &jobNotFound{id: id} }
 
@@ -227,10 +207,11 @@ func (e *jobNotFound) Unwrap() error { return fsm.ErrNotFound }
 
 // List pages through the jobs role may see.
 func (s *Service) List(role string, f fsm.ListFilter) ([]*fsm.Job, uint64, error) {
+	r := s.state.Read()
 	if role != fsm.HeadRole {
-		f.Visible = func(j *fsm.Job) bool { return Visible(role, j) }
+		f.Visible = func(j *fsm.Job) bool { return r.Sees(role, j) }
 	}
-	return s.state.Read().List(f)
+	return r.List(f)
 }
 
 // MaxHeld bounds the answer of Held.
@@ -242,8 +223,8 @@ const MaxHeld = 1000
 // is still working on, read from the replicated state. Its cost grows
 // with the number of running jobs.
 func (s *Service) Held(role, worker string) ([]*fsm.Job, error) {
-	if worker == "" {
-		return nil, invalid("worker_id is required")
+	if err := CheckWorkerID("worker_id", worker, true); err != nil {
+		return nil, err
 	}
 	jobs, _, err := s.state.Read().List(fsm.ListFilter{State: fsm.StateRunning, Limit: MaxHeld, Visible: func(j *fsm.Job) bool {
 		return j.Lease != nil && j.Lease.Owner == role && j.Lease.WorkerID == worker
@@ -274,7 +255,14 @@ func (s *Service) ClaimJob(ctx context.Context, id string, actor fsm.Actor, caps
 	if key != "" && !s.allApply(fsm.CmdCapable) {
 		return nil, 0, ErrUpgradeInProgress
 	}
-	cmd := fsm.ClaimCommand{Now: s.now(), JobID: id, Targets: s.claimTargets(actor), Actor: actor,
+	targets, err := s.claimTargets(s.state.Peek(), actor)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.claimable(ctx, actor, id, targets); err != nil {
+		return nil, 0, err
+	}
+	cmd := fsm.ClaimCommand{Now: s.now(), JobID: id, Targets: targets, Actor: actor,
 		AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
 	res, index, err := s.proposeCapable(ctx, fsm.Labels(key), fsm.CmdClaim, &cmd)
 	if err != nil {
@@ -307,6 +295,9 @@ type CompleteInput struct {
 // Complete completes an attempt. A repeat of an attempt's complete is
 // answered as the first (res.Duplicate).
 func (s *Service) Complete(ctx context.Context, in CompleteInput) (*fsm.Result, uint64, error) {
+	if err := s.mayAct(ctx, "complete", in.Ref, in.Actor); err != nil {
+		return nil, 0, err
+	}
 	return s.Propose(ctx, fsm.CmdComplete, &fsm.CompleteCommand{Now: s.now(), Ref: in.Ref, Actor: in.Actor,
 		Result: in.Result, Stdout: in.Stdout, Stderr: in.Stderr})
 }
@@ -326,6 +317,9 @@ func (s *Service) Fail(ctx context.Context, in FailInput) (*fsm.Result, uint64, 
 	e := in.Error
 	if len(e.Message)+len(e.Stack)+len(e.Code) > MaxTextBytes {
 		return nil, 0, invalid("error is larger than %d bytes", MaxTextBytes)
+	}
+	if err := s.mayAct(ctx, "fail", in.Ref, in.Actor); err != nil {
+		return nil, 0, err
 	}
 	return s.Propose(ctx, fsm.CmdFail, &fsm.FailCommand{Now: s.now(), Ref: in.Ref, Actor: in.Actor,
 		Error: e, Requeue: in.Requeue, Stdout: in.Stdout, Stderr: in.Stderr})
@@ -349,6 +343,9 @@ func (s *Service) ReleaseFor(ctx context.Context, ref fsm.LeaseRef, actor fsm.Ac
 	}
 	if cooldown < 0 || cooldown > MaxCooldown {
 		return nil, 0, invalid("cooldown_ms must be 0 to %d", MaxCooldown.Milliseconds())
+	}
+	if err := s.mayAct(ctx, "release", ref, actor); err != nil {
+		return nil, 0, err
 	}
 	cmd := fsm.ReleaseCommand{Now: s.now(), Ref: ref, Actor: actor, Reason: reason}
 	if notForMe {

@@ -128,9 +128,9 @@ func TestInputIsCheckedBeforeProposing(t *testing.T) {
 		}
 	}
 	for name, in := range map[string]queue.ClaimNextInput{
-		"no worker":    {Streams: []string{"s"}, Actor: fsm.Actor{Role: "left_claw"}},
-		"bad stream":   {Streams: []string{"-x"}, Actor: claw},
-		"many streams": {Streams: make([]string, queue.MaxClaimStreams+1), Actor: claw},
+		"a role's name": {Streams: []string{"s"}, Actor: fsm.Actor{Role: "left_claw", WorkerID: "right_claw"}},
+		"bad stream":    {Streams: []string{"-x"}, Actor: claw},
+		"many streams":  {Streams: make([]string, queue.MaxClaimStreams+1), Actor: claw},
 	} {
 		var ie *queue.InputError
 		if _, _, err := svc.ClaimNext(ctx, in); !errors.As(err, &ie) {
@@ -306,7 +306,7 @@ func TestTaskAutoFailAndPurgeOnTheLeader(t *testing.T) {
 	go svc.Reaper(10*time.Millisecond, 0)(ctx)
 	go svc.TaskPurger(20 * time.Millisecond)(ctx)
 	cl.add(3 * time.Second) // stale, not yet twice the timeout
-	if jobs, _, _ := svc.Tasks(queue.TaskFilter{Stale: true}); len(jobs) != 1 {
+	if jobs, _, _ := svc.Tasks(fsm.HeadRole, queue.TaskFilter{Stale: true}); len(jobs) != 1 {
 		t.Fatalf("%d stale tasks, want 1", len(jobs))
 	}
 	cl.add(2 * time.Second)

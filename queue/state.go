@@ -41,12 +41,13 @@ type SystemState struct {
 }
 
 // SystemState reads the registry, every running lease and the queues from
-// one consistent view.
-func (s *Service) SystemState() *SystemState {
+// one consistent view, as a caller of role may see them: the jobs, counts
+// and queues of the jobs whose target it may see.
+func (s *Service) SystemState(role string) *SystemState {
 	r := s.state.Read()
-	out := &SystemState{Gateways: r.Gateways()}
-	out.Counts, _ = r.Counts()
-	out.Agents = agents(r)
+	out := &SystemState{Gateways: r.Gateways(), Counts: map[fsm.State]int{
+		fsm.StateQueued: 0, fsm.StateRunning: 0, fsm.StateDone: 0, fsm.StateFailed: 0, fsm.StateDead: 0, fsm.StateCancelled: 0}}
+	out.Agents = agents(r, role)
 	depth := map[string]*StreamDepth{}
 	get := func(stream string) *StreamDepth {
 		d := depth[stream]
@@ -57,18 +58,19 @@ func (s *Service) SystemState() *SystemState {
 		return d
 	}
 	// From the per-stream counts: no walk of the queued jobs.
-	for _, sc := range r.StreamCounts() {
+	for _, sc := range r.StreamCountsFor(role) {
+		out.Counts[sc.State] += sc.N
 		if sc.State == fsm.StateQueued {
 			get(sc.Stream).Queued = sc.N
 		}
 	}
-	for stream, at := range r.OldestQueued() {
+	for stream, at := range r.OldestQueuedFor(role) {
 		get(stream).OldestQueued = at
 	}
 	for _, p := range r.Paused() {
 		get(p.Stream).Paused = true
 	}
-	for stream, u := range r.Unmatched(s.now() - LiveWindow.Nanoseconds()) {
+	for stream, u := range r.UnmatchedFor(role, s.now()-LiveWindow.Nanoseconds()) {
 		get(stream).Unmatched = u
 	}
 	for _, a := range out.Agents {
@@ -83,12 +85,17 @@ func (s *Service) SystemState() *SystemState {
 	return out
 }
 
-// Agents lists who works on what: every registered worker (with the jobs
-// running under its id), then every other worker id holding a lease.
-func (s *Service) Agents() []*Agent { return agents(s.state.Read()) }
+// Agents lists who works on what, as a caller of role may see it: every
+// registered worker (with the jobs running under its id that role may
+// read), then every other worker id holding a lease on such a job.
+func (s *Service) Agents(role string) []*Agent { return agents(s.state.Read(), role) }
 
-func agents(r *fsm.Reader) []*Agent {
-	running, _, _ := r.List(fsm.ListFilter{State: fsm.StateRunning, Limit: 1 << 30})
+func agents(r *fsm.Reader, role string) []*Agent {
+	f := fsm.ListFilter{State: fsm.StateRunning, Limit: 1 << 30}
+	if role != fsm.HeadRole {
+		f.Visible = func(j *fsm.Job) bool { return r.Sees(role, j) }
+	}
+	running, _, _ := r.List(f)
 	byWorker := map[string][]*fsm.Job{}
 	for _, j := range running {
 		if j.Lease != nil {
@@ -119,12 +126,17 @@ func sortByStart(jobs []*fsm.Job) []*fsm.Job {
 // NextFor answers what a claim by agent (a worker id, with the caller's
 // role) of streams would take now, without claiming it: nil when nothing.
 func (s *Service) NextFor(agent, role string, streams []string) (*fsm.Job, error) {
-	if agent == "" || len(agent) > 128 {
-		return nil, invalid("agent_id is required (at most 128 bytes)")
+	if err := CheckWorkerID("agent_id", agent, true); err != nil {
+		return nil, err
 	}
 	streams, err := claimStreams(streams)
 	if err != nil {
 		return nil, err
 	}
-	return s.state.Read().NextQueued(streams, s.claimTargets(fsm.Actor{Role: role, WorkerID: agent}), nil, agent), nil
+	r := s.state.Read()
+	targets, err := s.claimTargets(r, fsm.Actor{Role: role, WorkerID: agent})
+	if err != nil {
+		return nil, err
+	}
+	return r.NextQueued(streams, targets, nil, agent), nil
 }

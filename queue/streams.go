@@ -22,10 +22,12 @@ type StreamInfo struct {
 	Unmatched []fsm.Unmatched
 }
 
-// StreamInfos lists every stream the state knows of, by name: those with jobs
-// (in any state), those in the developer queue's catalog, and those
-// paused or given defaults. Its cost grows with the number of streams, not of jobs.
-func (s *Service) StreamInfos() []StreamInfo {
+// StreamInfos lists every stream the state knows of, by name, as a caller
+// of role may see it: those with jobs it may see (in any state, counted
+// among those only), those in the developer queue's catalog, and those
+// paused or given defaults. Its cost grows with the number of streams and
+// targets, not of jobs.
+func (s *Service) StreamInfos(role string) []StreamInfo {
 	r := s.state.Read()
 	by := map[string]*StreamInfo{}
 	get := func(name string) *StreamInfo {
@@ -36,10 +38,10 @@ func (s *Service) StreamInfos() []StreamInfo {
 		}
 		return si
 	}
-	for _, c := range r.StreamCounts() {
+	for _, c := range r.StreamCountsFor(role) {
 		get(c.Stream).Counts[c.State] += c.N
 	}
-	for name, at := range r.OldestQueued() {
+	for name, at := range r.OldestQueuedFor(role) {
 		get(name).OldestQueuedAt = at
 	}
 	for _, p := range r.Paused() {
@@ -48,7 +50,7 @@ func (s *Service) StreamInfos() []StreamInfo {
 	for _, d := range r.AllDefaults() {
 		get(d.Stream).Defaults = d
 	}
-	for name, u := range r.Unmatched(s.now() - LiveWindow.Nanoseconds()) {
+	for name, u := range r.UnmatchedFor(role, s.now()-LiveWindow.Nanoseconds()) {
 		get(name).Unmatched = u
 	}
 	for _, st := range r.Streams("") {
@@ -65,8 +67,8 @@ func (s *Service) StreamInfos() []StreamInfo {
 // StreamInfo returns what the state holds about one stream; a name the state
 // knows nothing of is a stream with no jobs (any name may be paused or
 // given jobs).
-func (s *Service) StreamInfo(name string) StreamInfo {
-	for _, si := range s.StreamInfos() {
+func (s *Service) StreamInfo(role, name string) StreamInfo {
+	for _, si := range s.StreamInfos(role) {
 		if si.Name == name {
 			return si
 		}

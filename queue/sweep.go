@@ -137,21 +137,34 @@ func (s *Service) Promoter() func(context.Context) {
 }
 
 // Purger returns the leader's purger, to run while this node leads: it
-// deletes done jobs that finished more than retention ago.
+// deletes done jobs that finished more than retention ago (none when
+// retention is 0), and the worker id bindings unused for fsm.WorkerIDIdle.
 func (s *Service) Purger(retention time.Duration) func(context.Context) {
 	logger := s.cfg.Logger.Named("retention")
 	interval := min(max(retention/10, 100*time.Millisecond), time.Minute)
+	if retention <= 0 {
+		interval = time.Minute
+	}
+	before := func(now int64) int64 {
+		if retention <= 0 {
+			return 0
+		}
+		return now - retention.Nanoseconds()
+	}
 	sw := &sweeper{
 		name: "retention", svc: s, interval: interval, logger: logger,
 		due: func(r *fsm.Reader, now int64) bool {
 			oldest := r.OldestFinished()
-			return oldest != 0 && oldest < now-retention.Nanoseconds()
+			seen := r.OldestBinding()
+			return (oldest != 0 && oldest < before(now)) || (seen != 0 && seen < now-fsm.WorkerIDIdle)
 		},
 		command: func(now int64) (fsm.CommandType, interface{}) {
-			return fsm.CmdPurge, &fsm.PurgeCommand{Now: now, Before: now - retention.Nanoseconds(), Max: sweepBatch}
+			return fsm.CmdPurge, &fsm.PurgeCommand{Now: now, Before: before(now), Max: sweepBatch}
 		},
 		done: func(res *fsm.Result) {
-			logger.Info("purged finished jobs past retention", "jobs", len(res.Jobs), "retention", retention)
+			if len(res.Jobs) > 0 {
+				logger.Info("purged finished jobs past retention", "jobs", len(res.Jobs), "retention", retention)
+			}
 		},
 	}
 	return sw.run

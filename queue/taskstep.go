@@ -38,6 +38,9 @@ func (s *Service) TaskStep(ctx context.Context, in TaskStepInput) (*fsm.Result, 
 	if len(e.Message)+len(e.Stack)+len(e.Code) > MaxTextBytes || len(in.Reason) > MaxTextBytes {
 		return nil, 0, invalid("error and reason must each stay under %d bytes", MaxTextBytes)
 	}
+	if err := s.mayAct(ctx, in.Op.String(), in.Ref, in.Actor); err != nil {
+		return nil, 0, err
+	}
 	return s.Propose(ctx, fsm.CmdTaskStep, &fsm.TaskStepCommand{Op: in.Op, Now: s.now(), Ref: in.Ref, Actor: in.Actor,
 		Result: in.Result, Stdout: in.Stdout, Stderr: in.Stderr, Error: e, Requeue: in.Requeue, Reason: in.Reason})
 }

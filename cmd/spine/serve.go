@@ -425,9 +425,8 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	node.RunWhileLeader("task-purge", svc.TaskPurger(time.Minute))
 	node.RunWhileLeader("health", svc.HealthMonitor(queue.HealthConfig{SuspectAfter: cfg.HealthSuspect, DeadAfter: cfg.HealthDead}))
 	node.RunWhileLeader("feed", svc.FeedStarter(500*time.Millisecond))
-	if cfg.Retention > 0 {
-		node.RunWhileLeader("retention", svc.Purger(cfg.Retention))
-	}
+	node.RunWhileLeader("level", svc.LevelRaiser(500*time.Millisecond))
+	node.RunWhileLeader("retention", svc.Purger(cfg.Retention))
 
 	handler := api.Handler()
 	if cfg.Pprof {
