@@ -3,9 +3,9 @@ package fsm
 import (
 	"cmp"
 	"encoding/hex"
-	"slices"
 	"io"
 	"math"
+	"slices"
 	"sync/atomic"
 )
 
