@@ -47,6 +47,7 @@ const (
 	CodeForbidden         = api.CodeForbidden
 	CodeNotOwner          = api.CodeNotOwner
 	CodeTargetMismatch    = api.CodeTargetMismatch
+	CodeWorkerIDTaken     = api.CodeWorkerIDTaken
 	CodeNotFound          = api.CodeNotFound
 	CodeMethodNotAllowed  = api.CodeMethodNotAllowed
 	CodeIllegalTransition = api.CodeIllegalTransition

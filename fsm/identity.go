@@ -196,7 +196,7 @@ func (t *tables) admitWorker(actor Actor) error {
 		return fmt.Errorf("%w: worker id %q is a role's name; choose another", ErrInvalid, w)
 	}
 	if b := t.binding(w); b != nil && b.Role != actor.Role {
-		return fmt.Errorf("%w: worker id %s is in use by another role; choose another worker id", ErrWorkerIDTaken, w)
+		return fmt.Errorf("%w: %s is in use by another role; choose another worker id", ErrWorkerIDTaken, w)
 	}
 	return nil
 }

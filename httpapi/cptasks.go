@@ -29,7 +29,7 @@ func (s *Server) taskRoutes() {
 	// The feed is served by the node the client is connected to, from its
 	// own state: every node numbers the events the same, so a client
 	// resumes anywhere (one behind simply delivers later).
-	s.route("GET", "/v1/events", kindPublic, allowPublic, s.authorized(allowAll, s.handleEventStream))
+	s.route("GET", "/v1/events", kindLocal, allowAll, s.handleEventStream)
 }
 
 func viewControlTask(j *fsm.Job) *api.ControlTask {

@@ -17,7 +17,7 @@ import (
 // the queue service, encode.
 
 func (s *Server) devqRoutes() {
-	s.route("GET", "/api/health", kindPublic, allowPublic, s.handleHealth)
+	s.route("GET", "/api/health", kindLocal, allowPublic, s.handleHealth)
 	s.route("GET", "/api/status", kindRead, allowAll, s.handleDevStatus)
 	s.route("GET", "/api/sessions", kindRead, allowAll, s.handleSessions)
 	s.route("POST", "/api/sessions", kindWrite, allowHead, s.handleSessionCreate)

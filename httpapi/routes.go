@@ -13,6 +13,7 @@ import (
 func (s *Server) routes() {
 	s.router = http.NewServeMux()
 	s.methods = map[string][]string{}
+	s.allowed = map[string]allow{}
 	s.paths = http.NewServeMux()
 	// Every request no route takes: 405 when its path is a route's with
 	// other methods, else 404, in the API's JSON.
@@ -26,10 +27,10 @@ func (s *Server) routes() {
 		s.writeError(w, errorf(http.StatusNotFound, api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 
-	s.route("GET", "/health", kindPublic, allowPublic, s.handleHealth)
-	s.route("GET", "/skill.md", kindPublic, allowPublic, s.handleSkill)
-	s.route("GET", "/openapi.yaml", kindPublic, allowPublic, s.handleOpenAPI)
-	s.route("GET", "/metrics", kindPublic, allowPublic, s.authorized(allowHead, s.handleMetrics))
+	s.route("GET", "/health", kindLocal, allowPublic, s.handleHealth)
+	s.route("GET", "/skill.md", kindLocal, allowPublic, s.handleSkill)
+	s.route("GET", "/openapi.yaml", kindLocal, allowPublic, s.handleOpenAPI)
+	s.route("GET", "/metrics", kindLocal, allowHead, s.handleMetrics)
 
 	s.route("POST", "/jobs", kindWrite, allowHead, s.handleCreate)
 	s.route("GET", "/jobs", kindRead, allowAll, s.handleList)
@@ -46,7 +47,7 @@ func (s *Server) routes() {
 
 	s.route("POST", "/blobs", kindWrite, allowAll, s.handleBlobPut)
 	s.bodyLimits = map[string]int64{"POST /blobs": s.queue.Config().MaxBlobBytes + 1<<20} // multipart framing
-	s.route("GET", "/blobs/{id}", kindPublic, allowPublic, s.authorized(allowAll, s.handleBlobGet))
+	s.route("GET", "/blobs/{id}", kindLocal, allowAll, s.handleBlobGet)
 
 	s.route("POST", "/internal/worker/claim", kindLongPoll, allowClaws, s.handleWorkerClaim)
 	s.route("POST", "/internal/worker/heartbeat", kindLocalFirst, allowClaws, s.handleWorkerHeartbeat)
@@ -67,29 +68,13 @@ func (s *Server) routes() {
 	s.mcpRoutes()
 	s.staleFilters = map[string]bool{"GET /api/tasks": true}
 
-	s.route("GET", "/cluster/status", kindPublic, allowPublic, s.authorized(allowHead, s.handleClusterStatus))
-	s.route("GET", "/cluster/nodes", kindPublic, allowPublic, s.authorized(allowAll, s.handleClusterNodes))
+	s.route("GET", "/cluster/status", kindLocal, allowHead, s.handleClusterStatus)
+	s.route("GET", "/cluster/nodes", kindLocal, allowAll, s.handleClusterNodes)
 	s.route("POST", "/cluster/join", kindWrite, allowHead, s.handleJoin)
 	s.route("POST", "/cluster/remove", kindWrite, allowHead, s.handleRemove)
 	s.route("POST", "/cluster/transfer-leader", kindWrite, allowHead, s.handleTransfer)
-	s.route("GET", "/v1/keyring", kindPublic, allowPublic, s.authorized(allowHead, s.handleKeyring))
-	s.route("POST", "/v1/keyring/{op}", kindPublic, allowPublic, s.authorized(allowHead, s.handleKeyringChange))
-	s.route("GET", "/v1/snapshot", kindPublic, allowPublic, s.authorized(allowHead, s.handleSnapshotSave))
-	s.route("PUT", "/v1/snapshot", kindPublic, allowPublic, s.authorized(allowHead, s.handleSnapshotRestore))
-}
-
-// authorized wraps a locally served handler with authentication, for routes
-// that neither forward nor need leader consistency.
-func (s *Server) authorized(who allow, h handlerFunc) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, c *call) error {
-		role, err := s.authenticate(r)
-		if err != nil {
-			return err
-		}
-		if !who.permits(role) {
-			return forbidden(role, r.Method+" "+routeTemplate(r))
-		}
-		c.role = role
-		return h(w, r, c)
-	}
+	s.route("GET", "/v1/keyring", kindLocal, allowHead, s.handleKeyring)
+	s.route("POST", "/v1/keyring/{op}", kindLocal, allowHead, s.handleKeyringChange)
+	s.route("GET", "/v1/snapshot", kindLocal, allowHead, s.handleSnapshotSave)
+	s.route("PUT", "/v1/snapshot", kindLocal, allowHead, s.handleSnapshotRestore)
 }

@@ -25,7 +25,7 @@ import (
 type kind int
 
 const (
-	kindPublic kind = iota // served locally, no auth
+	kindLocal kind = iota // served by the node it reaches, from its own state
 	kindRead               // read: local when allowed, else forwarded
 	kindWrite              // write: on the leader, else forwarded
 	// kindLocalFirst is a write whose handler may answer from this node's
@@ -59,11 +59,15 @@ type call struct {
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 
+// route adds a route to the table: its method and path, how it meets
+// consistency, who may call it (the first check of every request; the
+// queue's rules decide the rest: authz.go) and its handler.
 func (s *Server) route(method, path string, k kind, who allow, h handlerFunc) {
 	s.router.HandleFunc(method+" "+path, s.metrics.instrument(method, path, func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, k, who, h)
 	}))
 	s.routeList = append(s.routeList, method+" "+path)
+	s.allowed[method+" "+path] = who
 	if s.methods[path] == nil {
 		// The path with any method, for the 405 of a method it has not.
 		// (Registered in the router, a path without a method would conflict
@@ -77,7 +81,7 @@ func (s *Server) route(method, path string, k kind, who allow, h handlerFunc) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow, h handlerFunc) {
 	s.setLeaderHeaders(w)
 	c := &call{}
-	if k != kindPublic {
+	if who != allowPublic {
 		role, err := s.authenticate(r)
 		if err != nil {
 			s.writeError(w, err)
@@ -102,7 +106,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow
 	}
 	var err error
 	switch k {
-	case kindPublic:
+	case kindLocal:
 		err = h(w, r, c)
 	case kindRead:
 		err = s.serveRead(w, r, c, h)

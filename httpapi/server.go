@@ -86,6 +86,9 @@ type Server struct {
 	// methods, for the Allow header of a 405.
 	routeList []string
 	methods   map[string][]string
+	// allowed is who may call each route ("METHOD /pattern"), web UI pages
+	// included: the table the authorization test walks.
+	allowed map[string]allow
 	fwd       *http.Client
 	// bodyLimits are the routes whose bodies may be larger than
 	// MaxBodyBytes, by pattern.

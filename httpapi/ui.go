@@ -113,6 +113,7 @@ type uiHandler func(w http.ResponseWriter, r *http.Request, u *uiView) error
 // the session's CSRF token; a write runs on the leader (forwarded there
 // from a follower, cookie and all).
 func (s *Server) uiRoute(pattern string, k kind, who allow, h uiHandler) {
+	s.allowed[pattern] = who
 	s.router.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		s.setLeaderHeaders(w)
 		hdr := w.Header()

@@ -63,8 +63,11 @@ func (s *server) advise(err error, op, jobID string) error {
 			"finished, and another worker may hold it now). Stop working on it and do not report it again; call claim for new work. (%s)",
 			op, jobID, msg)
 	case ae.Code == client.CodeNotOwner:
-		return fmt.Errorf("%s refused: job %s is held by a worker of another role; only that worker (or head) may report it. "+
-			"Leave it and claim your own work. (%s)", op, jobID, msg)
+		return fmt.Errorf("%s refused: job %s is held by another worker (of another role, or under another worker id); only that "+
+			"worker (or head) may report it, whatever lease token it shows. Leave it and claim your own work. (%s)", op, jobID, msg)
+	case ae.Code == client.CodeWorkerIDTaken:
+		return fmt.Errorf("%s refused: that worker_id belongs to a worker of another role. Call again with a worker_id of your "+
+			"own, or without one to use this session's. (%s)", subj, msg)
 	case ae.Code == client.CodeTargetMismatch:
 		return fmt.Errorf("%s refused: job %s is routed to another gateway's workers. Leave it and claim other work. (%s)", op, jobID, msg)
 	case ae.Code == client.CodeMaxAttempts:

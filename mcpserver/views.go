@@ -17,8 +17,10 @@ type JobView struct {
 	Stream string `json:"stream"`
 	// Status is queued, running, done, failed, dead or cancelled.
 	Status string `json:"status"`
-	// Target is the role or worker id the job is meant for (empty: anyone).
+	// Target is the role, worker id or gateway the job is meant for
+	// (empty: anyone); TargetKind says which (role, worker or gateway).
 	Target      string `json:"target,omitempty"`
+	TargetKind  string `json:"target_kind,omitempty"`
 	Payload     any    `json:"payload,omitempty"`
 	Priority    int    `json:"priority,omitempty"`
 	Attempts    int    `json:"attempts"`
@@ -134,7 +136,7 @@ func errorView(e *client.JobError) *ErrorView {
 
 func jobView(j *client.Job) JobView {
 	v := JobView{
-		ID: j.ID, Stream: j.Stream, Status: string(j.Status), Target: string(j.Target), Payload: rawJSON(j.Payload),
+		ID: j.ID, Stream: j.Stream, Status: string(j.Status), Target: string(j.Target), TargetKind: j.TargetKind, Payload: rawJSON(j.Payload),
 		Priority: j.Priority, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
 		WorkerID: j.WorkerID, ClaimedBy: j.ClaimedBy, AttemptID: j.AttemptID, LeaseExpiresAt: j.LeaseExpiresAt,
 		RunAt: j.RunAt, DependsOn: j.DependsOn, WaitingOn: j.WaitingOn, Requires: j.Requires, ConcurrencyKey: j.ConcurrencyKey,
