@@ -118,7 +118,11 @@ func classify(err error) *apiError {
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrShutdown):
 		return errorf(http.StatusServiceUnavailable, api.CodeNoLeader, "no leader is available to take the write: %v; retry shortly", err)
 	}
-	return errorf(http.StatusInternalServerError, api.CodeInternal, "%v", err)
+	// A bug: what went wrong is in the node's log (writeError logs it),
+	// never in the answer, which could name Go's types or the node's own
+	// addresses.
+	return errorf(http.StatusInternalServerError, api.CodeInternal,
+		"internal error: the node logged what went wrong; please report it with this answer's %s and time", api.HeaderNode)
 }
 
 // withJob attaches the job of a refusal, if it has one.

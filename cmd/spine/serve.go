@@ -294,6 +294,9 @@ Flags:
 	if c.NodeID == "" {
 		return nil, errors.New("--node-id is required")
 	}
+	if !cluster.ValidNodeID(c.NodeID) {
+		return nil, fmt.Errorf("--node-id %q: a node id is %s", c.NodeID, cluster.NodeIDRule)
+	}
 	return c, nil
 }
 
@@ -377,6 +380,9 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		api.ClientAuth = tls.VerifyClientCertIfGiven
 		api.NextProtos = []string{"http/1.1"} // the relay and mux are HTTP/1.1 upgrades
 		ln = tls.NewListener(ln, api)
+	} else {
+		// A request Go's server cannot parse is refused in JSON too.
+		ln = httpapi.Listener(ln, cfg.NodeID)
 	}
 	// Metrics: the API's own, Go's runtime and the process, and what
 	// hashicorp/raft and memberlist emit through go-metrics.
