@@ -59,7 +59,7 @@ func rawServer(t *testing.T, readTimeout time.Duration) (addr string, e *env, lo
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace, JSONFormat: true})
 	e = newEnv(t, func(c *envConfig) { c.Config.Logger = logger; c.Queue.Logger = logger })
 	srv := httptest.NewUnstartedServer(e.h)
-	srv.Listener = Listener(srv.Listener, "n1")
+	srv.Listener = e.srv.Listener(srv.Listener)
 	srv.Config.ReadTimeout = readTimeout
 	srv.Config.ErrorLog = logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
 	srv.Start()

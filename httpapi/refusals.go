@@ -18,16 +18,21 @@ import (
 // before any handler runs, and offers no hook to answer otherwise. Listener
 // rewrites those answers on the connection into the API's JSON errors.
 
-// Listener wraps a plain-HTTP listener of node so that the refusals Go's
-// HTTP server writes on its own are the API's JSON errors. (Over TLS they
-// are encrypted on the connection and stay Go's.)
-func Listener(ln net.Listener, node string) net.Listener {
-	return &refusalListener{Listener: ln, node: node}
+// Listener wraps a plain-HTTP listener of the API so that the refusals
+// Go's HTTP server writes on its own are the API's JSON errors, with the
+// headers of every answer. (Over TLS they are encrypted on the connection
+// and stay Go's.)
+func (s *Server) Listener(ln net.Listener) net.Listener {
+	return &refusalListener{Listener: ln, headers: func() http.Header {
+		h := http.Header{}
+		s.leaderHeaders(h)
+		return h
+	}}
 }
 
 type refusalListener struct {
 	net.Listener
-	node string
+	headers func() http.Header
 }
 
 func (l *refusalListener) Accept() (net.Conn, error) {
@@ -35,7 +40,7 @@ func (l *refusalListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &refusalConn{Conn: c, node: l.node}, nil
+	return &refusalConn{Conn: c, headers: l.headers}, nil
 }
 
 // refusalConn rewrites a refusal of Go's HTTP server. Only the first write
@@ -44,8 +49,8 @@ func (l *refusalListener) Accept() (net.Conn, error) {
 // it is cut into writes, is never taken for one.
 type refusalConn struct {
 	net.Conn
-	node string
-	read atomic.Bool // the caller sent bytes since the last write
+	headers func() http.Header
+	read    atomic.Bool // the caller sent bytes since the last write
 }
 
 func (c *refusalConn) Read(p []byte) (int, error) {
@@ -58,7 +63,7 @@ func (c *refusalConn) Read(p []byte) (int, error) {
 
 func (c *refusalConn) Write(p []byte) (int, error) {
 	if c.read.Swap(false) {
-		if out := jsonRefusal(p, c.node); out != nil {
+		if out := jsonRefusal(p, c.headers); out != nil {
 			if _, err := c.Conn.Write(out); err != nil {
 				return 0, err
 			}
@@ -84,7 +89,7 @@ const goRefusalHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnect
 // jsonRefusal is the API's answer in place of p when p is a whole refusal
 // of net/http ("HTTP/1.1 400 Bad Request" + goRefusalHeaders + text), else
 // nil.
-func jsonRefusal(p []byte, node string) []byte {
+func jsonRefusal(p []byte, headers func() http.Header) []byte {
 	rest, ok := bytes.CutPrefix(p, []byte("HTTP/1.1 "))
 	if !ok || len(rest) < 4 || rest[3] != ' ' {
 		return nil
@@ -117,6 +122,14 @@ func jsonRefusal(p []byte, node string) []byte {
 		return nil
 	}
 	body = append(body, '\n')
-	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n%s: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
-		status, http.StatusText(status), api.HeaderNode, node, len(body), body)
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))
+	h := headers()
+	h.Set("Content-Type", "application/json")
+	h.Set("Connection", "close")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	_ = h.Write(&out)
+	out.WriteString("\r\n")
+	out.Write(body)
+	return out.Bytes()
 }

@@ -165,7 +165,11 @@ func routeTemplate(r *http.Request) string {
 }
 
 func (s *Server) setLeaderHeaders(w http.ResponseWriter) {
-	h := w.Header()
+	s.leaderHeaders(w.Header())
+}
+
+// leaderHeaders sets the headers every answer carries in h.
+func (s *Server) leaderHeaders(h http.Header) {
 	h.Set(api.HeaderNode, s.cluster.ID())
 	id, addr := s.cluster.Leader()
 	if id != "" {
