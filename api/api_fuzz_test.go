@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/spine-queue/spine/api"
@@ -35,9 +36,30 @@ func FuzzJobCreateRequest(f *testing.F) {
 	f.Add([]byte(`{"MAXATTEMPTS":1,"maxAttempts":null,"Stream":"x","payload":"<&>"}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"leaseSeconds":9223372036854775807,"maxAttempts":-1}`))
+	f.Add([]byte(`{"payload":1,"runAt":"2026-01-02T15:04:05.123456789+02:00"}`))
+	f.Add([]byte(`{"payload":1,"runAt":"tomorrow"}`))
+	f.Add([]byte(`{"payload":1,"runAt":5}`))
+	f.Add([]byte(`{"payload":1,"runAt":null}`))
+	f.Add([]byte(`{"payload":1,"runAt":"2026-02-30T00:00:00Z"}`))
+	f.Add([]byte("{\"payload\":\"\xff\",\"runAt\":\"\xff\"}"))
+	f.Add([]byte(`[]`))
+	f.Add([]byte(`"x"`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var r api.JobCreateRequest
 		if err := json.Unmarshal(data, &r); err != nil {
+			// A refusal the server can say in the API's terms: a field of
+			// the wrong form (named), a wrong JSON type, malformed JSON or
+			// an unknown field, never an error of Go's own (time's layout).
+			var fe *api.FieldError
+			var ute *json.UnmarshalTypeError
+			var se *json.SyntaxError
+			if !errors.As(err, &fe) && !errors.As(err, &ute) && !errors.As(err, &se) &&
+				!strings.HasPrefix(err.Error(), "json: unknown field ") {
+				t.Fatalf("%q refused with %T %v", data, err, err)
+			}
+			if fe != nil && (strings.Contains(fe.Error(), "2006") || fe.Field != "runAt") {
+				t.Fatalf("%q: %v", data, fe)
+			}
 			return
 		}
 		enc, err := json.Marshal(r)
@@ -55,7 +77,7 @@ func FuzzJobCreateRequest(f *testing.F) {
 		if compact(back.Payload) != compact(r.Payload) || back.MaxAttempts != r.MaxAttempts || back.Target != r.Target ||
 			back.Stream != r.Stream || back.LeaseSeconds != r.LeaseSeconds || back.TaskClass != r.TaskClass ||
 			back.IdempotencyKey != r.IdempotencyKey || back.HasMaxAttempts() != r.HasMaxAttempts() ||
-			back.HasStream() != r.HasStream() || back.HasLeaseSeconds() != r.HasLeaseSeconds() {
+			back.HasStream() != r.HasStream() || back.HasLeaseSeconds() != r.HasLeaseSeconds() || !back.RunAt.Equal(r.RunAt) {
 			t.Fatalf("round trip through %s:\n%+v\n%+v", enc, r, back)
 		}
 	})

@@ -52,6 +52,12 @@ const (
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	// CodeHeadersTooLarge: 431, the request's headers are over the limit.
 	CodeHeadersTooLarge = "headers_too_large"
+	// CodeRequestTimeout: 408, the request's body did not arrive within
+	// the server's read timeout; nothing was done.
+	CodeRequestTimeout = "request_timeout"
+	// CodeNotImplemented: 501, a request framed in a way the server does
+	// not take (a Transfer-Encoding other than chunked).
+	CodeNotImplemented = "not_implemented"
 	// CodeInternal: 500, a bug.
 	CodeInternal = "internal"
 )
@@ -83,6 +89,23 @@ type ErrorDetail struct {
 	// are the refused transition in the task states (StateRunning…).
 	From string `json:"from,omitempty"`
 	To   string `json:"to,omitempty"`
+}
+
+// FieldError is a field of a request body whose value does not have the
+// form the API gives it: Field is its JSON name, Want what it must be.
+// The server answers it as 400 invalid_request.
+type FieldError struct {
+	Field string
+	Want  string
+	// Got is the value as sent (JSON), when it is worth echoing.
+	Got string
+}
+
+func (e *FieldError) Error() string {
+	if e.Got != "" {
+		return e.Field + " must be " + e.Want + ", not " + e.Got
+	}
+	return e.Field + " must be " + e.Want
 }
 
 // JobError is a structured failure of a job attempt: the "error" of a job, of

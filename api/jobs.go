@@ -328,7 +328,7 @@ type jobCreateJSON struct {
 	TaskClass           string          `json:"taskClass,omitempty"`
 	IdempotencyKey      string          `json:"idempotencyKey,omitempty"`
 	Priority            int             `json:"priority,omitempty"`
-	RunAt               time.Time       `json:"runAt,omitzero"`
+	RunAt               runAtTime       `json:"runAt,omitzero"`
 	DelaySeconds        int64           `json:"delaySeconds,omitempty"`
 	Backoff             *Backoff        `json:"backoff,omitempty"`
 	ConcurrencyKey      string          `json:"concurrencyKey,omitempty"`
@@ -342,7 +342,7 @@ type jobCreateJSON struct {
 // methods), so that a decoded request encodes as its body did.
 func (r JobCreateRequest) MarshalJSON() ([]byte, error) {
 	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey, Priority: r.Priority,
-		RunAt: r.RunAt, DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit, DependsOn: r.DependsOn, Requires: r.Requires,
+		RunAt: runAtTime(r.RunAt), DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit, DependsOn: r.DependsOn, Requires: r.Requires,
 		OnDependencyFailure: r.OnDependencyFailure}
 	if r.HasMaxAttempts() {
 		out.MaxAttempts = &r.MaxAttempts
@@ -371,7 +371,7 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority,
-		RunAt: in.RunAt, DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, DependsOn: in.DependsOn, Requires: in.Requires,
+		RunAt: time.Time(in.RunAt), DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, DependsOn: in.DependsOn, Requires: in.Requires,
 		OnDependencyFailure: in.OnDependencyFailure}
 	if in.MaxAttempts != nil {
 		r.MaxAttempts, r.named = *in.MaxAttempts, r.named|namedMaxAttempts
@@ -382,6 +382,31 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 	if in.LeaseSeconds != nil {
 		r.LeaseSeconds, r.named = int(*in.LeaseSeconds), r.named|namedLeaseSeconds
 	}
+	return nil
+}
+
+// runAtTime is a create's runAt as its body carries it: an RFC 3339 time
+// as time.Time encodes it, refused with a FieldError naming the field and
+// its form (time.Time's own error names Go's layout, not the field).
+type runAtTime time.Time
+
+func (t runAtTime) IsZero() bool { return time.Time(t).IsZero() }
+
+func (t runAtTime) MarshalJSON() ([]byte, error) { return time.Time(t).MarshalJSON() }
+
+func (t *runAtTime) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var v time.Time
+	if err := v.UnmarshalJSON(b); err != nil {
+		got := string(b)
+		if r := []rune(got); len(r) > 64 {
+			got = string(r[:61]) + "..."
+		}
+		return &FieldError{Field: "runAt", Want: "an RFC 3339 time such as 2026-01-02T15:04:05Z", Got: got}
+	}
+	*t = runAtTime(v)
 	return nil
 }
 

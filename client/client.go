@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -259,10 +260,11 @@ type request struct {
 	addr        string        // fixed base URL, else seeds/leader
 }
 
-// jsonRequest builds a request with v as its JSON body (nil v: no body).
+// jsonRequest builds a request with v as its JSON body (nil v, or a nil
+// pointer: no body, which the server reads as {}; it refuses a JSON null).
 func jsonRequest(method, path string, v any) (*request, error) {
 	r := &request{method: method, path: path}
-	if v != nil {
+	if rv := reflect.ValueOf(v); v != nil && !(rv.Kind() == reflect.Pointer && rv.IsNil()) {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("client: encode %s %s: %w", method, path, err)

@@ -153,6 +153,24 @@ func TestCreateKeepsCallerKey(t *testing.T) {
 	}
 }
 
+// Nil params are no body (the server reads {}), never a JSON null,
+// which the server refuses.
+func TestNilParamsSendNoBody(t *testing.T) {
+	var bodies []string
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		writeJSON(w, 200, map[string]any{"id": "t1"})
+	}))
+	defer srv.Close()
+	c := newTestClient(t, []string{srv.URL})
+	_, _ = c.TaskHeartbeat(context.Background(), "t1", nil)
+	_, _ = c.WorkerHeartbeat(context.Background(), nil)
+	if len(bodies) != 2 || bodies[0] != "" || bodies[1] != "" {
+		t.Fatalf("bodies sent: %q", bodies)
+	}
+}
+
 func TestClaimNotRetriedAfterOutcomeUnknown(t *testing.T) {
 	for _, tc := range []struct {
 		name string

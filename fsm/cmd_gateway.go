@@ -53,7 +53,7 @@ func (c *GatewayRegisterCommand) apply(a *applier) *Result {
 		return fail(fmt.Errorf("gateway register: %w: id, address and a capacity of at least 1 are required", ErrInvalid))
 	}
 	if a.t.level >= LevelIdentity && !c.Actor.isHead() {
-		return fail(fmt.Errorf("gateway register: %w: only head registers gateways", ErrNotOwner))
+		return fail(fmt.Errorf("gateway register: %w: only head registers gateways", ErrNotAllowed))
 	}
 	g := &Gateway{ID: c.ID, Address: c.Address, Metadata: c.Metadata, Capacity: c.Capacity,
 		Health: HealthHealthy, HealthAt: c.Now, RegisteredAt: c.Now, UpdatedAt: c.Now, CreateIndex: a.index}
@@ -92,7 +92,7 @@ func (c *GatewayDeregisterCommand) apply(a *applier) *Result {
 		return fail(fmt.Errorf("gateway %s: %w", c.ID, ErrNotFound))
 	}
 	if a.t.level >= LevelIdentity && !c.Actor.isHead() {
-		return fail(fmt.Errorf("gateway %s: %w: only head removes gateways", c.ID, ErrNotOwner))
+		return fail(fmt.Errorf("gateway %s: %w: only head removes gateways", c.ID, ErrNotAllowed))
 	}
 	var gone []*Worker
 	a.t.workers.Ascend(func(it workerItem) bool {

@@ -98,7 +98,7 @@ func (c *WorkerDeregisterCommand) apply(a *applier) *Result {
 		return fail(fmt.Errorf("worker %s: %w", c.ID, ErrNotFound))
 	}
 	if a.t.level >= LevelIdentity && !a.t.mayChangeWorker(c.Actor, c.ID) {
-		return fail(fmt.Errorf("worker %s: %w: only head or the role its id belongs to may remove it", c.ID, ErrNotOwner))
+		return fail(fmt.Errorf("worker %s: %w: only head or the role its id belongs to may remove it", c.ID, ErrNotAllowed))
 	}
 	a.deleteWorker(c.ID)
 	a.emit(FeedEvent{At: c.Now, Kind: FeedWorker, ID: c.ID, Type: FeedDeregistered, Actor: a.in.actor(c.Actor)})

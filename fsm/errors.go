@@ -14,6 +14,8 @@ var (
 	ErrIllegalTransition = errors.New("illegal transition")
 	// ErrNotOwner: the caller does not hold the job's lease.
 	ErrNotOwner = errors.New("not the lease owner")
+	// ErrNotAllowed: the caller's role may not change that registry entry.
+	ErrNotAllowed = errors.New("not allowed")
 	// ErrStaleLease: the lease token or attempt id is not the job's current one.
 	ErrStaleLease = errors.New("stale lease")
 	// ErrTargetMismatch: the job is targeted at someone else.

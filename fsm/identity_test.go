@@ -197,10 +197,10 @@ func TestWorkerIDBindingLapses(t *testing.T) {
 	if r := h.apply(CmdWorkerRegister, &WorkerRegisterCommand{Now: h.now, ID: "reg", Gateway: "gw", Capacity: 2, Actor: right}); !errors.Is(r.Err, ErrWorkerIDTaken) {
 		t.Fatalf("right re-registers left's worker: %v", r.Err)
 	}
-	if r := h.apply(CmdWorkerDeregister, &WorkerDeregisterCommand{Now: h.now, ID: "reg", Actor: right}); !errors.Is(r.Err, ErrNotOwner) {
+	if r := h.apply(CmdWorkerDeregister, &WorkerDeregisterCommand{Now: h.now, ID: "reg", Actor: right}); !errors.Is(r.Err, ErrNotAllowed) {
 		t.Fatalf("right removes left's worker: %v", r.Err)
 	}
-	if r := h.apply(CmdGatewayDeregister, &GatewayDeregisterCommand{Now: h.now, ID: "gw", Actor: left}); !errors.Is(r.Err, ErrNotOwner) {
+	if r := h.apply(CmdGatewayDeregister, &GatewayDeregisterCommand{Now: h.now, ID: "gw", Actor: left}); !errors.Is(r.Err, ErrNotAllowed) {
 		t.Fatalf("a claw removes a gateway: %v", r.Err)
 	}
 	j := h.create(CreateCommand{})

@@ -21,9 +21,9 @@ func TestBadBodiesAreRefusedAndChangeNothing(t *testing.T) {
 		{"misspelt field", "/jobs", "application/json", `{"payload":{},"maxAtempts":2}`, 400, "invalid_request", `unknown field "maxAtempts" (did you mean "maxAttempts"?)`},
 		{"text/plain", "/jobs", "text/plain", `{"payload":{}}`, 415, "unsupported_media_type", "Content-Type: application/json"},
 		{"a form", "/jobs", "application/x-www-form-urlencoded", `{"payload":{}}`, 415, "unsupported_media_type", "must be JSON"},
-		{"an array", "/jobs", "application/json", `[{"payload":{}}]`, 400, "invalid_request", "the body must be a JSON object, not array"},
+		{"an array", "/jobs", "application/json", `[{"payload":{}}]`, 400, "invalid_request", "must be a JSON object ({\"field\": value, ...}), not an array"},
 		{"trailing data", "/jobs", "application/json", `{"payload":{}} {"payload":{}}`, 400, "invalid_json", "nothing after it"},
-		{"a string for a number", "/jobs", "application/json", `{"payload":{},"maxAttempts":"3"}`, 400, "invalid_request", `field "maxAttempts" must be a whole number, not string`},
+		{"a string for a number", "/jobs", "application/json", `{"payload":{},"maxAttempts":"3"}`, 400, "invalid_request", `field "maxAttempts" must be a whole number, not a string`},
 		{"exponent for an integer", "/internal/worker/claim", "application/json", `{"worker_id":"w","max_wait_ms":1e12}`, 400, "invalid_request", "waits are capped at 30000"},
 	}
 	for _, c := range cases {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -123,6 +122,9 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, c *call) err
 	if m.NodeID == "" || m.RaftAddr == "" {
 		return badRequest("node_id and raft_addr are required")
 	}
+	if err := checkNodeID("node_id", m.NodeID); err != nil {
+		return err
+	}
 	if err := s.cluster.AddVoter(r.Context(), cluster.Member{ID: m.NodeID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr,
 		GossipAddr: m.GossipAddr, GossipProof: m.GossipProof}); err != nil {
 		if errors.Is(err, cluster.ErrPeerTLS) {
@@ -145,6 +147,9 @@ func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request, c *call) e
 	if req.NodeID == "" {
 		return badRequest("node_id is required")
 	}
+	if err := checkNodeID("node_id", req.NodeID); err != nil {
+		return err
+	}
 	if err := s.cluster.RemoveServer(r.Context(), req.NodeID); err != nil {
 		return err
 	}
@@ -157,10 +162,24 @@ func (s *Server) handleTransfer(w http.ResponseWriter, r *http.Request, c *call)
 	if err := decode(c, &req); err != nil {
 		return err
 	}
+	if req.To != "" {
+		if err := checkNodeID("to", req.To); err != nil {
+			return err
+		}
+	}
 	if err := s.cluster.TransferLeadership(r.Context(), req.To); err != nil {
 		return err
 	}
 	return s.answerStatus(w, r)
+}
+
+// checkNodeID refuses a node id that --node-id would not take, without
+// echoing it (it may be huge or hold control characters).
+func checkNodeID(field, id string) error {
+	if cluster.ValidNodeID(id) {
+		return nil
+	}
+	return badRequest("%s must be a node id: %s (got %d bytes)", field, cluster.NodeIDRule, len(id))
 }
 
 // keyringer is what the keyring routes need of the cluster (*cluster.Node).
@@ -197,7 +216,7 @@ func (s *Server) handleKeyringChange(w http.ResponseWriter, r *http.Request, c *
 	if op != "install" && op != "use" && op != "remove" {
 		return errorf(http.StatusNotFound, api.CodeNotFound, "no keyring operation %q (install, use or remove)", op)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	body, err := s.readBody(w, r, 64<<10)
 	if err != nil {
 		return err
 	}

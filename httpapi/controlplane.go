@@ -98,6 +98,9 @@ func (s *Server) handleGatewayRegister(w http.ResponseWriter, r *http.Request, c
 }
 
 func (s *Server) handleGatewayDeregister(w http.ResponseWriter, r *http.Request, c *call) error {
+	if err := noFields(c); err != nil {
+		return err
+	}
 	g, gone, idx, err := s.queue.DeregisterGateway(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role})
 	s.setIndex(w, idx)
 	if err != nil {
@@ -145,6 +148,9 @@ func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, c 
 }
 
 func (s *Server) handleWorkerDeregister(w http.ResponseWriter, r *http.Request, c *call) error {
+	if err := noFields(c); err != nil {
+		return err
+	}
 	wk, idx, err := s.queue.DeregisterWorker(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role})
 	s.setIndex(w, idx)
 	if err != nil {
@@ -158,6 +164,9 @@ func (s *Server) handleWorkerDeregister(w http.ResponseWriter, r *http.Request, 
 // gossiped, never a log entry (docs/controlplane.md, "Health").
 
 func (s *Server) handleGatewayHeartbeat(w http.ResponseWriter, r *http.Request, c *call) error {
+	if err := noFields(c); err != nil {
+		return err
+	}
 	id := r.PathValue("id")
 	a, err := s.queue.GatewayHeartbeat(id)
 	if err != nil {
@@ -168,6 +177,9 @@ func (s *Server) handleGatewayHeartbeat(w http.ResponseWriter, r *http.Request, 
 }
 
 func (s *Server) handleRegisteredWorkerHeartbeat(w http.ResponseWriter, r *http.Request, c *call) error {
+	if err := noFields(c); err != nil {
+		return err
+	}
 	id := r.PathValue("id")
 	a, err := s.queue.WorkerHeartbeat(fsm.Actor{Role: c.role}, id)
 	if err != nil {

@@ -165,6 +165,9 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request, c *
 }
 
 func (s *Server) handleSessionEnd(w http.ResponseWriter, r *http.Request, c *call) error {
+	if err := noFields(c); err != nil {
+		return err
+	}
 	ses, idx, err := s.queue.EndSession(r.Context(), r.PathValue("name"), fsm.Actor{Role: c.role})
 	s.setIndex(w, idx)
 	if err != nil {
@@ -208,6 +211,9 @@ func (s *Server) handleStreamCreate(w http.ResponseWriter, r *http.Request, c *c
 }
 
 func (s *Server) handleStreamEnd(w http.ResponseWriter, r *http.Request, c *call) error {
+	if err := noFields(c); err != nil {
+		return err
+	}
 	st, idx, err := s.queue.EndStream(r.Context(), r.PathValue("name"), fsm.Actor{Role: c.role})
 	s.setIndex(w, idx)
 	if err != nil {
@@ -435,7 +441,9 @@ func (s *Server) handleRegistry(w http.ResponseWriter, r *http.Request, c *call)
 
 func (s *Server) handleRegistrySet(w http.ResponseWriter, r *http.Request, c *call) error {
 	var req api.Registry
-	if err := decode(c, &req); err != nil {
+	// The registry is replaced whole: an empty body would wipe it, so it
+	// must say so ({} resets to the defaults).
+	if err := decodeRequired(c, &req, "the whole registry as a JSON object ({} resets it to the defaults)"); err != nil {
 		return err
 	}
 	reg := fsm.Registry{Project: fsm.Project{Name: req.Project.Name, RepoPath: req.Project.RepoPath, PRDPath: req.Project.PRDPath},

@@ -47,6 +47,7 @@ func classify(err error) *apiError {
 		mbe     *http.MaxBytesError
 		refusal *queue.Refusal
 		input   *queue.InputError
+		denied  *queue.ForbiddenError
 		tooBig  *queue.TooLargeError
 		needStr *queue.StreamRequiredError
 	)
@@ -80,6 +81,8 @@ func classify(err error) *apiError {
 			ae.Job = viewJob(refusal.Job)
 		}
 		return ae
+	case errors.As(err, &denied):
+		return errorf(http.StatusForbidden, api.CodeForbidden, "%s", denied.Message)
 	case errors.As(err, &input):
 		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%s", input.Message)
 	case errors.As(err, &tooBig):
@@ -106,6 +109,8 @@ func classify(err error) *apiError {
 		return errorf(http.StatusForbidden, api.CodeNotOwner, "%v", err)
 	case errors.Is(err, fsm.ErrTargetMismatch):
 		return errorf(http.StatusForbidden, api.CodeTargetMismatch, "%v", err)
+	case errors.Is(err, fsm.ErrNotAllowed):
+		return errorf(http.StatusForbidden, api.CodeForbidden, "%v", err)
 	case errors.Is(err, fsm.ErrWorkerIDTaken):
 		return errorf(http.StatusForbidden, api.CodeWorkerIDTaken, "%v", err)
 	case errors.Is(err, fsm.ErrInvalid):
@@ -120,7 +125,11 @@ func classify(err error) *apiError {
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrShutdown):
 		return errorf(http.StatusServiceUnavailable, api.CodeNoLeader, "no leader is available to take the write: %v; retry shortly", err)
 	}
-	return errorf(http.StatusInternalServerError, api.CodeInternal, "%v", err)
+	// A bug: what went wrong is in the node's log (writeError logs it),
+	// never in the answer, which could name Go's types or the node's own
+	// addresses.
+	return errorf(http.StatusInternalServerError, api.CodeInternal,
+		"internal error: the node logged what went wrong; please report it with this answer's %s and time", api.HeaderNode)
 }
 
 // withJob attaches the job of a refusal, if it has one.

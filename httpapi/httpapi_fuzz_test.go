@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	pathpkg "path"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,6 +241,20 @@ func FuzzWriteBodies(f *testing.F) {
 	add("POST", "/cluster/join", 0, `{"node_id":"n9","raft_addr":"127.0.0.1:1","http_addr":"http://127.0.0.1:2"}`)
 	add("POST", "/cluster/remove", 0, `{"node_id":"n9"}`)
 	add("POST", "/cluster/transfer-leader", 0, `{"to":"n2"}`)
+	// Bodies that are not one JSON object of text: refused on every route.
+	for _, body := range []string{`null`, ` null `, `[]`, `"x"`, `1`, `true`, "{\"payload\":\"\xff\"}", `{"payload":"\ud800"}`, "\xef\xbb\xbf{}"} {
+		add("POST", "/jobs", 0, body)
+		add("PUT", "/api/registry", 0, body)
+		add("POST", "/jobs/{id}/complete", 1, body)
+		add("POST", "/cluster/transfer-leader", 0, body)
+		add("POST", "/v1/gateways/{id}/heartbeat", 6, body)
+	}
+	add("PUT", "/api/registry", 0, ``)
+	add("POST", "/jobs", 0, `{"payload":1,"runAt":"tomorrow"}`)
+	add("POST", "/jobs", 0, `{"payload":1,"runAt":17e9}`)
+	add("POST", "/jobs", 0, `{"payload":1,"runAt":"2026-02-30T00:00:00Z"}`)
+	add("POST", "/cluster/remove", 0, `{"node_id":"n\u0000"}`)
+	add("POST", "/v1/workers/{id}/heartbeat", 7, `{bad`)
 	f.Add(uint8(0), uint8(0), uint8(0), "text/plain", `{"payload":1}`)
 	f.Add(uint8(0), uint8(0), uint8(2), "application/merge-patch+json; charset=utf-8", `{"payload":1}`)
 	f.Add(uint8(3), uint8(1), uint8(3), "application/json;", `{"leaseToken":"$TOKEN"}`)
@@ -265,16 +278,73 @@ func FuzzWriteBodies(f *testing.F) {
 		if !done {
 			return // a long poll that found nothing: no answer to check
 		}
-		if p := req.URL.EscapedPath(); rec.Code/100 == 3 && pathpkg.Clean(p) != p {
-			// An empty id ("/v1/tasks//start"): net/http's router sends
-			// the caller to the cleaned path before any route runs.
-			if e.state(t) != before {
-				t.Fatalf("%s %s: %d changed the state", rt.method, path, rec.Code)
+		after := e.state(t)
+		checkAnswer(t, rt.method+" "+path+" "+body, rec, before, after)
+		// A body that is not one JSON object of UTF-8 text is refused,
+		// whatever the route, and changes nothing.
+		if notAnObject(e.expand(body)) && (rec.Code < 400 || rec.Code >= 500 || before != after) {
+			t.Fatalf("%s %s %q: %d (changed: %v) %s", rt.method, path, body, rec.Code, before != after, rec.Body)
+		}
+	})
+}
+
+// notAnObject reports whether a body is something every route refuses:
+// not empty, and not one JSON object of UTF-8 text without escaped lone
+// surrogates.
+func notAnObject(body string) bool {
+	b := trimJSONSpace([]byte(body))
+	if len(b) == 0 {
+		return false
+	}
+	off, _ := badText(b)
+	return off >= 0 || !json.Valid(b) || b[0] != '{'
+}
+
+// FuzzDecode: the shared decoder takes any body into any request type and
+// either decodes one JSON object of UTF-8 text or refuses it with a 4xx
+// whose message is in the API's terms: never Go's types, struct paths,
+// time layouts or encoding/json's own prefix.
+func FuzzDecode(f *testing.F) {
+	for _, b := range []string{``, `{}`, `null`, `[]`, `"x"`, `1`, `true`, `{"payload":1}`, `{"payload":1,"runAt":"tomorrow"}`,
+		`{"payload":1,"runAt":5}`, `{"payload":1,"maxAttempts":"3"}`, `{"payload":1,"maxAttempts":1e99}`, `{"error":[1]}`,
+		"{\"payload\":\"\xff\"}", `{"payload":"\udc00"}`, `{"payload":"\ud83d\ude00"}`, `{"payload":1}{}`, `{"payload":`,
+		`{"tools":[{"name":1}]}`, `{"tools":{}}`, `{"project":[]}`, `{"node_id":"n1"}`, `{"x":1}`} {
+		for typ := range decodeTargets {
+			f.Add(uint8(typ), b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, typ uint8, body string) {
+		v := decodeTargets[int(typ)%len(decodeTargets)]()
+		err := decode(&call{body: []byte(body), contentType: "application/json"}, v)
+		if err == nil {
+			if notAnObject(body) {
+				t.Fatalf("%T took %q", v, body)
 			}
 			return
 		}
-		checkAnswer(t, rt.method+" "+path+" "+body, rec, before, e.state(t))
+		ae, ok := err.(*apiError)
+		if !ok || ae.Status < 400 || ae.Status >= 500 {
+			t.Fatalf("%T %q: refused with %T %v", v, body, err, err)
+		}
+		for _, goTerm := range []string{"Go struct field", "json: ", "2006-01-02", "time.Time", "api.Job", "api.Reg", "httpapi.", "struct {", "int64", "float64", "map[", "[]string", "json.RawMessage", "UnmarshalJSON"} {
+			if strings.Contains(ae.Message, goTerm) {
+				t.Fatalf("%T %q: the refusal says %q: %s", v, body, goTerm, ae.Message)
+			}
+		}
 	})
+}
+
+// decodeTargets are request types the routes decode, with their own
+// decoding (JobCreateRequest, JobError) among them.
+var decodeTargets = []func() interface{}{
+	func() interface{} { return &api.JobCreateRequest{} },
+	func() interface{} { return &api.JobFailRequest{} },
+	func() interface{} { return &api.JobCompleteRequest{} },
+	func() interface{} { return &api.Registry{} },
+	func() interface{} { return &api.WorkerClaimRequest{} },
+	func() interface{} { return &api.ClusterRemoveRequest{} },
+	func() interface{} { return &api.GatewayRegisterRequest{} },
+	func() interface{} { return &struct{}{} },
 }
 
 // readRoutes are GET routes whose query string the caller chooses.

@@ -8,12 +8,12 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
 
 	"github.com/spine-queue/spine/api"
-	"github.com/spine-queue/spine/api/wire"
 	"github.com/spine-queue/spine/queue"
 )
 
@@ -93,7 +93,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow
 		}
 		c.role = role
 		if r.URL.RawQuery != "" {
-			_, c.consistent = r.URL.Query()["consistent"]
+			q, err := url.ParseQuery(r.URL.RawQuery)
+			if err != nil {
+				s.writeError(w, badRequest("the query string is malformed: %s", queryProblem(err)))
+				return
+			}
+			if c.consistent, err = flagParam(q, "consistent"); err != nil {
+				s.writeError(w, err)
+				return
+			}
 		}
 		if v := r.Header.Get(api.HeaderMinIndex); v != "" {
 			n, err := strconv.ParseUint(v, 10, 64)
@@ -139,7 +147,11 @@ func routeTemplate(r *http.Request) string {
 }
 
 func (s *Server) setLeaderHeaders(w http.ResponseWriter) {
-	h := w.Header()
+	s.leaderHeaders(w.Header())
+}
+
+// leaderHeaders sets the headers every answer carries in h.
+func (s *Server) leaderHeaders(h http.Header) {
 	h.Set(api.HeaderNode, s.cluster.ID())
 	id, addr := s.cluster.Leader()
 	if id != "" {
@@ -166,8 +178,14 @@ func (s *Server) setIndex(w http.ResponseWriter, index uint64) {
 // this node's state when the service may answer here, else on the leader.
 func (s *Server) serveRead(w http.ResponseWriter, r *http.Request, c *call, h handlerFunc) error {
 	level := queue.ReadDefault
-	q := r.URL.Query()
-	if _, stale := q["stale"]; stale && q.Get("stale") != "false" && !s.staleFilters[r.Pattern] {
+	stale := false
+	if !s.staleFilters[r.Pattern] {
+		var err error
+		if stale, err = flagParam(r.URL.Query(), "stale"); err != nil {
+			return err
+		}
+	}
+	if stale {
 		level = queue.ReadStale
 	} else if c.consistent {
 		level = queue.ReadConsistent
@@ -209,15 +227,9 @@ func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, c *call, h h
 	if !ok {
 		limit = s.cfg.MaxBodyBytes
 	}
-	body, inMemory := wire.BodyBytes(r.Body) // a request from a mux or relay frame
-	if inMemory && int64(len(body)) > limit {
-		return &http.MaxBytesError{Limit: limit}
-	}
-	if !inMemory {
-		var err error
-		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit)); err != nil {
-			return err
-		}
+	body, err := s.readBody(w, r, limit)
+	if err != nil {
+		return err
 	}
 	c.body = body
 	c.contentType = r.Header.Get("Content-Type")
@@ -239,19 +251,29 @@ func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, c *call, h h
 	return s.forward(w, r, c, h)
 }
 
-// decode parses a JSON request body into v. An empty body is an empty
-// object. The body must be one JSON object of v's fields: an unknown field
-// (a misspelt one would otherwise be ignored and its default used), a value
-// of the wrong type, trailing data or a body sent as another media type is
+// decode parses a JSON request body into v. An empty body (or one of
+// white space only) is an empty object. Anything else must be one JSON
+// object of v's fields, sent as JSON and written in UTF-8: a body that is
+// not an object (null, an array, a string...), an unknown field (a
+// misspelt one would otherwise be ignored and its default used), a value
+// of the wrong type, text that is not UTF-8 (a decoder would silently
+// replace it), trailing data or a body sent as another media type is
 // refused, naming what is wrong.
 func decode(c *call, v interface{}) error {
-	if len(c.body) == 0 {
+	body := trimJSONSpace(c.body)
+	if len(body) == 0 {
 		return nil
 	}
 	if err := jsonMediaType(c.contentType); err != nil {
 		return err
 	}
-	d := json.NewDecoder(bytes.NewReader(c.body))
+	if err := checkText(body); err != nil {
+		return err
+	}
+	if what := nonObject(body); what != "" {
+		return badRequest("the body must be a JSON object ({\"field\": value, ...}), not %s", what)
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
 		return bodyError(err, v)
@@ -260,6 +282,20 @@ func decode(c *call, v interface{}) error {
 		return errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the body must be one JSON object, with nothing after it")
 	}
 	return nil
+}
+
+// decodeRequired is decode for a route whose body cannot be left out:
+// an empty body is refused, saying what the route needs.
+func decodeRequired(c *call, v interface{}, needs string) error {
+	if len(trimJSONSpace(c.body)) == 0 {
+		return badRequest("the body is required: %s", needs)
+	}
+	return decode(c, v)
+}
+
+// noFields checks the body of a route that takes no fields: none, or {}.
+func noFields(c *call) error {
+	return decode(c, &struct{}{})
 }
 
 // jsonMediaType refuses a body declared as anything but JSON. A request
@@ -279,15 +315,19 @@ func jsonMediaType(ct string) error {
 // bodyError turns a JSON decoding error into the answer that says what is
 // wrong in the caller's terms (JSON types and field names, never Go's).
 func bodyError(err error, v interface{}) error {
+	var fe *api.FieldError
+	if errors.As(err, &fe) {
+		return badRequest("%s", fe.Error())
+	}
 	var ute *json.UnmarshalTypeError
 	if errors.As(err, &ute) {
 		if ute.Field == "" {
-			return badRequest("the body must be a JSON object, not %s", ute.Value)
+			return badRequest("the body must be a JSON object, not %s", valueName(ute.Value))
 		}
 		if ute.Type == reflect.TypeFor[api.JobError]() {
 			return badRequest("%s must be a string or {code, message, stack, retryable}", ute.Field)
 		}
-		msg := fmt.Sprintf("field %q must be %s, not %s", ute.Field, jsonKind(ute.Type), ute.Value)
+		msg := fmt.Sprintf("field %q must be %s, not %s", ute.Field, jsonKind(ute.Type), valueName(ute.Value))
 		if r, ok := fieldRanges[ute.Field]; ok {
 			msg += " (" + r + ")"
 		}
@@ -295,13 +335,26 @@ func bodyError(err error, v interface{}) error {
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		name = strings.Trim(name, `"`)
+		if noFieldsIn(v) {
+			return badRequest("unknown field %q: this route takes no fields (send no body, or {})", name)
+		}
 		msg := fmt.Sprintf("unknown field %q", name)
 		if near := nearestField(v, name); near != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", near)
 		}
 		return badRequest("%s; the fields are documented in docs/api.md", msg)
 	}
-	return errorf(http.StatusBadRequest, api.CodeInvalidJSON, "malformed JSON body: %v", err)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return errorf(http.StatusBadRequest, api.CodeInvalidJSON, "malformed JSON body at byte %d: %s", se.Offset,
+			strings.TrimPrefix(se.Error(), "json: "))
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return errorf(http.StatusBadRequest, api.CodeInvalidJSON, "malformed JSON body: it ends before the object is closed")
+	}
+	// Any other error of a value's own decoding (api's types name their
+	// fields with api.FieldError): say where, not what Go said.
+	return errorf(http.StatusBadRequest, api.CodeInvalidJSON, "malformed JSON body: a value does not have the form docs/api.md gives it")
 }
 
 // fieldRanges says what a numeric field allows, for the answer to a value

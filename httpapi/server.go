@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -170,6 +172,14 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 		}
+		if err := unservedTarget(r); err != nil {
+			// net/http's router would answer these itself, in plain text
+			// or with a redirect (which a client may follow with another
+			// method, losing the body).
+			s.setLeaderHeaders(w)
+			s.writeError(w, err)
+			return
+		}
 		if n := headerBytes(r); n > MaxHeaderBytes {
 			s.setLeaderHeaders(w)
 			s.writeError(w, errorf(http.StatusRequestHeaderFieldsTooLarge, api.CodeHeadersTooLarge,
@@ -178,6 +188,41 @@ func (s *Server) Handler() http.Handler {
 		}
 		s.router.ServeHTTP(w, r)
 	})
+}
+
+// unservedTarget refuses, in the API's terms, a request target that
+// net/http's router answers on its own: "*" (OPTIONS *), a CONNECT, and a
+// path that is not in its clean form (an empty segment, "." or "..").
+// The web UI keeps the router's redirect to the clean path.
+func unservedTarget(r *http.Request) error {
+	if r.RequestURI == "*" {
+		return badRequest("the request target * is not served: name a path, such as /health")
+	}
+	if r.Method == http.MethodConnect {
+		return errorf(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "method CONNECT is not allowed: this is not a proxy")
+	}
+	p := r.URL.EscapedPath()
+	if cp := cleanPath(p); cp != p && !strings.HasPrefix(cp, "/ui/") && cp != "/ui" {
+		return errorf(http.StatusNotFound, api.CodeNotFound,
+			"no route %s %s: a path has no empty segments, \".\" or \"..\" (its clean form is %s)", r.Method, p, cp)
+	}
+	return nil
+}
+
+// cleanPath is p as net/http's router cleans it: rooted, without empty
+// segments, "." or "..", keeping a trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // nodeVerified reports whether r came over TLS with a client certificate

@@ -98,8 +98,17 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request, c
 		tmp.Close()
 		os.Remove(tmp.Name())
 	}()
-	meta, err := snapfile.Read(r.Body, tmp)
+	body := &countingBody{r: r.Body}
+	meta, err := snapfile.Read(body, tmp)
 	if err != nil {
+		if body.err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(body.err, &mbe) {
+				return body.err
+			}
+			s.logger.Debug("snapshot upload not read", "error", body.err)
+			return bodyReadError(r, body.n, body.err)
+		}
 		if errors.Is(err, snapfile.ErrCorrupt) {
 			return badRequest("%v", err)
 		}

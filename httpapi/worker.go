@@ -281,6 +281,9 @@ func (s *Server) handleDLQList(w http.ResponseWriter, r *http.Request, c *call) 
 }
 
 func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, c *call) error {
+	if err := noFields(c); err != nil {
+		return err
+	}
 	res, index, err := s.queue.Redrive(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role})
 	return s.answerJob(w, res, index, err)
 }

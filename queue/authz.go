@@ -165,19 +165,26 @@ const maxRegistered = 10_000
 
 // mayChangeWorker checks that actor may register, update, heartbeat or
 // remove the worker id: head may; a claw may for an id of its role's, or
-// (registering) an id no role has yet, which becomes its role's.
+// (registering) an id no role has yet, which becomes its role's. Below
+// fsm.LevelIdentity no id is bound yet, and any claw may, as before.
 func (s *Service) mayChangeWorker(actor fsm.Actor, id string, registering bool) error {
-	if actor.Role == fsm.HeadRole {
+	r := s.state.Peek()
+	if actor.Role == fsm.HeadRole || r.Level() < fsm.LevelIdentity {
 		return nil
 	}
-	r := s.state.Peek()
 	switch role := r.WorkerIDRole(id); {
 	case role == actor.Role:
 		return nil
 	case role == "" && registering:
 		return nil
 	case role == "":
-		return fmt.Errorf("%w: worker %s is not bound to your role: register it with your token first (POST /v1/workers)", fsm.ErrNotOwner, id)
+		return &ForbiddenError{Message: fmt.Sprintf("worker %s belongs to no role yet: register it with your token first "+
+			"(POST /v1/workers), which makes its id your role's", id)}
 	}
-	return fmt.Errorf("%w: worker id %s is in use by another role", fsm.ErrWorkerIDTaken, id)
+	return fmt.Errorf("%w: %s is in use by another role", fsm.ErrWorkerIDTaken, id)
 }
+
+// ForbiddenError is a call the caller's role may not make on that object.
+type ForbiddenError struct{ Message string }
+
+func (e *ForbiddenError) Error() string { return e.Message }

@@ -84,7 +84,7 @@ func (s *Service) RegisterGateway(ctx context.Context, in GatewayInput) (*fsm.Ga
 		return nil, 0, err
 	}
 	if in.Actor.Role != fsm.HeadRole {
-		return nil, 0, fmt.Errorf("%w: only head registers gateways", fsm.ErrNotOwner)
+		return nil, 0, &ForbiddenError{Message: "only head registers gateways"}
 	}
 	if r := s.state.Peek(); r.Gateway(in.ID) == nil && len(r.Gateways()) >= maxRegistered {
 		return nil, 0, invalid("at most %d gateways may be registered; remove one first", maxRegistered)
@@ -100,7 +100,7 @@ func (s *Service) RegisterGateway(ctx context.Context, in GatewayInput) (*fsm.Ga
 // DeregisterGateway removes a gateway and its workers (returned).
 func (s *Service) DeregisterGateway(ctx context.Context, id string, actor fsm.Actor) (*fsm.Gateway, []*fsm.Worker, uint64, error) {
 	if actor.Role != fsm.HeadRole {
-		return nil, nil, 0, fmt.Errorf("%w: only head removes gateways", fsm.ErrNotOwner)
+		return nil, nil, 0, &ForbiddenError{Message: "only head removes gateways"}
 	}
 	res, idx, err := s.proposeRegistry(ctx, fsm.CmdGatewayDeregister, &fsm.GatewayDeregisterCommand{Now: s.now(), ID: id, Actor: actor})
 	if err != nil {

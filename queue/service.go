@@ -217,9 +217,10 @@ func (s *Service) Propose(ctx context.Context, t fsm.CommandType, cmd interface{
 		return nil, 0, err
 	}
 	if len(data) > MaxEntryBytes {
+		what, parts := entryContent(t)
 		return nil, 0, &TooLargeError{Message: fmt.Sprintf(
-			"the %s would make a %d-byte log entry; payload, result, stdout and stderr together must stay under %d bytes (upload large outputs as blobs and pass their ids)",
-			t, len(data), MaxEntryBytes)}
+			"%s is too large: it takes %d bytes as stored, over the limit of %d; %s together must stay under it (upload large inputs and outputs as blobs and pass their ids)",
+			what, len(data), MaxEntryBytes, parts)}
 	}
 	resp, index, err := s.cluster.Apply(ctx, data)
 	if err != nil {
@@ -233,6 +234,35 @@ func (s *Service) Propose(ctx context.Context, t fsm.CommandType, cmd interface{
 		return res, index, &Refusal{Err: res.Err, Job: res.Job, Index: index}
 	}
 	return res, index, nil
+}
+
+// entryContent names, in the API's terms, what a command of type t
+// stores and the parts of it that count against MaxEntryBytes: a refusal
+// speaks of the job, never of the command that carries it.
+func entryContent(t fsm.CommandType) (what, parts string) {
+	switch t {
+	case fsm.CmdCreate, fsm.CmdCreateEx, fsm.CmdCreateRequires, fsm.CmdCreateOpts, fsm.CmdTaskCreate:
+		return "the job", "its payload and its other fields"
+	case fsm.CmdComplete:
+		return "the completion", "its result, stdout and stderr"
+	case fsm.CmdFail:
+		return "the failure", "its error, stdout and stderr"
+	case fsm.CmdTaskStep:
+		return "the task's step", "its result, error, stdout and stderr"
+	case fsm.CmdHeartbeat, fsm.CmdProgress:
+		return "the heartbeat", "its progress and checkpoint"
+	case fsm.CmdComment:
+		return "the comment", "its text"
+	case fsm.CmdRegistrySet:
+		return "the registry", "its project, task classes, tools and scripts"
+	case fsm.CmdGatewayRegister, fsm.CmdWorkerRegister:
+		return "the registration", "its metadata, capabilities and address"
+	case fsm.CmdSessionCreate, fsm.CmdStreamCreate, fsm.CmdStreamDefaults:
+		return "the stream or session", "its description, instructions and defaults"
+	case fsm.CmdRelease, fsm.CmdReleaseEx, fsm.CmdReleaseNotFor:
+		return "the release", "its reason and fields"
+	}
+	return "the request", "its fields"
 }
 
 // Local returns a consistent view of this node's state machine as it is,

@@ -294,6 +294,9 @@ Flags:
 	if c.NodeID == "" {
 		return nil, errors.New("--node-id is required")
 	}
+	if !cluster.ValidNodeID(c.NodeID) {
+		return nil, fmt.Errorf("--node-id %q: a node id is %s", c.NodeID, cluster.NodeIDRule)
+	}
 	return c, nil
 }
 
@@ -369,14 +372,14 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
 	}
+	var listenTLS *tls.Config
 	if nodeTLS != nil {
 		// Clients with tokens present no certificate; one that is
 		// presented must verify against the cluster CA, and only such a
 		// caller (a node) may use the node-to-node paths (httpapi).
-		api := nodeTLS.Clone()
-		api.ClientAuth = tls.VerifyClientCertIfGiven
-		api.NextProtos = []string{"http/1.1"} // the relay and mux are HTTP/1.1 upgrades
-		ln = tls.NewListener(ln, api)
+		listenTLS = nodeTLS.Clone()
+		listenTLS.ClientAuth = tls.VerifyClientCertIfGiven
+		listenTLS.NextProtos = []string{"http/1.1"} // the relay and mux are HTTP/1.1 upgrades
 	}
 	// Metrics: the API's own, Go's runtime and the process, and what
 	// hashicorp/raft and memberlist emit through go-metrics.
@@ -428,6 +431,12 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	node.RunWhileLeader("level", svc.LevelRaiser(500*time.Millisecond))
 	node.RunWhileLeader("retention", svc.Purger(cfg.Retention))
 
+	if listenTLS != nil {
+		ln = tls.NewListener(ln, listenTLS)
+	} else {
+		// A request Go's server cannot parse is refused in JSON too.
+		ln = api.Listener(ln)
+	}
 	handler := api.Handler()
 	if cfg.Pprof {
 		handler = withPprof(handler, cfg.Tokens, inmem)

@@ -121,6 +121,22 @@ func TestServeRetryBackoffSetting(t *testing.T) {
 	}
 }
 
+// A node id is a name (as the cluster routes take it): a host name is
+// one; a space, a NUL or 300 bytes are refused at start.
+func TestServeNodeIDRule(t *testing.T) {
+	t.Setenv("HEAD_TOKEN", "h")
+	for _, id := range []string{"n1", "spine-2.example.com", "node_3:a"} {
+		if _, err := parseServe([]string{"--node-id", id}); err != nil {
+			t.Errorf("--node-id %q: %v", id, err)
+		}
+	}
+	for _, id := range []string{"n 1", "n\x001", "-n1", strings.Repeat("n", 300)} {
+		if _, err := parseServe([]string{"--node-id", id}); err == nil || !strings.Contains(err.Error(), "letters, digits") {
+			t.Errorf("--node-id %q: %v", id, err)
+		}
+	}
+}
+
 // With --pprof a node serves its profiler and the raft metrics of the last
 // intervals, to head tokens only; everything else still reaches the API.
 // Raft's metrics reach the Prometheus registry with or without it.
