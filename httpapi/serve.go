@@ -26,8 +26,8 @@ type kind int
 
 const (
 	kindLocal kind = iota // served by the node it reaches, from its own state
-	kindRead               // read: local when allowed, else forwarded
-	kindWrite              // write: on the leader, else forwarded
+	kindRead              // read: local when allowed, else forwarded
+	kindWrite             // write: on the leader, else forwarded
 	// kindLocalFirst is a write whose handler may answer from this node's
 	// own state when no entry is needed (a heartbeat on a fresh lease); it
 	// runs with call.local set on a follower and returns queue.ErrNeedLeader to

@@ -91,7 +91,7 @@ type Server struct {
 	// allowed is who may call each route ("METHOD /pattern"), web UI pages
 	// included: the table the authorization test walks.
 	allowed map[string]allow
-	fwd       *http.Client
+	fwd     *http.Client
 	// bodyLimits are the routes whose bodies may be larger than
 	// MaxBodyBytes, by pattern.
 	bodyLimits map[string]int64
