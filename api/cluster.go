@@ -151,6 +151,10 @@ type ClusterStatus struct {
 	StateHash      string `json:"state_hash"`
 	HashChecks     uint64 `json:"hash_checks"`
 	HashMismatches uint64 `json:"hash_mismatches"`
+	// Level is the cluster level in this node's state: the rules in force
+	// (docs/design.md, "Identity and authority"). The leader raises it
+	// once every node runs a build that knows it.
+	Level int `json:"level"`
 }
 
 // ClusterNodes is the answer of GET /cluster/nodes (any token): every

@@ -110,7 +110,9 @@ func (s *Server) answerStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewStatus(st))
+	out := viewStatus(st)
+	out.Level = s.queue.Local().Level()
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
