@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -62,6 +63,26 @@ const maxConcurrencyLimit = 10000
 // maxSchedule bounds how far ahead a job may be scheduled, and a backoff.
 const maxSchedule = 365 * 24 * time.Hour
 
+// MaxScheduleDays is maxSchedule in days, as the API documents it.
+const MaxScheduleDays = 365
+
+// RunAtNanos converts a requested runAt to the unix nanoseconds of
+// CreateInput.RunAt. A time before 1970 or past what nanoseconds since 1970
+// hold (the year 2262) is refused as Create refuses one more than
+// MaxScheduleDays ahead: such a time would otherwise wrap around and run
+// the job at once.
+func RunAtNanos(t time.Time) (int64, error) {
+	if t.Before(time.Unix(0, 0)) || t.After(time.Unix(0, math.MaxInt64)) {
+		return 0, runAtRange(t)
+	}
+	return t.UnixNano(), nil
+}
+
+func runAtRange(t time.Time) error {
+	return invalid("runAt must be between 1970-01-01T00:00:00Z and %d days from now (a past time means now), got %s",
+		MaxScheduleDays, t.UTC().Format(time.RFC3339))
+}
+
 // Create makes a job, or answers the job an earlier create with the same
 // idempotency key made (created false). index is the state the answer
 // reflects.
@@ -115,10 +136,10 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 	switch {
 	case in.RunAt != 0 && in.Delay != 0:
 		return nil, false, 0, invalid("give runAt or delaySeconds, not both")
-	case in.Delay < 0:
-		return nil, false, 0, invalid("delaySeconds must not be negative")
-	case in.Delay > maxSchedule, in.RunAt > cmd.Now+maxSchedule.Nanoseconds():
-		return nil, false, 0, invalid("a job may be scheduled at most %v ahead", maxSchedule)
+	case in.Delay < 0 || in.Delay > maxSchedule:
+		return nil, false, 0, invalid("delaySeconds must be 0 to %d (%d days)", int64(maxSchedule.Seconds()), MaxScheduleDays)
+	case in.RunAt < 0 || in.RunAt > cmd.Now+maxSchedule.Nanoseconds():
+		return nil, false, 0, runAtRange(time.Unix(0, in.RunAt))
 	case in.Delay > 0:
 		ex.RunAt = cmd.Now + in.Delay.Nanoseconds()
 	case in.RunAt > cmd.Now:
