@@ -171,4 +171,7 @@ const (
 	// CodeNoHealthyGateway: 503, no healthy gateway with free capacity meets
 	// a route's requirements; nothing was routed (retry when one is).
 	CodeNoHealthyGateway = "no_healthy_gateway"
+	// CodeCommentLimit: 409, the job has as many comments (100), or as much
+	// comment text (256 KiB), as a job keeps; nothing was added.
+	CodeCommentLimit = "comment_limit"
 )

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"regexp"
 	"strings"
@@ -394,7 +395,33 @@ func (s *Service) ReleaseFor(ctx context.Context, ref fsm.LeaseRef, actor fsm.Ac
 	return s.Propose(ctx, fsm.CmdRelease, &cmd)
 }
 
-// Comment attaches a note to a job actor may see.
+// A job keeps at most MaxComments comments of at most MaxCommentBytes of
+// text together: every answer about a job carries its comments.
+const (
+	MaxComments     = 100
+	MaxCommentBytes = 256 << 10
+)
+
+// CommentLimitError: the job has as many comments, or as much comment
+// text, as a job keeps; nothing was added.
+type CommentLimitError struct{ Message string }
+
+func (e *CommentLimitError) Error() string { return e.Message }
+
+// Comment attaches a note to a job actor may see, unless the job already
+// has MaxComments comments or the note would take their text past
+// MaxCommentBytes.
+//
+// The limits are checked here, on the leader before proposing, not when the
+// entry applies: a node of an older version applies every comment entry,
+// and a refusal only the new version made in apply would leave the
+// replicas disagreeing during a rolling upgrade. Comments on one job are
+// serialized on this node (each is proposed once the last is applied), so
+// while one node leads the limits hold exactly; across a change of leader,
+// the comments the old leader had proposed and not yet seen applied can
+// still commit, so a job can exceed the limits by at most that many
+// comments (one per job whose comment was in flight, or a few more if their
+// callers retried an unknown outcome).
 func (s *Service) Comment(ctx context.Context, id string, actor fsm.Actor, text string) (*fsm.Result, uint64, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, 0, invalid("text is required")
@@ -402,8 +429,26 @@ func (s *Service) Comment(ctx context.Context, id string, actor fsm.Actor, text 
 	if len(text) > MaxTextBytes {
 		return nil, 0, invalid("text is larger than %d bytes", MaxTextBytes)
 	}
-	if _, err := Lookup(s.state.Peek(), actor.Role, id); err != nil {
+	unlock, err := s.comments.lock(ctx, id)
+	if err != nil {
 		return nil, 0, err
+	}
+	defer unlock()
+	j, err := Lookup(s.state.Peek(), actor.Role, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(j.Comments) >= MaxComments {
+		return nil, 0, &CommentLimitError{Message: fmt.Sprintf("job %s has %d comments, the most a job keeps; nothing was added", id, len(j.Comments))}
+	}
+	size := 0
+	for _, c := range j.Comments {
+		size += len(c.Text)
+	}
+	if size+len(text) > MaxCommentBytes {
+		return nil, 0, &CommentLimitError{Message: fmt.Sprintf(
+			"job %s has %d bytes of comments; this %d-byte comment would take them past the %d bytes a job keeps; nothing was added",
+			id, size, len(text), MaxCommentBytes)}
 	}
 	return s.Propose(ctx, fsm.CmdComment, &fsm.CommentCommand{Now: s.now(), JobID: id, Actor: actor, Text: text})
 }
