@@ -139,7 +139,9 @@ func New(cfg Config, c Cluster, q *queue.Service) (*Server, error) {
 	s.routes()
 	s.relaySrv = &wire.Server{Handler: s.router, MaxFrame: wire.MaxFrame}
 	s.muxSrv = &wire.Server{
-		Handler: s.router, MaxInFlight: muxMaxInFlight,
+		// A frame is a request like any other: the same limits, then the
+		// router (a follower's relay carries requests it checked already).
+		Handler: http.HandlerFunc(s.serveRequest), MaxInFlight: muxMaxInFlight,
 		MaxFrame: uint32(max(cfg.MaxBodyBytes, wire.MaxBody)) + 64<<10,
 		// A client's request is forwarded like any other: only a node
 		// marks a request as forwarded.
@@ -167,14 +169,21 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 		}
-		if n := headerBytes(r); n > MaxHeaderBytes {
-			s.setLeaderHeaders(w)
-			s.writeError(w, errorf(http.StatusRequestHeaderFieldsTooLarge, api.CodeHeadersTooLarge,
-				"the request's headers and URL are %d bytes, over the limit of %d", n, MaxHeaderBytes))
-			return
-		}
-		s.router.ServeHTTP(w, r)
+		s.serveRequest(w, r)
 	})
+}
+
+// serveRequest serves one API request, read from an HTTP connection or from
+// a clients' mux frame: the limits every request is held to, then the
+// router.
+func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request) {
+	if n := headerBytes(r); n > MaxHeaderBytes {
+		s.setLeaderHeaders(w)
+		s.writeError(w, errorf(http.StatusRequestHeaderFieldsTooLarge, api.CodeHeadersTooLarge,
+			"the request's headers and URL are %d bytes, over the limit of %d", n, MaxHeaderBytes))
+		return
+	}
+	s.router.ServeHTTP(w, r)
 }
 
 // nodeVerified reports whether r came over TLS with a client certificate
