@@ -62,6 +62,8 @@ type server struct {
 	c      *client.Client
 	role   Role
 	leases *leases
+	// args are the arguments of each tool, by name (set by New, then read).
+	args map[string]*argSpec
 
 	mu sync.Mutex
 	// workerID is the session's worker id: the default of its claims,
@@ -93,7 +95,7 @@ func New(cfg Config) (*mcp.Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = moduleVersion()
 	}
-	s := &server{c: cfg.Client, role: cfg.Role, workerID: cfg.WorkerID, leases: newLeases()}
+	s := &server{c: cfg.Client, role: cfg.Role, workerID: cfg.WorkerID, leases: newLeases(), args: map[string]*argSpec{}}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "spine", Title: "Spine job queue", Version: cfg.Version},
 		&mcp.ServerOptions{
 			Instructions: instructions(cfg.Role),
@@ -109,6 +111,7 @@ func New(cfg Config) (*mcp.Server, error) {
 		s.addHeadTools(srv)
 	}
 	s.addResources(srv)
+	srv.AddReceivingMiddleware(s.checkArguments)
 	return srv, nil
 }
 
