@@ -174,4 +174,7 @@ const (
 	// CodeCommentLimit: 409, the job has as many comments (100), or as much
 	// comment text (256 KiB), as a job keeps; nothing was added.
 	CodeCommentLimit = "comment_limit"
+	// CodeTooManySessions: 429, the token (or the node) has as many MCP
+	// sessions open as it may; the answer has Retry-After.
+	CodeTooManySessions = "too_many_sessions"
 )

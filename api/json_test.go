@@ -421,12 +421,12 @@ func TestHealthEncodesAsTheServer(t *testing.T) {
 		"log_append_seconds": 0.125, "log_writes_overlapped": uint64(8),
 		"hash_index": uint64(40), "state_hash": "abcd",
 		"hash_checks": uint64(9), "hash_mismatches": uint64(0),
-		"lease_misses": uint64(1),
+		"lease_misses": uint64(1), "mcp_sessions": 6,
 	}
 	h := api.Health{OK: true, NodeID: "n1", Role: "leader", State: "Leader", LeaderID: "n1", LeaderAddr: "http://127.0.0.1:1",
 		AppliedIndex: 42, CommitIndex: 43, Term: 2, Time: now, ClaimWaiters: 3, LocalHeartbeats: 4, MuxConnections: 5,
 		LogBatches: 6, LogEntries: 7, LogAppendSeconds: 0.125, LogWritesOverlapped: 8, HashIndex: 40, StateHash: "abcd",
-		HashChecks: 9, LeaseMisses: 1}
+		HashChecks: 9, LeaseMisses: 1, MCPSessions: 6}
 	sameJSON(t, "bare", h, ref)
 
 	// The optional fields, including a zero timer slack (which is a value).

@@ -320,7 +320,7 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 	want := []string{api.CodeInvalidJSON, api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeNotOwner, api.CodeTargetMismatch,
 		api.CodeNotFound, api.CodeMethodNotAllowed, api.CodeIllegalTransition, api.CodeStaleLease, api.CodeMaxAttempts, api.CodeTooLarge, api.CodeNoLeader,
 		api.CodeOutcomeUnknown, api.CodeInternal, api.CodeStreamEnded, api.CodeStreamPaused, api.CodeMissingCapability, api.CodeAlreadyExists, api.CodeSessionEnded, api.CodeStreamRequired,
-		api.CodeUpgradeInProgress, api.CodeNoHealthyGateway, api.CodeCommentLimit}
+		api.CodeUpgradeInProgress, api.CodeNoHealthyGateway, api.CodeCommentLimit, api.CodeTooManySessions}
 	sort.Strings(codes)
 	sort.Strings(want)
 	if !slices.Equal(codes, want) {

@@ -68,6 +68,8 @@ type Config struct {
 	// are refused unless the caller presented a certificate that verified
 	// against the cluster CA (the listener's ClientCAs).
 	NodeTLS *tls.Config
+	// MCP bounds the MCP sessions of /mcp (zero values: the defaults).
+	MCP MCPLimits
 }
 
 // Server is the HTTP API of one node.
@@ -101,6 +103,7 @@ type Server struct {
 	relayKey string
 	relaySrv *wire.Server // followers' relays, served as leader
 	muxSrv   *wire.Server // clients' mux connections
+	mcp      *mcpEndpoint // /mcp
 	metrics  *metrics
 	// draining ends when Shutdown begins: long polls answer at once.
 	draining     context.Context

@@ -234,7 +234,7 @@ func (s *server) held(ctx context.Context, _ *mcp.CallToolRequest, in heldIn) (*
 			continue
 		}
 		s.leases.put(lease{JobID: c.JobID, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, WorkerID: worker, Stream: c.Stream,
-			HeartbeatEvery: c.HeartbeatInterval(), ClaimedAt: time.Now()})
+			HeartbeatEvery: s.heartbeatEvery(c.HeartbeatInterval()), ClaimedAt: time.Now()})
 	}
 	out := heldOut{WorkerID: worker, Jobs: []HeldJob{}}
 	for _, l := range s.leases.all() {
@@ -285,13 +285,13 @@ func (s *server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 	now := time.Now()
 	for _, c := range claims {
 		s.leases.put(lease{JobID: c.JobID, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, WorkerID: worker, Stream: c.Stream,
-			HeartbeatEvery: c.HeartbeatInterval(), ClaimedAt: now})
+			HeartbeatEvery: s.heartbeatEvery(c.HeartbeatInterval()), ClaimedAt: now})
 	}
 	instructions := s.instructionsOf(ctx, claims)
 	for _, c := range claims {
 		out.Jobs = append(out.Jobs, ClaimedJob{JobID: c.JobID, Stream: c.Stream, Payload: rawJSON(c.Payload), Attempt: c.Attempt,
 			MaxAttempts: c.MaxAttempts, Checkpoint: rawJSON(c.Checkpoint), Instructions: instructions[c.Stream],
-			LeaseSeconds: c.LeaseTTLSeconds, HeartbeatIntervalSeconds: c.HeartbeatInterval().Seconds(),
+			LeaseSeconds: c.LeaseTTLSeconds, HeartbeatIntervalSeconds: s.heartbeatEvery(c.HeartbeatInterval()).Seconds(),
 			AttemptID: c.AttemptID, LeaseToken: c.LeaseToken})
 	}
 	first := claims[0]
@@ -302,7 +302,7 @@ func (s *server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 	out.Next = fmt.Sprintf("Do what %s (and its stream's instructions, if any). While you work, call heartbeat with the job_id "+
 		"at least every %.0f s (the lease lasts %.0f s). Then call complete with the job_id and a result {\"summary\": …}; "+
 		"or fail (message, retryable) if you cannot do it; or release if it is not for you. This session keeps the lease.",
-		what, first.HeartbeatInterval().Seconds(), first.LeaseTTLSeconds)
+		what, s.heartbeatEvery(first.HeartbeatInterval()).Seconds(), first.LeaseTTLSeconds)
 	return nil, out, nil
 }
 
