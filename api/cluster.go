@@ -34,6 +34,8 @@ type Health struct {
 	LogBatches          uint64  `json:"log_batches"`
 	LogEntries          uint64  `json:"log_entries"`
 	LogWritesOverlapped uint64  `json:"log_writes_overlapped"`
+	// MCPSessions: MCP sessions (/mcp) open on this node.
+	MCPSessions int `json:"mcp_sessions"`
 	// MuxConnections: clients' multiplexed connections this node serves.
 	MuxConnections int    `json:"mux_connections"`
 	NodeID         string `json:"node_id"`

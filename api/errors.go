@@ -197,4 +197,10 @@ const (
 	// CodeNoHealthyGateway: 503, no healthy gateway with free capacity meets
 	// a route's requirements; nothing was routed (retry when one is).
 	CodeNoHealthyGateway = "no_healthy_gateway"
+	// CodeCommentLimit: 409, the job has as many comments (100), or as much
+	// comment text (256 KiB), as a job keeps; nothing was added.
+	CodeCommentLimit = "comment_limit"
+	// CodeTooManySessions: 429, the token (or the node) has as many MCP
+	// sessions open as it may; the answer has Retry-After.
+	CodeTooManySessions = "too_many_sessions"
 )

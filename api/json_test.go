@@ -133,6 +133,7 @@ type refClusterStatus struct {
 	StateHash           string          `json:"state_hash"`
 	HashChecks          uint64          `json:"hash_checks"`
 	HashMismatches      uint64          `json:"hash_mismatches"`
+	Level               int             `json:"level"`
 }
 
 type refNodeStatus struct {
@@ -421,12 +422,12 @@ func TestHealthEncodesAsTheServer(t *testing.T) {
 		"log_append_seconds": 0.125, "log_writes_overlapped": uint64(8),
 		"hash_index": uint64(40), "state_hash": "abcd",
 		"hash_checks": uint64(9), "hash_mismatches": uint64(0),
-		"lease_misses": uint64(1),
+		"lease_misses": uint64(1), "mcp_sessions": 6,
 	}
 	h := api.Health{OK: true, NodeID: "n1", Role: "leader", State: "Leader", LeaderID: "n1", LeaderAddr: "http://127.0.0.1:1",
 		AppliedIndex: 42, CommitIndex: 43, Term: 2, Time: now, ClaimWaiters: 3, LocalHeartbeats: 4, MuxConnections: 5,
 		LogBatches: 6, LogEntries: 7, LogAppendSeconds: 0.125, LogWritesOverlapped: 8, HashIndex: 40, StateHash: "abcd",
-		HashChecks: 9, LeaseMisses: 1}
+		HashChecks: 9, LeaseMisses: 1, MCPSessions: 6}
 	sameJSON(t, "bare", h, ref)
 
 	// The optional fields, including a zero timer slack (which is a value).
@@ -443,13 +444,13 @@ func TestClusterStatusEncodesAsTheServer(t *testing.T) {
 		{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "http://127.0.0.1:2", GossipAddr: "127.0.0.1:3", Suffrage: "voter", Alive: true, HashIndex: 4, StateHash: "ab"},
 		{ID: "n2", RaftAddr: "127.0.0.1:5", Suffrage: "nonvoter"},
 	}, Term: 3, CommitIndex: 10, AppliedIndex: 9, NodeID: "n1", State: "Leader", LastContact: "0s",
-		LogBatches: 1, LogEntries: 2, LogAppendSeconds: 0.5, LogWritesOverlapped: 1, HashIndex: 9, StateHash: "cd", HashChecks: 4, HashMismatches: 1}
+		LogBatches: 1, LogEntries: 2, LogAppendSeconds: 0.5, LogWritesOverlapped: 1, HashIndex: 9, StateHash: "cd", HashChecks: 4, HashMismatches: 1, Level: 1}
 	ref.Leader.ID, ref.Leader.HTTPAddr = "n1", "http://127.0.0.1:2"
 	st := api.ClusterStatus{Leader: api.ClusterLeader{ID: "n1", HTTPAddr: "http://127.0.0.1:2"}, Nodes: []*api.ClusterNode{
 		{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "http://127.0.0.1:2", GossipAddr: "127.0.0.1:3", Suffrage: "voter", Alive: true, HashIndex: 4, StateHash: "ab"},
 		{ID: "n2", RaftAddr: "127.0.0.1:5", Suffrage: "nonvoter"},
 	}, Term: 3, CommitIndex: 10, AppliedIndex: 9, NodeID: "n1", State: "Leader", LastContact: "0s",
-		LogBatches: 1, LogEntries: 2, LogAppendSeconds: 0.5, LogWritesOverlapped: 1, HashIndex: 9, StateHash: "cd", HashChecks: 4, HashMismatches: 1}
+		LogBatches: 1, LogEntries: 2, LogAppendSeconds: 0.5, LogWritesOverlapped: 1, HashIndex: 9, StateHash: "cd", HashChecks: 4, HashMismatches: 1, Level: 1}
 	sameJSON(t, "status", st, ref)
 	sameJSON(t, "member", api.Member{NodeID: "n3", RaftAddr: "r", HTTPAddr: "h", GossipAddr: "g"},
 		struct {

@@ -109,6 +109,11 @@ type Registry struct {
 // DefaultPurgeDays is the retention of finished tasks without a registry.
 const DefaultPurgeDays = 3
 
+// MaxPurgeDays is the longest retention of finished tasks, ten years. A
+// reload asking for more is refused before it is proposed; a registry that
+// holds more (written before the bound existed) is read as MaxPurgeDays.
+const MaxPurgeDays = 3650
+
 // Tool returns the registered tool name, or nil.
 func (r *Registry) Tool(name string) *Tool {
 	if r == nil {
@@ -136,12 +141,23 @@ func (r *Registry) ClassTimeout(name string) (int64, bool) {
 	return 0, false
 }
 
-// Retention returns the retention of finished tasks in days.
+// Retention returns the retention of finished tasks in days, at most
+// MaxPurgeDays.
 func (r *Registry) Retention() int {
 	if r == nil || r.PurgeDays <= 0 {
 		return DefaultPurgeDays
 	}
-	return r.PurgeDays
+	return min(r.PurgeDays, MaxPurgeDays)
+}
+
+// nanosPerDay is a day in nanoseconds.
+const nanosPerDay = 24 * 3600 * 1_000_000_000
+
+// RetentionNanos is Retention in nanoseconds. It never overflows: a stored
+// retention of a million days, multiplied out, would wrap into a cut-off in
+// the future, and a purge would delete tasks that had just finished.
+func (r *Registry) RetentionNanos() int64 {
+	return int64(r.Retention()) * nanosPerDay
 }
 
 // toolNames lists the registered tools, for an error message.

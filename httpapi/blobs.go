@@ -70,13 +70,44 @@ func (s *Server) handleBlobGet(w http.ResponseWriter, r *http.Request, c *call) 
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", b.ContentType)
-	w.Header().Set("Content-Length", strconv.FormatInt(b.Size, 10))
-	w.Header().Set("ETag", `"`+b.ID+`"`)
-	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	h := w.Header()
+	ct, inline := blobType(b.ContentType)
+	h.Set("Content-Type", ct)
+	h.Set("Content-Length", strconv.FormatInt(b.Size, 10))
+	h.Set("ETag", `"`+b.ID+`"`)
+	// Immutable, but reading it takes a token: no shared cache may keep it.
+	h.Set("Cache-Control", "private, max-age=31536000, immutable")
+	h.Set("X-Content-Type-Options", "nosniff")
+	// Anyone with a token uploads any bytes under any type: a browser must
+	// never run them as a page of this origin.
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	if !inline {
+		h.Set("Content-Disposition", "attachment")
+	}
 	w.WriteHeader(http.StatusOK)
 	return chunks(func(p []byte) error {
 		_, err := w.Write(p)
 		return err
 	})
+}
+
+// inlineBlobTypes are the media types a blob is served inline as: types a
+// browser displays and never runs. Every other type (HTML, SVG, XML,
+// JavaScript, PDF, anything unknown) is served as an attachment, which a
+// browser saves rather than opens.
+var inlineBlobTypes = map[string]bool{
+	"text/plain": true, "text/csv": true, "application/json": true, "application/octet-stream": true,
+	"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true, "image/avif": true, "image/bmp": true,
+	"audio/mpeg": true, "audio/ogg": true, "audio/wav": true, "video/mp4": true, "video/webm": true, "video/ogg": true,
+}
+
+// blobType returns the Content-Type a blob stored with type ct is served
+// with, and whether it is served inline. A type that does not parse is
+// served as application/octet-stream.
+func blobType(ct string) (string, bool) {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "application/octet-stream", false
+	}
+	return ct, inlineBlobTypes[mt]
 }

@@ -32,8 +32,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, c *call) e
 		AppliedIndex: st.AppliedIndex, CommitIndex: st.CommitIndex, Term: st.Term,
 		Time:         time.Now().UTC(),
 		ClaimWaiters: qs.ClaimWaiters, LocalHeartbeats: qs.LocalHeartbeats, LeaseMisses: qs.LeaseMisses,
-		MuxConnections: s.muxSrv.Conns(),
-		LogBatches:     st.LogBatches, LogEntries: st.LogEntries,
+		MuxConnections: s.muxSrv.Conns(), MCPSessions: s.mcp.sessions.count(),
+		LogBatches: st.LogBatches, LogEntries: st.LogEntries,
 		LogAppendSeconds: st.LogAppendSeconds, LogWritesOverlapped: st.LogWritesOverlapped,
 		HashIndex: st.HashIndex, StateHash: st.StateHash, HashChecks: st.HashChecks, HashMismatches: st.HashMismatches,
 	}

@@ -490,7 +490,7 @@ func (s *Server) handlePurge(w http.ResponseWriter, r *http.Request, c *call) er
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	age := time.Duration(s.queue.Registry().Retention()) * 24 * time.Hour
+	age := time.Duration(s.queue.Registry().RetentionNanos())
 	if req.OlderThan != "" {
 		d, err := ParseAge(req.OlderThan)
 		if err != nil {

@@ -50,6 +50,7 @@ func classify(err error) *apiError {
 		denied  *queue.ForbiddenError
 		tooBig  *queue.TooLargeError
 		needStr *queue.StreamRequiredError
+		comment *queue.CommentLimitError
 	)
 	switch {
 	case errors.As(err, &needStr):
@@ -59,6 +60,8 @@ func classify(err error) *apiError {
 			ae.Streams = append(ae.Streams, api.StreamQueue{Name: q.Name, Queued: q.Queued})
 		}
 		return ae
+	case errors.As(err, &comment):
+		return errorf(http.StatusConflict, api.CodeCommentLimit, "%s", comment.Message)
 	case errors.Is(err, queue.ErrUpgradeInProgress):
 		return errorf(http.StatusServiceUnavailable, api.CodeUpgradeInProgress, "%v", err)
 	case errors.Is(err, fsm.ErrStreamEnded):

@@ -39,10 +39,14 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 		return badRequest(`onDependencyFailure must be "fail" or "run"`)
 	}
 	if !req.RunAt.IsZero() {
-		in.RunAt = req.RunAt.UnixNano()
+		n, err := queue.RunAtNanos(req.RunAt)
+		if err != nil {
+			return err
+		}
+		in.RunAt = n
 	}
-	if req.DelaySeconds < 0 || req.DelaySeconds > 365*24*3600 {
-		return badRequest("delaySeconds must be 0 to %d", 365*24*3600)
+	if req.DelaySeconds < 0 || req.DelaySeconds > queue.MaxScheduleDays*24*3600 {
+		return badRequest("delaySeconds must be 0 to %d (%d days)", queue.MaxScheduleDays*24*3600, queue.MaxScheduleDays)
 	}
 	in.Delay = time.Duration(req.DelaySeconds) * time.Second
 	if b := req.Backoff; b != nil {

@@ -6,8 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -34,9 +37,32 @@ import (
 // mcpPath is where the MCP server is served.
 const mcpPath = "/mcp"
 
-// mcpSessionTimeout closes an MCP session that no request has used for this
-// long; its client must start a new one (MCP clients do on a 404).
-const mcpSessionTimeout = time.Hour
+// MCP sessions are bounded (docs/mcp.md): each holds its server, its
+// client and its leases in this node's memory, so a token may open only so
+// many, the node only so many in all, and one no request used for a while
+// ends by itself.
+const (
+	// DefaultMCPSessionsPerToken is how many MCP sessions one token may
+	// have open on a node.
+	DefaultMCPSessionsPerToken = 100
+	// DefaultMCPSessions is how many MCP sessions a node keeps open in all.
+	DefaultMCPSessions = 500
+	// DefaultMCPSessionIdle ends an MCP session no request has used for
+	// this long; its client starts a new one (MCP clients do on a 404).
+	DefaultMCPSessionIdle = 10 * time.Minute
+	// mcpRetryAfter is the Retry-After of a session refused for the limit.
+	mcpRetryAfter = 60
+)
+
+// MCPLimits bound the MCP sessions of /mcp. Zero values take the defaults.
+type MCPLimits struct {
+	// PerToken caps the sessions one token has open on this node.
+	PerToken int
+	// Total caps the sessions open on this node.
+	Total int
+	// Idle ends a session no request used for this long.
+	Idle time.Duration
+}
 
 // mcpEndpoint serves /mcp.
 type mcpEndpoint struct {
@@ -47,35 +73,59 @@ type mcpEndpoint struct {
 	// protocol versions the server speaks; it serves no session.
 	versions *mcp.Server
 	local    *http.Client
+	limits   MCPLimits
+	sessions mcpSessions
+	// built counts the session servers built (each holds a session's
+	// tools, client and leases).
+	built atomic.Int64
 }
 
 // mcpCaller is an authenticated request's caller; getServer builds its
 // session's server once.
 type mcpCaller struct {
 	role, token string
-	srv         *mcp.Server
-	err         error
+	// user is the token's digest: whose sessions these are.
+	user string
+	srv  *mcp.Server
+	err  error
 }
 
 type mcpCallerKey struct{}
 
 func (s *Server) mcpRoutes() {
+	lim := s.cfg.MCP
+	if lim.PerToken <= 0 {
+		lim.PerToken = DefaultMCPSessionsPerToken
+	}
+	if lim.Total <= 0 {
+		lim.Total = DefaultMCPSessions
+	}
+	if lim.Idle <= 0 {
+		lim.Idle = DefaultMCPSessionIdle
+	}
 	m := &mcpEndpoint{s: s, schemas: mcp.NewSchemaCache(),
 		versions: mcp.NewServer(&mcp.Implementation{Name: "spine"}, nil),
-		local:    &http.Client{Transport: localTransport{h: s.Handler()}}}
+		local:    &http.Client{Transport: localTransport{h: s.Handler()}},
+		limits:   lim, sessions: mcpSessions{perToken: map[string]int{}}}
 	sdk := mcp.NewStreamableHTTPHandler(m.getServer, &mcp.StreamableHTTPOptions{
 		// Answers are JSON, not event streams: a tool call is one request
 		// and one answer, and the server sends nothing unprompted.
 		JSONResponse:   true,
-		SessionTimeout: mcpSessionTimeout,
+		SessionTimeout: lim.Idle,
 	})
 	// Every request of a session must carry the token that opened it (the
 	// SDK compares the UserID of each request's TokenInfo with the first's).
 	m.sdk = auth.RequireBearerToken(func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		sum := sha256.Sum256([]byte(token))
-		return &auth.TokenInfo{UserID: hex.EncodeToString(sum[:])}, nil
+		return &auth.TokenInfo{UserID: tokenUser(token)}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
+	s.mcp = m
 	s.router.Handle(mcpPath, m)
+}
+
+// tokenUser is the digest that stands for a token in the session registry.
+func tokenUser(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
 }
 
 func (m *mcpEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -105,8 +155,40 @@ func (m *mcpEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	caller := &mcpCaller{role: role, token: strings.TrimSpace(tok)}
-	m.sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpCallerKey{}, caller)))
+	tok = strings.TrimSpace(tok)
+	caller := &mcpCaller{role: role, token: tok, user: tokenUser(tok)}
+	if r.Method == http.MethodPost && isJSON(r.Header.Get("Content-Type")) {
+		// The body is read here, not by the SDK, to refuse what is not a
+		// JSON-RPC message in JSON-RPC's terms (the SDK's answers name Go
+		// types); the SDK reads it again from memory.
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+		if err != nil {
+			s.writeError(w, err)
+			return
+		}
+		if e := checkRPC(body); e != nil {
+			writeRPCError(w, http.StatusBadRequest, e)
+			return
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	}
+	// A POST without a session id starts a session: it takes a place among
+	// the token's and the node's, given back when the session ends.
+	var slot *mcpSlot
+	if r.Method == http.MethodPost && r.Header.Get(mcpSessionHeader) == "" {
+		var err error
+		if slot, err = m.sessions.reserve(caller.user, m.limits); err != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(mcpRetryAfter))
+			s.writeError(w, err)
+			return
+		}
+	}
+	ew := &mcpErrorWriter{ResponseWriter: w, s: s, r: r, idle: m.limits.Idle}
+	m.sdk.ServeHTTP(ew, r.WithContext(context.WithValue(r.Context(), mcpCallerKey{}, caller)))
+	ew.finish()
+	if slot != nil {
+		m.sessions.settle(slot, caller.srv)
+	}
 }
 
 // getServer is the SDK's: the server of a new session (a request without
@@ -114,7 +196,7 @@ func (m *mcpEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 // node speaks (the SDK asks it of every request; the session's own server
 // answers the request).
 func (m *mcpEndpoint) getServer(r *http.Request) *mcp.Server {
-	if r.Header.Get("Mcp-Session-Id") != "" {
+	if r.Header.Get(mcpSessionHeader) != "" {
 		return m.versions
 	}
 	caller, _ := r.Context().Value(mcpCallerKey{}).(*mcpCaller)
@@ -133,6 +215,7 @@ func (m *mcpEndpoint) getServer(r *http.Request) *mcp.Server {
 // newServer builds a session's server: the tools of the caller's role, on a
 // client of this node under the caller's token.
 func (m *mcpEndpoint) newServer(r *http.Request, caller *mcpCaller) (*mcp.Server, error) {
+	m.built.Add(1)
 	role := mcpserver.RoleClaw
 	if caller.role == RoleHead {
 		role = mcpserver.RoleHead
@@ -147,7 +230,7 @@ func (m *mcpEndpoint) newServer(r *http.Request, caller *mcpCaller) (*mcp.Server
 	if err != nil {
 		return nil, err
 	}
-	return mcpserver.New(mcpserver.Config{Client: c, Role: role, SchemaCache: m.schemas})
+	return mcpserver.New(mcpserver.Config{Client: c, Role: role, SchemaCache: m.schemas, SessionIdle: m.limits.Idle})
 }
 
 // localTransport serves a client's requests with this node's handler, in

@@ -70,6 +70,8 @@ type Config struct {
 	// are refused unless the caller presented a certificate that verified
 	// against the cluster CA (the listener's ClientCAs).
 	NodeTLS *tls.Config
+	// MCP bounds the MCP sessions of /mcp (zero values: the defaults).
+	MCP MCPLimits
 }
 
 // Server is the HTTP API of one node.
@@ -106,6 +108,7 @@ type Server struct {
 	relayKey string
 	relaySrv *wire.Server // followers' relays, served as leader
 	muxSrv   *wire.Server // clients' mux connections
+	mcp      *mcpEndpoint // /mcp
 	metrics  *metrics
 	// draining ends when Shutdown begins: long polls answer at once.
 	draining     context.Context
@@ -144,7 +147,9 @@ func New(cfg Config, c Cluster, q *queue.Service) (*Server, error) {
 	s.routes()
 	s.relaySrv = &wire.Server{Handler: s.router, MaxFrame: wire.MaxFrame}
 	s.muxSrv = &wire.Server{
-		Handler: s.router, MaxInFlight: muxMaxInFlight,
+		// A frame is a request like any other: the same limits, then the
+		// router (a follower's relay carries requests it checked already).
+		Handler: http.HandlerFunc(s.serveRequest), MaxInFlight: muxMaxInFlight,
 		MaxFrame: uint32(max(cfg.MaxBodyBytes, wire.MaxBody)) + 64<<10,
 		// A client's request is forwarded like any other: only a node
 		// marks a request as forwarded.
@@ -172,22 +177,29 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 		}
-		if err := unservedTarget(r); err != nil {
-			// net/http's router would answer these itself, in plain text
-			// or with a redirect (which a client may follow with another
-			// method, losing the body).
-			s.setLeaderHeaders(w)
-			s.writeError(w, err)
-			return
-		}
-		if n := headerBytes(r); n > MaxHeaderBytes {
-			s.setLeaderHeaders(w)
-			s.writeError(w, errorf(http.StatusRequestHeaderFieldsTooLarge, api.CodeHeadersTooLarge,
-				"the request's headers and URL are %d bytes, over the limit of %d", n, MaxHeaderBytes))
-			return
-		}
-		s.router.ServeHTTP(w, r)
+		s.serveRequest(w, r)
 	})
+}
+
+// serveRequest serves one API request, read from an HTTP connection or from
+// a clients' mux frame: the limits every request is held to, then the
+// router.
+func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request) {
+	if err := unservedTarget(r); err != nil {
+		// net/http's router would answer these itself, in plain text
+		// or with a redirect (which a client may follow with another
+		// method, losing the body).
+		s.setLeaderHeaders(w)
+		s.writeError(w, err)
+		return
+	}
+	if n := headerBytes(r); n > MaxHeaderBytes {
+		s.setLeaderHeaders(w)
+		s.writeError(w, errorf(http.StatusRequestHeaderFieldsTooLarge, api.CodeHeadersTooLarge,
+			"the request's headers and URL are %d bytes, over the limit of %d", n, MaxHeaderBytes))
+		return
+	}
+	s.router.ServeHTTP(w, r)
 }
 
 // unservedTarget refuses, in the API's terms, a request target that

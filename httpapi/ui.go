@@ -197,7 +197,7 @@ func (s *Server) uiFail(w http.ResponseWriter, r *http.Request, u *uiView, err e
 func (s *Server) handleUILoginForm(w http.ResponseWriter, r *http.Request) {
 	s.setLeaderHeaders(w)
 	w.Header().Set("Cache-Control", "no-store")
-	u := &uiView{Title: "Log in", Node: s.cluster.ID(), Data: r.URL.Query().Get("next")}
+	u := &uiView{Title: "Log in", Node: s.cluster.ID(), Data: uiNext(r.URL.Query().Get("next"))}
 	if err := s.render(w, http.StatusOK, "login", u); err != nil {
 		s.logger.Error("ui login page", "error", err)
 	}
@@ -209,10 +209,7 @@ func (s *Server) handleUILogin(w http.ResponseWriter, r *http.Request) {
 	s.setLeaderHeaders(w)
 	w.Header().Set("Cache-Control", "no-store")
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	next := r.FormValue("next")
-	if !strings.HasPrefix(next, "/ui/") || strings.HasPrefix(next, "//") {
-		next = "/ui/"
-	}
+	next := uiNext(r.FormValue("next"))
 	role, key := s.cfg.Tokens.tokenKey(r.FormValue("token"))
 	if role == "" {
 		u := &uiView{Title: "Log in", Node: s.cluster.ID(), Message: "That token is not accepted by this cluster.", Data: next}

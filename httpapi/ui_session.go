@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -90,4 +92,44 @@ func (t *Tokens) tokenKey(token string) (string, [32]byte) {
 	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
 	role := t.Role(strings.TrimSpace(token))
 	return role, sum
+}
+
+// uiNext returns where the login form sends the browser once it has logged
+// in: next if it is a plain path under /ui/ on this node, else /ui/. A
+// browser resolves "/\evil.com" or "//evil.com" to another host, and the
+// redirect cleans "/ui/../" away, so next is refused unless it is a clean
+// path after decoding: no scheme or host, no backslash, no empty segment,
+// no control character, and still under /ui/ once cleaned. Its query is
+// kept; a fragment is dropped.
+func uiNext(next string) string {
+	const home = "/ui/"
+	if next == "" || len(next) > 2048 || strings.ContainsAny(next, "\\") {
+		return home
+	}
+	for _, c := range next {
+		if c < 0x20 || c == 0x7f {
+			return home
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Opaque != "" || u.User != nil || u.Host != "" || !strings.HasPrefix(next, "/") {
+		return home
+	}
+	p := u.Path
+	if strings.ContainsAny(p, "\\") || strings.Contains(p, "//") {
+		return home
+	}
+	for _, c := range p {
+		if c < 0x20 || c == 0x7f {
+			return home
+		}
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	if clean != p || !strings.HasPrefix(clean, home) {
+		return home
+	}
+	return (&url.URL{Path: clean, RawQuery: u.RawQuery}).String()
 }

@@ -25,8 +25,8 @@ const (
 
 type claimIn struct {
 	Streams      []string `json:"streams,omitempty" jsonschema:"streams to take work from, in order of preference (default [\"default\"]); list_streams shows them"`
-	WaitSeconds  *int     `json:"wait_seconds,omitempty" jsonschema:"how long to wait for a job when none is queued, 0 to 30 (default 10)"`
-	MaxJobs      int      `json:"max_jobs,omitempty" jsonschema:"take up to this many jobs at once, 1 to 100 (default 1), each under its own lease"`
+	WaitSeconds  *int     `json:"wait_seconds,omitempty" range:"0,30" jsonschema:"how long to wait for a job when none is queued, 0 to 30 (default 10)"`
+	MaxJobs      int      `json:"max_jobs,omitempty" range:"1,100" jsonschema:"take up to this many jobs at once, 1 to 100 (default 1), each under its own lease"`
 	Capabilities []string `json:"capabilities,omitempty" jsonschema:"what you can do, as labels such as gpu or lang:python: you are handed only jobs whose requires you all have"`
 	WorkerID     string   `json:"worker_id,omitempty" jsonschema:"your name as a worker, shown on the job (default: this session's, in the answer)"`
 }
@@ -121,7 +121,7 @@ type releaseIn struct {
 	JobID      string `json:"job_id" jsonschema:"the claimed job's id"`
 	Reason     string `json:"reason,omitempty" jsonschema:"why you give it back, e.g. needs a GPU"`
 	NotForMe   bool   `json:"not_for_me,omitempty" jsonschema:"you cannot do this job: you are never handed it again, other workers get it at once"`
-	CooldownMS int64  `json:"cooldown_ms,omitempty" jsonschema:"no one is handed the job again for this long (at most a day); prefer not_for_me when another worker could do it"`
+	CooldownMS int64  `json:"cooldown_ms,omitempty" range:"0,86400000" jsonschema:"no one is handed the job again for this long (at most a day); prefer not_for_me when another worker could do it"`
 	LeaseToken string `json:"lease_token,omitempty" jsonschema:"only for a job claimed in another session: its lease_token"`
 	AttemptID  string `json:"attempt_id,omitempty" jsonschema:"with lease_token: the claim's attempt_id"`
 }
@@ -150,7 +150,7 @@ type heldOut struct {
 }
 
 func (s *server) addClawTools(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "claim",
 		Title: "Claim the next job",
 		Description: "Take the next job of your streams (the first listed stream that has one; within it the highest priority, " +
@@ -160,7 +160,7 @@ func (s *server) addClawTools(srv *mcp.Server) {
 		Annotations: writes("Claim the next job", false, false),
 	}, s.claim)
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "heartbeat",
 		Title: "Heartbeat a claimed job",
 		Description: "Keep your lease on a job you work on: call it every heartbeat_interval_seconds (the claim says; a third of the lease). " +
@@ -169,7 +169,7 @@ func (s *server) addClawTools(srv *mcp.Server) {
 		Annotations: writes("Heartbeat a claimed job", true, false),
 	}, s.heartbeat)
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "complete",
 		Title: "Complete a claimed job",
 		Description: "Report a job you claimed as done, with its result: an object whose \"summary\" says in one line what you did, " +
@@ -177,7 +177,7 @@ func (s *server) addClawTools(srv *mcp.Server) {
 		Annotations: writes("Complete a claimed job", true, false),
 	}, s.complete)
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "fail",
 		Title: "Fail a claimed job",
 		Description: "Report that you could not do a job you claimed. retryable true puts it back in the queue for another attempt " +
@@ -185,7 +185,7 @@ func (s *server) addClawTools(srv *mcp.Server) {
 		Annotations: writes("Fail a claimed job", true, true),
 	}, s.fail)
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "release",
 		Title: "Release a claimed job",
 		Description: "Give back a job without using up an attempt. If it is not for you (it needs a tool or capability you lack), " +
@@ -193,7 +193,7 @@ func (s *server) addClawTools(srv *mcp.Server) {
 		Annotations: writes("Release a claimed job", true, false),
 	}, s.release)
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "held_jobs",
 		Title: "Jobs you hold",
 		Description: "The jobs you claimed and have not finished or released, with their leases: what you are working on, " +
@@ -234,7 +234,7 @@ func (s *server) held(ctx context.Context, _ *mcp.CallToolRequest, in heldIn) (*
 			continue
 		}
 		s.leases.put(lease{JobID: c.JobID, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, WorkerID: worker, Stream: c.Stream,
-			HeartbeatEvery: c.HeartbeatInterval(), ClaimedAt: time.Now()})
+			HeartbeatEvery: s.heartbeatEvery(c.HeartbeatInterval()), ClaimedAt: time.Now()})
 	}
 	out := heldOut{WorkerID: worker, Jobs: []HeldJob{}}
 	for _, l := range s.leases.all() {
@@ -285,13 +285,13 @@ func (s *server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 	now := time.Now()
 	for _, c := range claims {
 		s.leases.put(lease{JobID: c.JobID, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, WorkerID: worker, Stream: c.Stream,
-			HeartbeatEvery: c.HeartbeatInterval(), ClaimedAt: now})
+			HeartbeatEvery: s.heartbeatEvery(c.HeartbeatInterval()), ClaimedAt: now})
 	}
 	instructions := s.instructionsOf(ctx, claims)
 	for _, c := range claims {
 		out.Jobs = append(out.Jobs, ClaimedJob{JobID: c.JobID, Stream: c.Stream, Payload: rawJSON(c.Payload), Attempt: c.Attempt,
 			MaxAttempts: c.MaxAttempts, Checkpoint: rawJSON(c.Checkpoint), Instructions: instructions[c.Stream],
-			LeaseSeconds: c.LeaseTTLSeconds, HeartbeatIntervalSeconds: c.HeartbeatInterval().Seconds(),
+			LeaseSeconds: c.LeaseTTLSeconds, HeartbeatIntervalSeconds: s.heartbeatEvery(c.HeartbeatInterval()).Seconds(),
 			AttemptID: c.AttemptID, LeaseToken: c.LeaseToken})
 	}
 	first := claims[0]
@@ -302,7 +302,7 @@ func (s *server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 	out.Next = fmt.Sprintf("Do what %s (and its stream's instructions, if any). While you work, call heartbeat with the job_id "+
 		"at least every %.0f s (the lease lasts %.0f s). Then call complete with the job_id and a result {\"summary\": …}; "+
 		"or fail (message, retryable) if you cannot do it; or release if it is not for you. This session keeps the lease.",
-		what, first.HeartbeatInterval().Seconds(), first.LeaseTTLSeconds)
+		what, s.heartbeatEvery(first.HeartbeatInterval()).Seconds(), first.LeaseTTLSeconds)
 	return nil, out, nil
 }
 

@@ -78,6 +78,9 @@ func (s *server) advise(err error, op, jobID string) error {
 		return fmt.Errorf("%s refused: %s. An operator paused the stream: claims skip it until it is resumed; work on other streams meanwhile", subj, msg)
 	case ae.Code == api.CodeStreamEnded:
 		return fmt.Errorf("%s refused: %s. The stream is ended: it takes and hands out no jobs; use another stream", subj, msg)
+	case ae.Code == api.CodeCommentLimit:
+		return fmt.Errorf("%s refused: %s. A job's comments are capped in number and size: put a long note in a blob "+
+			"(POST /blobs) and comment its id, or report what you found in the job's result", subj, msg)
 	case ae.Code == api.CodeUpgradeInProgress:
 		return fmt.Errorf("%s refused: %s. Nothing was changed; call again once every node runs the new version", subj, msg)
 	case errors.Is(err, client.ErrNotFound):

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -54,6 +55,11 @@ type Config struct {
 	// SchemaCache, when set, keeps the tools' JSON schemas between servers
 	// (a node builds one server per session).
 	SchemaCache *mcp.SchemaCache
+	// SessionIdle, when set, is how long the session lasts without a
+	// request (the /mcp transport ends it then). The heartbeat interval the
+	// tools ask for is then at most half of it, so that an agent that
+	// heartbeats as told keeps its session, and the leases in it.
+	SessionIdle time.Duration
 }
 
 // server is the state of one MCP session: its client and the leases its
@@ -62,6 +68,10 @@ type server struct {
 	c      *client.Client
 	role   Role
 	leases *leases
+	// args are the arguments of each tool, by name (set by New, then read).
+	args map[string]*argSpec
+	// heartbeatCap bounds the heartbeat interval the tools ask for (0: none).
+	heartbeatCap time.Duration
 
 	mu sync.Mutex
 	// workerID is the session's worker id: the default of its claims,
@@ -93,7 +103,8 @@ func New(cfg Config) (*mcp.Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = moduleVersion()
 	}
-	s := &server{c: cfg.Client, role: cfg.Role, workerID: cfg.WorkerID, leases: newLeases()}
+	s := &server{c: cfg.Client, role: cfg.Role, workerID: cfg.WorkerID, leases: newLeases(), args: map[string]*argSpec{},
+		heartbeatCap: cfg.SessionIdle / 2}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "spine", Title: "Spine job queue", Version: cfg.Version},
 		&mcp.ServerOptions{
 			Instructions: instructions(cfg.Role),
@@ -109,6 +120,7 @@ func New(cfg Config) (*mcp.Server, error) {
 		s.addHeadTools(srv)
 	}
 	s.addResources(srv)
+	srv.AddReceivingMiddleware(s.checkArguments)
 	return srv, nil
 }
 
@@ -208,4 +220,13 @@ func streamOfURI(uri string) (string, bool) {
 // InstructionsURI is the URI of stream's instructions.
 func InstructionsURI(stream string) string {
 	return "spine://streams/" + url.PathEscape(stream) + "/instructions"
+}
+
+// heartbeatEvery is the heartbeat interval the tools ask for of a claim
+// whose lease wants one every d.
+func (s *server) heartbeatEvery(d time.Duration) time.Duration {
+	if s.heartbeatCap > 0 && d > s.heartbeatCap {
+		return s.heartbeatCap
+	}
+	return d
 }

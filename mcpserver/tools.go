@@ -34,7 +34,7 @@ type listStreamsOut struct {
 
 type peekIn struct {
 	Stream string `json:"stream,omitempty" jsonschema:"the stream to look at (default \"default\")"`
-	Limit  int    `json:"limit,omitempty" jsonschema:"at most this many jobs, 1 to 100 (default 10)"`
+	Limit  int    `json:"limit,omitempty" range:"1,100" jsonschema:"at most this many jobs, 1 to 100 (default 10)"`
 }
 
 type peekOut struct {
@@ -56,7 +56,7 @@ type commentIn struct {
 }
 
 func (s *server) addCommonTools(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "list_streams",
 		Title: "List streams",
 		Description: "Every stream (a FIFO lane of jobs) with its jobs per status: queued ones wait to be claimed, " +
@@ -75,7 +75,7 @@ func (s *server) addCommonTools(srv *mcp.Server) {
 		return nil, out, nil
 	})
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "peek",
 		Title: "Peek at a stream's queue",
 		Description: "The queued jobs of a stream that this token may take, in the order they were created, without claiming any " +
@@ -111,7 +111,7 @@ func (s *server) addCommonTools(srv *mcp.Server) {
 		return nil, out, nil
 	})
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "get_job",
 		Title: "Get a job",
 		Description: "A job by id: its status (queued, running, done, failed, dead, cancelled), payload, attempts, " +
@@ -147,7 +147,7 @@ func (s *server) addCommonTools(srv *mcp.Server) {
 		return nil, v, nil
 	})
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "comment",
 		Title: "Comment on a job",
 		Description: "Attach a note to a job (a question, a finding, why it is waiting), shown with the job to head and to every worker. " +
@@ -169,18 +169,18 @@ type enqueueIn struct {
 	Stream  string `json:"stream,omitempty" jsonschema:"the stream (lane) to put the job in (default \"default\")"`
 	Payload any    `json:"payload" jsonschema:"what the worker is to do: any JSON value but null, usually an object such as {\"task\": \"…\", \"url\": \"…\"}"`
 	// The rest are optional.
-	Priority          int      `json:"priority,omitempty" jsonschema:"-100 to 100 (default 0): a claim takes the highest first; aged so that none starves"`
-	DelaySeconds      int64    `json:"delay_seconds,omitempty" jsonschema:"no claim takes the job before this many seconds from now (at most a year)"`
-	MaxAttempts       int      `json:"max_attempts,omitempty" jsonschema:"runs allowed before the job is dead (default: the cluster's, 5)"`
-	LeaseSeconds      int      `json:"lease_seconds,omitempty" jsonschema:"the lease of each claim, which heartbeats extend (default: the cluster's, 300)"`
+	Priority          int      `json:"priority,omitempty" range:"-100,100" jsonschema:"-100 to 100 (default 0): a claim takes the highest first; aged so that none starves"`
+	DelaySeconds      int64    `json:"delay_seconds,omitempty" range:"0,31536000" jsonschema:"no claim takes the job before this many seconds from now, 0 to 31536000 (a year)"`
+	MaxAttempts       int      `json:"max_attempts,omitempty" range:"1,1000" jsonschema:"runs allowed before the job is dead, 1 to 1000 (default: the cluster's, 5)"`
+	LeaseSeconds      int      `json:"lease_seconds,omitempty" range:"1,604800" jsonschema:"the lease of each claim, which heartbeats extend, 1 to 604800 (a week; default: the cluster's, 300)"`
 	Target            string   `json:"target,omitempty" jsonschema:"only this role (left_claw or right_claw) or worker id may claim it (default: any claw)"`
 	Requires          []string `json:"requires,omitempty" jsonschema:"capabilities a worker must all have to be handed the job (labels such as gpu or lang:python)"`
 	DependsOn         []string `json:"depends_on,omitempty" jsonschema:"ids of jobs that must all be done first; if one fails, this one fails too (unless on_dependency_failure is run)"`
 	OnDepFailure      string   `json:"on_dependency_failure,omitempty" jsonschema:"with depends_on: fail (default) or run: run once every dependency has ended, however (a report on the parts, a cleanup)"`
 	ConcurrencyKey    string   `json:"concurrency_key,omitempty" jsonschema:"at most concurrency_limit jobs of this key run at once, cluster-wide (e.g. tenant-42)"`
-	ConcurrencyLimit  int      `json:"concurrency_limit,omitempty" jsonschema:"1 to 10000, with concurrency_key (default: the stream's default limit, or 1)"`
-	BackoffSeconds    int64    `json:"backoff_seconds,omitempty" jsonschema:"after a failed attempt, wait backoff_seconds × 2^(n-1) before the next (default: the cluster's)"`
-	BackoffMaxSeconds int64    `json:"backoff_max_seconds,omitempty" jsonschema:"the longest such wait"`
+	ConcurrencyLimit  int      `json:"concurrency_limit,omitempty" range:"1,10000" jsonschema:"1 to 10000, with concurrency_key (default: the stream's default limit, or 1)"`
+	BackoffSeconds    int64    `json:"backoff_seconds,omitempty" range:"0,31536000" jsonschema:"after a failed attempt, wait backoff_seconds × 2^(n-1) before the next, at most a year (default: the cluster's)"`
+	BackoffMaxSeconds int64    `json:"backoff_max_seconds,omitempty" range:"0,31536000" jsonschema:"the longest such wait, at most a year"`
 	IdempotencyKey    string   `json:"idempotency_key,omitempty" jsonschema:"a repeated enqueue with the same key answers the first job instead of making a second (default: a new key, shown in the answer)"`
 }
 
@@ -194,7 +194,7 @@ type enqueueOut struct {
 type listJobsIn struct {
 	Stream string `json:"stream,omitempty" jsonschema:"only this stream's jobs"`
 	Status string `json:"status,omitempty" jsonschema:"only jobs in this status: queued, running, done, failed, dead or cancelled"`
-	Limit  int    `json:"limit,omitempty" jsonschema:"at most this many, 1 to 1000 (default 20)"`
+	Limit  int    `json:"limit,omitempty" range:"1,1000" jsonschema:"at most this many, 1 to 1000 (default 20)"`
 	Cursor string `json:"cursor,omitempty" jsonschema:"the next_cursor of the previous page"`
 }
 
@@ -245,7 +245,7 @@ type NodeView struct {
 }
 
 func (s *server) addHeadTools(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "enqueue",
 		Title: "Enqueue a job",
 		Description: "Create a job in a stream for a worker (claw) to claim: the payload says what to do. " +
@@ -281,7 +281,7 @@ func (s *server) addHeadTools(srv *mcp.Server) {
 		return nil, enqueueOut{Job: jobView(j), Duplicate: j.Duplicate, IdempotencyKey: key}, nil
 	})
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "list_jobs",
 		Title: "List jobs",
 		Description: "Jobs in the order they were created, filtered by stream and status (queued, running, done, failed, dead, cancelled), " +
@@ -304,7 +304,7 @@ func (s *server) addHeadTools(srv *mcp.Server) {
 		return nil, out, nil
 	})
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "redrive",
 		Title: "Redrive a job",
 		Description: "Put a failed, dead or cancelled job back in its queue as it is (same id, attempts reset to 0) " +
@@ -321,7 +321,7 @@ func (s *server) addHeadTools(srv *mcp.Server) {
 		return nil, jobView(j), nil
 	})
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "requeue",
 		Title: "Requeue a failed job as a copy",
 		Description: "Run a failed job again as a new job: a copy with a new id and the same payload, queued in the same stream " +
@@ -339,7 +339,7 @@ func (s *server) addHeadTools(srv *mcp.Server) {
 		return nil, requeueOut{Job: jobView(j), From: in.JobID}, nil
 	})
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:  "cancel",
 		Title: "Cancel a job",
 		Description: "Cancel a job: a queued one ends cancelled at once; a running one is marked (cancel_requested) and its worker " +
@@ -356,7 +356,7 @@ func (s *server) addHeadTools(srv *mcp.Server) {
 		return nil, jobView(j), nil
 	})
 
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:        "cluster_status",
 		Title:       "Cluster status",
 		Description: "The cluster's nodes (API address, voter or not, alive or not), which one leads, and the Raft term and indexes.",

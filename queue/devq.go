@@ -132,6 +132,13 @@ func (s *Service) SetRegistry(ctx context.Context, reg fsm.Registry, actor fsm.A
 			return 0, invalid("script %q is indexed twice", reg.Scripts[i].Path)
 		}
 	}
+	// Checked here, before proposing, not in the state machine's apply: a
+	// node of an older version would apply the same entry without the
+	// check, and the replicas would disagree (the purgers clamp a larger
+	// stored value instead, fsm.Registry.Retention).
+	if reg.PurgeDays < 0 || reg.PurgeDays > fsm.MaxPurgeDays {
+		return 0, invalid("purge_older_than_days must be 0 to %d days (0: the default, %d)", fsm.MaxPurgeDays, fsm.DefaultPurgeDays)
+	}
 	_, idx, err := s.proposeDevq(ctx, fsm.CmdRegistrySet, &fsm.RegistrySetCommand{Now: s.now(), Registry: reg, Actor: actor})
 	return idx, err
 }

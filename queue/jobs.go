@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -62,6 +64,26 @@ const maxConcurrencyLimit = 10000
 // maxSchedule bounds how far ahead a job may be scheduled, and a backoff.
 const maxSchedule = 365 * 24 * time.Hour
 
+// MaxScheduleDays is maxSchedule in days, as the API documents it.
+const MaxScheduleDays = 365
+
+// RunAtNanos converts a requested runAt to the unix nanoseconds of
+// CreateInput.RunAt. A time before 1970 or past what nanoseconds since 1970
+// hold (the year 2262) is refused as Create refuses one more than
+// MaxScheduleDays ahead: such a time would otherwise wrap around and run
+// the job at once.
+func RunAtNanos(t time.Time) (int64, error) {
+	if t.Before(time.Unix(0, 0)) || t.After(time.Unix(0, math.MaxInt64)) {
+		return 0, runAtRange(t)
+	}
+	return t.UnixNano(), nil
+}
+
+func runAtRange(t time.Time) error {
+	return invalid("runAt must be between 1970-01-01T00:00:00Z and %d days from now (a past time means now), got %s",
+		MaxScheduleDays, t.UTC().Format(time.RFC3339))
+}
+
 // Create makes a job, or answers the job an earlier create with the same
 // idempotency key made (created false). index is the state the answer
 // reflects.
@@ -118,10 +140,10 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 	switch {
 	case in.RunAt != 0 && in.Delay != 0:
 		return nil, false, 0, invalid("give runAt or delaySeconds, not both")
-	case in.Delay < 0:
-		return nil, false, 0, invalid("delaySeconds must not be negative")
-	case in.Delay > maxSchedule, in.RunAt > cmd.Now+maxSchedule.Nanoseconds():
-		return nil, false, 0, invalid("a job may be scheduled at most %v ahead", maxSchedule)
+	case in.Delay < 0 || in.Delay > maxSchedule:
+		return nil, false, 0, invalid("delaySeconds must be 0 to %d (%d days)", int64(maxSchedule.Seconds()), MaxScheduleDays)
+	case in.RunAt < 0 || in.RunAt > cmd.Now+maxSchedule.Nanoseconds():
+		return nil, false, 0, runAtRange(time.Unix(0, in.RunAt))
 	case in.Delay > 0:
 		ex.RunAt = cmd.Now + in.Delay.Nanoseconds()
 	case in.RunAt > cmd.Now:
@@ -370,7 +392,33 @@ func (s *Service) ReleaseFor(ctx context.Context, ref fsm.LeaseRef, actor fsm.Ac
 	return s.Propose(ctx, fsm.CmdRelease, &cmd)
 }
 
-// Comment attaches a note to a job actor may see.
+// A job keeps at most MaxComments comments of at most MaxCommentBytes of
+// text together: every answer about a job carries its comments.
+const (
+	MaxComments     = 100
+	MaxCommentBytes = 256 << 10
+)
+
+// CommentLimitError: the job has as many comments, or as much comment
+// text, as a job keeps; nothing was added.
+type CommentLimitError struct{ Message string }
+
+func (e *CommentLimitError) Error() string { return e.Message }
+
+// Comment attaches a note to a job actor may see, unless the job already
+// has MaxComments comments or the note would take their text past
+// MaxCommentBytes.
+//
+// The limits are checked here, on the leader before proposing, not when the
+// entry applies: a node of an older version applies every comment entry,
+// and a refusal only the new version made in apply would leave the
+// replicas disagreeing during a rolling upgrade. Comments on one job are
+// serialized on this node (each is proposed once the last is applied), so
+// while one node leads the limits hold exactly; across a change of leader,
+// the comments the old leader had proposed and not yet seen applied can
+// still commit, so a job can exceed the limits by at most that many
+// comments (one per job whose comment was in flight, or a few more if their
+// callers retried an unknown outcome).
 func (s *Service) Comment(ctx context.Context, id string, actor fsm.Actor, text string) (*fsm.Result, uint64, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, 0, invalid("text is required")
@@ -378,8 +426,26 @@ func (s *Service) Comment(ctx context.Context, id string, actor fsm.Actor, text 
 	if len(text) > MaxTextBytes {
 		return nil, 0, invalid("text is larger than %d bytes", MaxTextBytes)
 	}
-	if _, err := Lookup(s.state.Peek(), actor.Role, id); err != nil {
+	unlock, err := s.comments.lock(ctx, id)
+	if err != nil {
 		return nil, 0, err
+	}
+	defer unlock()
+	j, err := Lookup(s.state.Peek(), actor.Role, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(j.Comments) >= MaxComments {
+		return nil, 0, &CommentLimitError{Message: fmt.Sprintf("job %s has %d comments, the most a job keeps; nothing was added", id, len(j.Comments))}
+	}
+	size := 0
+	for _, c := range j.Comments {
+		size += len(c.Text)
+	}
+	if size+len(text) > MaxCommentBytes {
+		return nil, 0, &CommentLimitError{Message: fmt.Sprintf(
+			"job %s has %d bytes of comments; this %d-byte comment would take them past the %d bytes a job keeps; nothing was added",
+			id, size, len(text), MaxCommentBytes)}
 	}
 	return s.Propose(ctx, fsm.CmdComment, &fsm.CommentCommand{Now: s.now(), JobID: id, Actor: actor, Text: text})
 }

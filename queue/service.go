@@ -94,6 +94,9 @@ type Service struct {
 	localHeartbeats atomic.Uint64
 	leaseMisses     atomic.Uint64
 
+	// comments serializes a job's comments on this node (Comment).
+	comments keyLocks
+
 	// draining ends when Drain is called: claims waiting for work answer
 	// at once.
 	draining     context.Context

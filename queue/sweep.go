@@ -176,9 +176,7 @@ func (s *Service) Purger(retention time.Duration) func(context.Context) {
 // each entry carrying the leader's cut-off.
 func (s *Service) TaskPurger(interval time.Duration) func(context.Context) {
 	logger := s.cfg.Logger.Named("task-purge")
-	retention := func(r *fsm.Reader) int64 {
-		return int64(r.Registry().Retention()) * int64(24*time.Hour)
-	}
+	retention := func(r *fsm.Reader) int64 { return r.Registry().RetentionNanos() }
 	var before int64
 	sw := &sweeper{
 		name: "task purge", svc: s, interval: interval, logger: logger,

@@ -93,6 +93,9 @@ type serveConfig struct {
 	// between nodes (raft, forwarding, the relay, joins) and HTTPS for the
 	// API.
 	TLSCA, TLSCert, TLSKey string
+	// MCP bounds the MCP sessions of /mcp (SPINE_MCP_SESSIONS,
+	// SPINE_MCP_SESSIONS_PER_TOKEN, SPINE_MCP_SESSION_IDLE).
+	MCP httpapi.MCPLimits
 }
 
 func envOr(key, def string) string {
@@ -278,6 +281,23 @@ Flags:
 	if c.RetryBackoff, err = parseRetryBackoff(envOr("SPINE_RETRY_BACKOFF", "1s..5m")); err != nil {
 		return nil, err
 	}
+	mcpTotal, err := envInt("SPINE_MCP_SESSIONS", httpapi.DefaultMCPSessions)
+	if err != nil {
+		return nil, err
+	}
+	mcpPerToken, err := envInt("SPINE_MCP_SESSIONS_PER_TOKEN", httpapi.DefaultMCPSessionsPerToken)
+	if err != nil {
+		return nil, err
+	}
+	if mcpTotal < 1 || mcpPerToken < 1 || mcpTotal > 1<<20 || mcpPerToken > 1<<20 {
+		return nil, errors.New("SPINE_MCP_SESSIONS and SPINE_MCP_SESSIONS_PER_TOKEN must be positive")
+	}
+	c.MCP.Total, c.MCP.PerToken = int(mcpTotal), int(mcpPerToken)
+	if v := envOr("SPINE_MCP_SESSION_IDLE", httpapi.DefaultMCPSessionIdle.String()); v != "" {
+		if c.MCP.Idle, err = time.ParseDuration(v); err != nil || c.MCP.Idle <= 0 {
+			return nil, fmt.Errorf("SPINE_MCP_SESSION_IDLE=%q must be a positive duration such as 10m", v)
+		}
+	}
 	blob, err := envInt("SPINE_MAX_BLOB_BYTES", 8<<20)
 	if err != nil {
 		return nil, err
@@ -416,7 +436,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	api, err := httpapi.New(httpapi.Config{
 		Tokens: cfg.Tokens, SkillMD: skill, CPUSeconds: cpuSeconds, TimerSlack: timerslack.Now,
 		Logger: logger, DisableRelay: cfg.NoRelay, Metrics: reg, SnapshotDir: cfg.DataDir,
-		NodeTLS: nodeTLS,
+		NodeTLS: nodeTLS, MCP: cfg.MCP,
 	}, node, svc)
 	if err != nil {
 		node.Shutdown()

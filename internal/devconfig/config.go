@@ -17,6 +17,10 @@ const DefaultPort = 36725
 // spine.yml sets none.
 const DefaultPurgeDays = 3
 
+// MaxPurgeDays is the longest retention of finished tasks the cluster takes
+// (ten years; fsm.MaxPurgeDays).
+const MaxPurgeDays = 3650
+
 // Config is the content of spine.yml. Task classes and tools are keyed by
 // name; TaskClasses holds only the classes the file names (the defaults
 // apply besides them, see Classes).

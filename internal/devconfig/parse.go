@@ -141,8 +141,8 @@ func (p *parser) server(n *yaml.Node) {
 func (p *parser) purge(n *yaml.Node) {
 	f := p.fields(n, "purge", []string{"older_than_days"})
 	if days, ok := p.integer(f["older_than_days"], "purge.older_than_days"); ok {
-		if days < 0 || days > 1<<20 {
-			p.errorf(f["older_than_days"].val.Line, "purge.older_than_days: must be a number of days >= 0, got %d", days)
+		if days < 0 || days > MaxPurgeDays {
+			p.errorf(f["older_than_days"].val.Line, "purge.older_than_days: must be a number of days from 0 to %d, got %d", MaxPurgeDays, days)
 		} else {
 			p.cfg.Purge.OlderThanDays = int(days)
 		}
