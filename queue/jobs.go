@@ -248,7 +248,11 @@ func (s *Service) Held(role, worker string) ([]*fsm.Job, error) {
 	if err := CheckWorkerID("worker_id", worker, true); err != nil {
 		return nil, err
 	}
-	jobs, _, err := s.state.Read().List(fsm.ListFilter{State: fsm.StateRunning, Limit: MaxHeld, Visible: func(j *fsm.Job) bool {
+	r := s.state.Read()
+	if b := r.WorkerIDRole(worker); b != "" && b != role && role != fsm.HeadRole {
+		return nil, fmt.Errorf("%w: %s is in use by another role", fsm.ErrWorkerIDTaken, worker)
+	}
+	jobs, _, err := r.List(fsm.ListFilter{State: fsm.StateRunning, Limit: MaxHeld, Visible: func(j *fsm.Job) bool {
 		return j.Lease != nil && j.Lease.Owner == role && j.Lease.WorkerID == worker
 	}})
 	return jobs, err

@@ -88,7 +88,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	reg := map[string]interface{}{"project": map[string]string{"name": "p"}, "tools": []map[string]string{{"name": "run-bash", "task_class": "FAST_SCRIPT"}}}
 	apiWant(t, apiDo(t, "PUT", base+"/api/registry", apiHead, reg), http.StatusOK)
 	apiWant(t, apiDo(t, "POST", base+"/v1/gateways", apiHead, map[string]interface{}{"id": "g1", "address": "http://g1.test", "capacity": 2}), http.StatusCreated)
-	apiWant(t, apiDo(t, "POST", base+"/v1/workers", apiHead, map[string]interface{}{"id": "w1", "gateway": "g1", "capacity": 1}), http.StatusCreated)
+	apiWant(t, apiDo(t, "POST", base+"/v1/workers", apiLeft, map[string]interface{}{"id": "w1", "gateway": "g1", "capacity": 1}), http.StatusCreated)
 	job := apiCreate(t, base, nil)
 	claim := apiJobOf(t, apiPost(t, base, "/jobs/"+job.ID+"/claim", apiLeft, map[string]string{}, http.StatusOK))
 	registry := func(node *testcluster.Node) string {

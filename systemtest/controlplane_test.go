@@ -27,7 +27,11 @@ func TestRegistryOnThreeNodes(t *testing.T) {
 	dir := t.TempDir()
 	cli := func(args ...string) string {
 		t.Helper()
-		code, out, errOut := devCLI(t, c, dir, dir, apiLeft, args...)
+		tok := apiLeft
+		if args[0] == "gateway" {
+			tok = apiHead // gateways are head's to register
+		}
+		code, out, errOut := devCLI(t, c, dir, dir, tok, args...)
 		if code != 0 {
 			t.Fatalf("spine %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 		}
@@ -35,7 +39,7 @@ func TestRegistryOnThreeNodes(t *testing.T) {
 	}
 	gwA, gwB := wName("gwa"), wName("gwb")
 	cli("gateway", "register", gwA, "--address", "http://10.0.0.7:7000", "--capacity", "4", "--meta", "zone=eu-1")
-	apiWant(t, apiDo(t, "POST", fs[0].URL+"/v1/gateways", apiRight, api.GatewayRegisterRequest{ID: gwB, Address: "https://gw-b.internal", Capacity: 2}), 201)
+	apiWant(t, apiDo(t, "POST", fs[0].URL+"/v1/gateways", apiHead, api.GatewayRegisterRequest{ID: gwB, Address: "https://gw-b.internal", Capacity: 2}), 201)
 	w1, w2 := wName("w"), wName("w")
 	cli("worker", "register", w1, "--gateway", gwA, "--capability", "gpu,bash", "--capacity", "2")
 	cli("worker", "register", w2, "--gateway", gwB, "--capability", "bash")
@@ -105,7 +109,7 @@ func TestRegistryHealthOnThreeNodes(t *testing.T) {
 	c := startCluster(t, 3, map[string]string{"SPINE_HEALTH_SUSPECT_AFTER": "1500ms", "SPINE_HEALTH_DEAD_AFTER": "3s"})
 	leader, fs := apiRoles(t, c)
 	gw, wk := wName("hgw"), wName("hw")
-	apiWant(t, apiDo(t, "POST", fs[0].URL+"/v1/gateways", apiLeft, api.GatewayRegisterRequest{ID: gw, Address: "http://10.1.1.1:7000", Capacity: 1}), 201)
+	apiWant(t, apiDo(t, "POST", fs[0].URL+"/v1/gateways", apiHead, api.GatewayRegisterRequest{ID: gw, Address: "http://10.1.1.1:7000", Capacity: 1}), 201)
 	apiWant(t, apiDo(t, "POST", fs[0].URL+"/v1/workers", apiLeft, api.WorkerRegisterRequest{ID: wk, Gateway: gw, Capacity: 1}), 201)
 	apiCaughtUp(t, c)
 
@@ -121,7 +125,7 @@ func TestRegistryHealthOnThreeNodes(t *testing.T) {
 			case <-time.After(200 * time.Millisecond):
 			}
 			u := fs[i%2].URL
-			if r, err := apiRequest("POST", u+"/v1/gateways/"+gw+"/heartbeat", apiLeft, nil); err == nil && r.Status != 200 {
+			if r, err := apiRequest("POST", u+"/v1/gateways/"+gw+"/heartbeat", apiHead, nil); err == nil && r.Status != 200 {
 				t.Errorf("heartbeat through %s: %s", u, r)
 				return
 			}
@@ -183,8 +187,10 @@ func TestRegistryHealthOnThreeNodes(t *testing.T) {
 		t.Fatalf("heartbeats with no change of health wrote %d log entries", got-idx)
 	}
 
-	// The worker speaks once (through a follower): healthy again.
-	apiWant(t, apiDo(t, "POST", fs[1].URL+"/v1/workers/"+wk+"/heartbeat", apiRight, nil), 200)
+	// The worker speaks once (through a follower): healthy again. Its id
+	// is the left claw's: the right claw's heartbeat for it is refused.
+	apiWantError(t, apiDo(t, "POST", fs[1].URL+"/v1/workers/"+wk+"/heartbeat", apiRight, nil), 403, api.CodeWorkerIDTaken)
+	apiWant(t, apiDo(t, "POST", fs[1].URL+"/v1/workers/"+wk+"/heartbeat", apiLeft, nil), 200)
 	everywhere("workers", wk, "healthy")
 	everywhere("workers", wk, "dead")
 
@@ -199,7 +205,7 @@ func TestRegistryHealthOnThreeNodes(t *testing.T) {
 	<-beating
 	everywhere("gateways", gw, "suspect")
 	everywhere("gateways", gw, "dead")
-	apiWant(t, apiDo(t, "POST", fs[0].URL+"/v1/gateways/"+gw+"/heartbeat", apiLeft, nil), 200)
+	apiWant(t, apiDo(t, "POST", fs[0].URL+"/v1/gateways/"+gw+"/heartbeat", apiHead, nil), 200)
 	everywhere("gateways", gw, "healthy")
 	apiWantError(t, apiDo(t, "POST", fs[0].URL+"/v1/workers/nope/heartbeat", apiLeft, nil), 404, api.CodeNotFound)
 	if err := c.Restart(leader); err != nil {
@@ -217,7 +223,7 @@ func TestDeadWorkerLosesItsLeaseInSeconds(t *testing.T) {
 	_, fs := apiRoles(t, c)
 	base := fs[0].URL
 	gw, doomed, alive := wName("dgw"), wName("doomed"), wName("alive")
-	apiWant(t, apiDo(t, "POST", base+"/v1/gateways", apiLeft, api.GatewayRegisterRequest{ID: gw, Address: "http://10.2.2.2:7000", Capacity: 2}), 201)
+	apiWant(t, apiDo(t, "POST", base+"/v1/gateways", apiHead, api.GatewayRegisterRequest{ID: gw, Address: "http://10.2.2.2:7000", Capacity: 2}), 201)
 	for _, w := range []string{doomed, alive} {
 		apiWant(t, apiDo(t, "POST", base+"/v1/workers", apiLeft, api.WorkerRegisterRequest{ID: w, Gateway: gw, Capacity: 1}), 201)
 	}
@@ -226,7 +232,7 @@ func TestDeadWorkerLosesItsLeaseInSeconds(t *testing.T) {
 	// (the living one for its gateway too: a dead gateway takes its
 	// workers' leases with it).
 	dir := t.TempDir()
-	env := append(os.Environ(), "SPINE_ADDRS="+strings.Join(c.URLs(), ","), "SPINE_TOKEN="+apiLeft)
+	env := append(os.Environ(), "SPINE_ADDRS="+strings.Join(c.URLs(), ","), "SPINE_TOKEN="+apiHead)
 	procs := map[string]*exec.Cmd{}
 	for _, w := range []string{doomed, alive} {
 		beatGateway := ""
@@ -328,11 +334,11 @@ func TestRouteFailsOverWhenTheGatewayDies(t *testing.T) {
 	base := fs[0].URL
 	ga, gb := wName("rga"), wName("rgb") // ga sorts first: it wins the tie
 	for _, g := range []string{ga, gb} {
-		apiWant(t, apiDo(t, "POST", base+"/v1/gateways", apiLeft, api.GatewayRegisterRequest{ID: g, Address: "http://10.3.3.3:7000", Capacity: 4}), 201)
+		apiWant(t, apiDo(t, "POST", base+"/v1/gateways", apiHead, api.GatewayRegisterRequest{ID: g, Address: "http://10.3.3.3:7000", Capacity: 4}), 201)
 	}
 	apiCaughtUp(t, c)
 	dir := t.TempDir()
-	env := append(os.Environ(), "SPINE_ADDRS="+strings.Join(c.URLs(), ","), "SPINE_TOKEN="+apiLeft)
+	env := append(os.Environ(), "SPINE_ADDRS="+strings.Join(c.URLs(), ","), "SPINE_TOKEN="+apiHead)
 	procs := map[string]*exec.Cmd{}
 	for _, g := range []string{ga, gb} {
 		cmd := exec.Command("bash", "-c", `while true; do "$0" gateway heartbeat "$1" > /dev/null; sleep 0.3; done`, binary, g)

@@ -36,6 +36,7 @@ func TestClawCannotPoseAsTheOtherRoleAcrossLeaderKill(t *testing.T) {
 		return nil
 	})
 	f := fs[0].URL
+	apiWant(t, apiDo(t, "POST", f+"/v1/gateways", apiHead, map[string]any{"id": "gw-1", "address": "http://10.0.0.7:7000", "capacity": 4}), http.StatusCreated)
 	// The right claw's work: a job for its role, one for its worker rw
 	// (held under rw's lease), and an untargeted one it holds.
 	forRight := apiCreate(t, f, map[string]interface{}{"stream": "r", "target": "right_claw", "payload": map[string]string{"s": "right-secret"}}).ID
@@ -70,9 +71,16 @@ func TestClawCannotPoseAsTheOtherRoleAcrossLeaderKill(t *testing.T) {
 			apiDo(t, "POST", base+"/v1/tasks/claim", apiLeft, map[string]any{"agent_id": "rw", "streams": []string{"w"}}),
 			apiDo(t, "GET", base+"/v1/tasks/next?agent_id=rw&streams=w", apiLeft, nil),
 			apiDo(t, "POST", base+"/v1/workers", apiLeft, map[string]any{"id": "rw", "gateway": "none", "capacity": 1}),
+			apiDo(t, "GET", base+"/internal/worker/held?worker_id=rw", apiLeft, nil),
 		} {
 			apiWantError(t, r, http.StatusForbidden, "worker_id_taken")
 		}
+		// Gateways are head's: a claw neither removes one nor registers one
+		// that head's routing would send jobs to.
+		apiWantError(t, apiDo(t, "DELETE", base+"/v1/gateways/gw-1", apiLeft, nil), http.StatusForbidden, "forbidden")
+		apiWantError(t, apiDo(t, "POST", base+"/v1/gateways", apiRight, map[string]any{"id": "gw-evil", "address": "http://10.6.6.6:1", "capacity": 9}), http.StatusForbidden, "forbidden")
+		apiWant(t, apiDo(t, "GET", base+"/v1/gateways/gw-1", apiLeft, nil), http.StatusOK)
+		apiWantError(t, apiDo(t, "GET", base+"/v1/gateways/gw-evil", apiLeft, nil), http.StatusNotFound, "not_found")
 		// A job the left claw may not read is an unknown id, whatever it
 		// calls and whatever it carries.
 		unknown := "00000000-0000-4000-8000-000000000000"
