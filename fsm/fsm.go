@@ -72,6 +72,9 @@ type FSM struct {
 	feedCh chan struct{}
 
 	applied atomic.Uint64
+	// level is the cluster level of the state applied so far (level.go),
+	// for readers that must not wait for the writer's lock.
+	level atomic.Int32
 	// events counts the job events applied (stats.go).
 	events eventCounts
 	// chain is the running hash of applied commands (hash.go).
@@ -142,6 +145,7 @@ func (f *FSM) applyLocked(logs []*raft.Log) ([]interface{}, []laneKey, bool) {
 		f.w.index = logs[n-1].Index
 		f.applied.Store(f.w.index)
 	}
+	f.level.Store(int32(f.w.t.level))
 	woken, fed := f.w.woken, f.w.fed
 	f.w.woken, f.w.fed = nil, false
 	return out, woken, fed
@@ -227,6 +231,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	v.index = index
 	f.view.Store(v)
 	f.applied.Store(index)
+	f.level.Store(int32(t.level))
 	f.wmu.Unlock()
 	// Every waiter looks again at the new state.
 	f.waiters.fire(nil, true)

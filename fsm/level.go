@@ -73,9 +73,11 @@ func (c *LevelCommand) apply(a *applier) *Result {
 	return &Result{}
 }
 
-// Level returns the cluster's level in this state.
+// Level returns the cluster's level in this state (for a Reader from Peek,
+// the state applied so far, read without waiting for the writer).
 func (r *Reader) Level() int {
-	l := 0
-	r.point(func(t *tables) { l = t.level })
-	return l
+	if r.t != nil {
+		return r.t.level
+	}
+	return int(r.f.level.Load())
 }

@@ -196,6 +196,9 @@ func checkText(body []byte) error {
 // badText is the offset of the first byte of b that is not UTF-8, or of
 // the first \u escape of a lone surrogate (escaped true); -1 when none.
 func badText(b []byte) (off int, escaped bool) {
+	if bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) {
+		return -1, false // no escape to look at (the common case)
+	}
 	for i := 0; i < len(b); {
 		c := b[i]
 		if c >= utf8.RuneSelf {

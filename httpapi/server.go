@@ -227,6 +227,9 @@ func cleanPath(p string) string {
 	if p == "" {
 		return "/"
 	}
+	if p[0] == '/' && !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
+		return p // clean already (the common case: no allocation)
+	}
 	if p[0] != '/' {
 		p = "/" + p
 	}

@@ -5,18 +5,31 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/spine-queue/spine/fsm"
 )
 
-// nameRE is what a stream, target or worker-contract stream name may be.
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-
-// ValidName reports whether s may name a stream or a target.
-func ValidName(s string) bool { return nameRE.MatchString(s) }
+// ValidName reports whether s may name a stream, a target or a worker:
+// 1 to 128 letters, digits, '_', '.', ':' or '-', starting with a letter
+// or digit. (A loop, not a regular expression: every claim and step checks
+// one.)
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == ':' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 const (
 	maxAttemptsLimit = 1000

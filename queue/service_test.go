@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -378,5 +379,18 @@ func TestKeyedClaimRepeatedOnTheNextLeader(t *testing.T) {
 	c.Restart(leader)
 	if err := c.CheckConverged(10 * time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// ValidName accepts exactly the documented names.
+func TestValidName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a": true, "w-1": true, "gpu:a100": true, "x.y_z": true, strings.Repeat("a", 128): true,
+		"": false, "-a": false, "_a": false, ".a": false, "a b": false, "a/b": false, "é": false,
+		strings.Repeat("a", 129): false, "a\x00": false,
+	} {
+		if got := queue.ValidName(name); got != want {
+			t.Errorf("ValidName(%q) = %v", name, got)
+		}
 	}
 }
