@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -225,7 +224,7 @@ func checkMessage(b json.RawMessage) *rpcError {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) && ute.Field != "" {
 			return &rpcError{ID: id, Code: rpcInvalidParams, Message: fmt.Sprintf(`"params.%s" of %s must be %s, not %s`,
-				ute.Field, method, jsonTypeName(ute.Type), valueKind(ute.Value))}
+				ute.Field, method, jsonKind(ute.Type), valueKind(ute.Value))}
 		}
 		return &rpcError{ID: id, Code: rpcInvalidParams, Message: fmt.Sprintf(`"params" of %s do not fit the method: check them against the MCP specification`, method)}
 	}
@@ -272,31 +271,6 @@ func valueKind(v string) string {
 	return "that value"
 }
 
-// jsonTypeName words the JSON kind of a Go type.
-func jsonTypeName(t reflect.Type) string {
-	if t == nil {
-		return "another kind of value"
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	}
-	return "another kind of value"
-}
 
 // mcpErrorWriter turns the SDK's plain-text error answers into the API's
 // JSON errors, in the API's terms.

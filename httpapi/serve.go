@@ -371,6 +371,9 @@ var fieldRanges = map[string]string{
 
 // jsonKind names the JSON type a Go type decodes from.
 func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another JSON type"
+	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
