@@ -271,7 +271,6 @@ func valueKind(v string) string {
 	return "that value"
 }
 
-
 // mcpErrorWriter turns the SDK's plain-text error answers into the API's
 // JSON errors, in the API's terms.
 type mcpErrorWriter struct {
