@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 )
@@ -204,3 +205,26 @@ const (
 	// sessions open as it may; the answer has Retry-After.
 	CodeTooManySessions = "too_many_sessions"
 )
+
+// ValueKind names the kind of a JSON value in a caller's terms ("an
+// object", "a list", "a string", "true or false", "null", "a number";
+// "nothing" for no value), for messages about what a request sent.
+func ValueKind(v []byte) string {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return "nothing"
+	}
+	switch v[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "a list"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "true or false"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}

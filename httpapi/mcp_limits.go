@@ -183,7 +183,7 @@ func checkRPC(body []byte) *rpcError {
 
 // checkMessage checks one JSON-RPC message.
 func checkMessage(b json.RawMessage) *rpcError {
-	if k := jsonValueKind(b); k != "an object" {
+	if k := api.ValueKind(b); k != "an object" {
 		return &rpcError{Code: rpcInvalidRequest, Message: fmt.Sprintf("a JSON-RPC message is a JSON object, not %s", k)}
 	}
 	var m struct {
@@ -194,12 +194,12 @@ func checkMessage(b json.RawMessage) *rpcError {
 	}
 	_ = json.Unmarshal(b, &m)
 	var id json.RawMessage
-	switch jsonValueKind(m.ID) {
+	switch api.ValueKind(m.ID) {
 	case "nothing", "null":
 	case "a string", "a number":
 		id = m.ID
 	default:
-		return &rpcError{Code: rpcInvalidRequest, Message: fmt.Sprintf(`"id" must be a string or a number, not %s`, jsonValueKind(m.ID))}
+		return &rpcError{Code: rpcInvalidRequest, Message: fmt.Sprintf(`"id" must be a string or a number, not %s`, api.ValueKind(m.ID))}
 	}
 	if string(bytes.TrimSpace(m.JSONRPC)) != `"2.0"` {
 		return &rpcError{ID: id, Code: rpcInvalidRequest, Message: `a JSON-RPC message must have "jsonrpc": "2.0"`}
@@ -209,15 +209,15 @@ func checkMessage(b json.RawMessage) *rpcError {
 	}
 	var method string
 	if json.Unmarshal(m.Method, &method) != nil {
-		return &rpcError{ID: id, Code: rpcInvalidRequest, Message: fmt.Sprintf(`"method" must be a string, not %s`, jsonValueKind(m.Method))}
+		return &rpcError{ID: id, Code: rpcInvalidRequest, Message: fmt.Sprintf(`"method" must be a string, not %s`, api.ValueKind(m.Method))}
 	}
-	switch jsonValueKind(m.Params) {
+	switch api.ValueKind(m.Params) {
 	case "nothing", "null", "an object":
 	default:
-		return &rpcError{ID: id, Code: rpcInvalidParams, Message: fmt.Sprintf(`"params" of %s must be a JSON object, not %s`, method, jsonValueKind(m.Params))}
+		return &rpcError{ID: id, Code: rpcInvalidParams, Message: fmt.Sprintf(`"params" of %s must be a JSON object, not %s`, method, api.ValueKind(m.Params))}
 	}
 	params := rpcParams[method]
-	if params == nil || jsonValueKind(m.Params) != "an object" {
+	if params == nil || api.ValueKind(m.Params) != "an object" {
 		return nil
 	}
 	if err := json.Unmarshal(m.Params, params()); err != nil {
@@ -229,27 +229,6 @@ func checkMessage(b json.RawMessage) *rpcError {
 		return &rpcError{ID: id, Code: rpcInvalidParams, Message: fmt.Sprintf(`"params" of %s do not fit the method: check them against the MCP specification`, method)}
 	}
 	return nil
-}
-
-// jsonValueKind names the kind of a JSON value: "an object", "a string"...
-func jsonValueKind(b json.RawMessage) string {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return "nothing"
-	}
-	switch b[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "a list"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "true or false"
-	case 'n':
-		return "null"
-	}
-	return "a number"
 }
 
 // valueKind words the Value of a json.UnmarshalTypeError ("number",

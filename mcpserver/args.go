@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/spine-queue/spine/api"
 )
 
 // A tool's arguments are checked before the SDK sees them, and a refusal
@@ -160,7 +162,7 @@ func (sp *argSpec) check(tool string, raw json.RawMessage) string {
 	if v := strings.TrimSpace(string(raw)); v != "" && v != "null" {
 		if !strings.HasPrefix(v, "{") || json.Unmarshal(raw, &args) != nil {
 			return fmt.Sprintf("%s refused: arguments must be a JSON object of named arguments (%s), not %s.%s",
-				tool, sp.names(), jsonKind(raw), fix)
+				tool, sp.names(), api.ValueKind(raw), fix)
 		}
 	}
 	var unknown []string
@@ -253,26 +255,5 @@ func shown(v json.RawMessage) string {
 	if len(s) <= 40 && !strings.HasPrefix(s, "{") && !strings.HasPrefix(s, "[") {
 		return s
 	}
-	return jsonKind(v)
-}
-
-// jsonKind names the kind of a JSON value: "an object", "a string"...
-func jsonKind(v json.RawMessage) string {
-	s := strings.TrimSpace(string(v))
-	if s == "" {
-		return "nothing"
-	}
-	switch s[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "a list"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "true or false"
-	case 'n':
-		return "null"
-	}
-	return "a number"
+	return api.ValueKind(v)
 }
