@@ -1,12 +1,9 @@
 package mcpserver_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spine-queue/spine/mcpserver"
 )
@@ -24,24 +21,7 @@ func TestHeartbeatIntervalKeepsTheSession(t *testing.T) {
 	}
 	call(t, head, "enqueue", map[string]any{"payload": 1, "lease_seconds": 3600}, &enq)
 
-	ctx := context.Background()
-	srv, err := mcpserver.New(mcpserver.Config{Client: newClient(t, url, clawTok), Role: mcpserver.RoleClaw, SessionIdle: 2 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claw, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		claw.Close()
-		ss.Wait()
-	})
+	claw := connect(t, mcpserver.Config{Client: newClient(t, url, clawTok), Role: mcpserver.RoleClaw, SessionIdle: 2 * time.Minute})
 	var cl struct {
 		Jobs []struct {
 			LeaseSeconds             float64 `json:"lease_seconds"`

@@ -77,7 +77,15 @@ func sessionAs(t *testing.T, url, token, worker string) *mcp.ClientSession {
 	if worker == "" {
 		worker = "w-" + string(role)
 	}
-	srv, err := mcpserver.New(mcpserver.Config{Client: c, Role: role, WorkerID: worker})
+	return connect(t, mcpserver.Config{Client: c, Role: role, WorkerID: worker})
+}
+
+// connect connects an SDK client to a new server of cfg, over an in-memory
+// transport.
+func connect(t *testing.T, cfg mcpserver.Config) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := mcpserver.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
