@@ -24,13 +24,18 @@ const (
 	// token.
 	LevelIdentity = 1
 
+	// LevelDelivery: routed tasks are delivered to push gateways (a
+	// dispatch leases the task for its gateway, docs/controlplane.md), and
+	// a lease a gateway's death ended names the gateway.
+	LevelDelivery = 2
+
 	// LatestLevel is the highest level this build applies.
-	LatestLevel = LevelIdentity
+	LatestLevel = LevelDelivery
 )
 
 // levelGates names, per level, the command type every server must apply
 // before the leader may raise the cluster to that level.
-var levelGates = [LatestLevel + 1]CommandType{LevelIdentity: CmdLevel}
+var levelGates = [LatestLevel + 1]CommandType{LevelIdentity: CmdLevel, LevelDelivery: CmdLevel}
 
 // LevelGate is the command type every server must apply before the leader
 // raises the cluster to level (0: no such level in this build).
