@@ -30,6 +30,31 @@ type Gateway struct {
 	// LastSeen is the last heartbeat any node heard, as gossip has told the
 	// node that answers (absent: none since the nodes started).
 	LastSeen time.Time `json:"last_seen,omitzero"`
+	// Delivery is how routed tasks reach it: "push" (POSTed to Address,
+	// leased to Role) or "pull" (its workers claim them).
+	Delivery string `json:"delivery"`
+	Role     string `json:"role,omitempty"`
+	// Secret, the key deliveries are signed with, is only in the answer to
+	// the registration that set it.
+	Secret string `json:"secret,omitempty"`
+}
+
+// TaskDelivery is the body Spine POSTs to a push gateway's address for
+// each routed task (docs/controlplane.md, "Delivery"). The gateway
+// answers 2xx to accept it, 4xx to refuse it; IdempotencyKey is the same
+// on every retry of one delivery.
+type TaskDelivery struct {
+	TaskID         string `json:"task_id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	// RouteKey is the route's own idempotency key, if it had one.
+	RouteKey string `json:"route_key,omitempty"`
+	Gateway  string `json:"gateway"`
+	// Role is the claw role the task is leased to: the gateway calls back
+	// with that role's token and Task.LeaseToken.
+	Role string       `json:"role"`
+	Task *ControlTask `json:"task"`
+	// Nodes are the cluster's nodes' HTTP addresses, to call back.
+	Nodes []string `json:"nodes"`
 }
 
 // Worker is a registered worker of a gateway.
@@ -63,6 +88,14 @@ type GatewayRegisterRequest struct {
 	Address  string            `json:"address"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 	Capacity int               `json:"capacity"`
+	// Delivery is "push" or "pull" (the default for a new gateway; an
+	// update without it keeps the gateway's). A push gateway's tasks are
+	// leased to Role (left_claw or right_claw) and signed with Secret
+	// (16 to 256 bytes; generated, and answered once, when a push
+	// gateway has none).
+	Delivery string `json:"delivery,omitempty"`
+	Role     string `json:"role,omitempty"`
+	Secret   string `json:"secret,omitempty"`
 }
 
 // WorkerRegisterRequest is the body of POST /v1/workers: a new id

@@ -165,23 +165,8 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	}
 	// A refusal carries the job, as every refusal of a job's command does
 	// (the API shows it only to a caller that may read it).
-	if j.State != StateQueued {
-		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, "only a queued job can be claimed")}
-	}
-	if j.NotBefore != 0 {
-		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, "it waits for its runAt (a schedule, a retry backoff or a release's cooldown): not claimable before")}
-	}
-	if j.DepsPending > 0 {
-		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("it waits for %d of the jobs it depends on", j.DepsPending))}
-	}
-	if k := j.ConcurrencyKey; k != "" && a.t.runningOfKey(k) >= keyLimit(j) {
-		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("%d jobs of its concurrency key %s run, its limit", a.t.runningOfKey(k), k))}
-	}
-	if a.t.stream(j.Stream).Ended() {
-		return &Result{Job: j, Err: refuse(ErrStreamEnded, "claim", j, "its stream "+j.Stream+" is ended")}
-	}
-	if a.t.isPaused(j.Stream) {
-		return &Result{Job: j, Err: refuse(ErrStreamPaused, "claim", j, "its stream "+j.Stream+" is paused")}
+	if err := a.claimRefusal(j); err != nil {
+		return &Result{Job: j, Err: err}
 	}
 	if !eligible(j, targets) {
 		return &Result{Job: j, Err: refuse(ErrTargetMismatch, "claim", j, "it is targeted at "+j.DescribeTarget())}
@@ -194,6 +179,26 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 		return &Result{Job: d, Err: refuse(ErrMaxAttempts, "claim", d, fmt.Sprintf("attempts %d of %d used; job is dead", d.Attempts, d.MaxAttempts))}
 	}
 	return &Result{Job: a.start(j, g), Claimed: true}
+}
+
+// claimRefusal says why queued job j may not be claimed now, whoever
+// asks (nil: it may).
+func (a *applier) claimRefusal(j *Job) error {
+	switch {
+	case j.State != StateQueued:
+		return refuse(ErrIllegalTransition, "claim", j, "only a queued job can be claimed")
+	case j.NotBefore != 0:
+		return refuse(ErrIllegalTransition, "claim", j, "it waits for its runAt (a schedule, a retry backoff or a release's cooldown): not claimable before")
+	case j.DepsPending > 0:
+		return refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("it waits for %d of the jobs it depends on", j.DepsPending))
+	case j.ConcurrencyKey != "" && a.t.runningOfKey(j.ConcurrencyKey) >= keyLimit(j):
+		return refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("%d jobs of its concurrency key %s run, its limit", a.t.runningOfKey(j.ConcurrencyKey), j.ConcurrencyKey))
+	case a.t.stream(j.Stream).Ended():
+		return refuse(ErrStreamEnded, "claim", j, "its stream "+j.Stream+" is ended")
+	case a.t.isPaused(j.Stream):
+		return refuse(ErrStreamPaused, "claim", j, "its stream "+j.Stream+" is paused")
+	}
+	return nil
 }
 
 // claimNext claims the oldest queued job of the first of streams that has

@@ -15,6 +15,12 @@ type GatewayRegisterCommand struct {
 	Metadata map[string]string
 	Capacity int
 	Actor    Actor
+	// The optional tail (from LevelDelivery): how routed tasks reach the
+	// gateway. An update without a Delivery keeps the gateway's delivery
+	// and role, one without a Secret its secret.
+	Delivery string
+	Role     string
+	Secret   string
 }
 
 // GatewayDeregisterCommand removes a gateway and the workers registered
@@ -37,6 +43,11 @@ func (c *GatewayRegisterCommand) encode(e *enc) {
 	e.labels(c.Metadata)
 	e.int(c.Capacity)
 	e.actor(c.Actor)
+	if c.Delivery != "" || c.Role != "" || c.Secret != "" {
+		e.str(c.Delivery)
+		e.str(c.Role)
+		e.str(c.Secret)
+	}
 }
 
 func (c *GatewayRegisterCommand) decode(d *dec) {
@@ -46,6 +57,9 @@ func (c *GatewayRegisterCommand) decode(d *dec) {
 	c.Metadata = d.labels()
 	c.Capacity = d.int()
 	c.Actor = d.actor()
+	if d.more() {
+		c.Delivery, c.Role, c.Secret = d.istr(), d.istr(), d.str()
+	}
 }
 
 func (c *GatewayRegisterCommand) apply(a *applier) *Result {
@@ -55,12 +69,26 @@ func (c *GatewayRegisterCommand) apply(a *applier) *Result {
 	if a.t.level >= LevelIdentity && !c.Actor.isHead() {
 		return fail(fmt.Errorf("gateway register: %w: only head registers gateways", ErrNotAllowed))
 	}
+	if err := c.checkDelivery(a.t.level); err != nil {
+		return fail(err)
+	}
 	g := &Gateway{ID: c.ID, Address: c.Address, Metadata: c.Metadata, Capacity: c.Capacity,
-		Health: HealthHealthy, HealthAt: c.Now, RegisteredAt: c.Now, UpdatedAt: c.Now, CreateIndex: a.index}
+		Health: HealthHealthy, HealthAt: c.Now, RegisteredAt: c.Now, UpdatedAt: c.Now, CreateIndex: a.index,
+		Delivery: c.Delivery, Role: c.Role, Secret: c.Secret}
 	typ := FeedRegistered
 	if old := a.t.gateway(c.ID); old != nil {
 		g.Health, g.HealthAt, g.RegisteredAt, g.CreateIndex = old.Health, old.HealthAt, old.RegisteredAt, old.CreateIndex
+		if c.Delivery == "" {
+			// An update that does not say how tasks reach it keeps how.
+			g.Delivery, g.Role = old.Delivery, old.Role
+		}
+		if g.Secret == "" {
+			g.Secret = old.Secret
+		}
 		typ = FeedUpdated
+	}
+	if g.Pushes() && g.Secret == "" {
+		return fail(fmt.Errorf("gateway register: %w: a push gateway needs a signing secret", ErrInvalid))
 	}
 	a.putGateway(g)
 	a.emit(FeedEvent{At: c.Now, Kind: FeedGateway, ID: g.ID, Type: typ, Actor: a.in.actor(c.Actor), Text: g.Address})
@@ -138,4 +166,25 @@ func (d *dec) labels() map[string]string {
 		m[k] = d.str()
 	}
 	return m
+}
+
+// checkDelivery checks the delivery fields: none before LevelDelivery; a
+// push gateway's tasks are leased to a claw role.
+func (c *GatewayRegisterCommand) checkDelivery(level int) error {
+	switch {
+	case c.Delivery == "" && c.Role == "" && c.Secret == "":
+		return nil
+	case level < LevelDelivery:
+		return fmt.Errorf("gateway register: %w: the cluster does not deliver tasks yet", ErrInvalid)
+	case c.Delivery == DeliveryPull:
+		if c.Role != "" {
+			return fmt.Errorf("gateway register: %w: a role is for a push gateway's deliveries", ErrInvalid)
+		}
+		return nil
+	case c.Delivery != DeliveryPush:
+		return fmt.Errorf("gateway register: %w: delivery must be push or pull", ErrInvalid)
+	case !IsClaw(c.Role):
+		return fmt.Errorf("gateway register: %w: a push gateway's role must be %s or %s", ErrInvalid, RoleLeftClaw, RoleRightClaw)
+	}
+	return nil
 }

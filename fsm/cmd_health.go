@@ -114,6 +114,11 @@ func (c *HealthSetCommand) apply(a *applier) *Result {
 	// A dead gateway's queued jobs go to another; a gateway back to health
 	// takes the jobs left on gateways that are not.
 	for _, id := range deadGateways {
+		if a.t.level >= LevelDelivery {
+			// The tasks delivered to it are lost with it: their leases end
+			// now, and they are routed on with its queued ones.
+			res.Jobs = append(res.Jobs, a.expireDispatches(id, c.Now)...)
+		}
 		res.Jobs = append(res.Jobs, a.rerouteFrom(id, c.Now, "gateway "+id+" is dead")...)
 	}
 	if revived {

@@ -16,6 +16,19 @@ type RouteSpec struct {
 	// it while the job is still routed answers the first route and changes
 	// nothing.
 	Key string
+
+	// A push gateway's delivery (dispatch.go): when the current attempt was
+	// leased to the gateway (0: it was not) and when the gateway accepted
+	// it; and the gateways that refused the task, which it is not routed to
+	// again (the newest MaxRefused).
+	DispatchedAt, AcceptedAt int64
+	Refused                  []string
+}
+
+// hasDelivery reports whether s carries a delivery's marks (the optional
+// tail of a job's snapshot record).
+func (s *RouteSpec) hasDelivery() bool {
+	return s.DispatchedAt != 0 || s.AcceptedAt != 0 || len(s.Refused) > 0
 }
 
 // RouteCommand routes a queued job to a gateway (seed 003's route_task):
@@ -65,7 +78,7 @@ func (c *RouteCommand) apply(a *applier) *Result {
 	if old.State != StateQueued {
 		return fail(refuse(ErrIllegalTransition, "route", old, "only a queued job can be routed"))
 	}
-	g := a.pickGateway(c.Spec, old)
+	g := a.pickGateway(c.Spec, old, nil)
 	if g == nil {
 		return fail(fmt.Errorf("route job %s: %w with free capacity meets its requirements", c.JobID, ErrNoHealthyGateway))
 	}
@@ -80,6 +93,7 @@ func (c *RouteCommand) apply(a *applier) *Result {
 func (a *applier) routeTo(old *Job, g *Gateway, spec RouteSpec, now int64, actor, text string) *Job {
 	j := copyJob(old)
 	j.Target = a.t.gatewayTarget(g.ID)
+	spec.DispatchedAt, spec.AcceptedAt = 0, 0
 	j.Route = &spec
 	j.addEvent(Event{At: now, Type: EventRouted, Actor: actor, From: j.State, To: j.State, Text: text})
 	a.put(old, j, now)
@@ -88,8 +102,9 @@ func (a *applier) routeTo(old *Job, g *Gateway, spec RouteSpec, now int64, actor
 
 // pickGateway chooses the gateway for a job (self: the job itself, which
 // does not count against the gateway it is already routed to): healthy,
-// meeting spec, with free capacity; the least loaded, then the lowest id.
-func (a *applier) pickGateway(spec RouteSpec, self *Job) *Gateway {
+// meeting spec, with free capacity, not in skip; the least loaded, then
+// the lowest id.
+func (a *applier) pickGateway(spec RouteSpec, self *Job, skip []string) *Gateway {
 	// The gateways with a healthy worker that has the capabilities, in one
 	// pass over the workers.
 	var capable map[string]bool
@@ -106,7 +121,7 @@ func (a *applier) pickGateway(spec RouteSpec, self *Job) *Gateway {
 	bestLoad := 0
 	a.t.gateways.Ascend(func(it gatewayItem) bool {
 		g := it.g
-		if g.Health != HealthHealthy {
+		if g.Health != HealthHealthy || slices.Contains(skip, g.ID) {
 			return true
 		}
 		for k, v := range spec.Labels {
@@ -143,7 +158,7 @@ func (a *applier) rerouteFrom(id string, now int64, why string) []*Job {
 		if old.State != StateQueued {
 			continue
 		}
-		if g := a.pickGateway(*old.Route, old); g != nil && g.ID != id {
+		if g := a.pickGateway(*old.Route, old, old.Route.Refused); g != nil && g.ID != id {
 			out = append(out, a.routeTo(old, g, *old.Route, now, "control-plane", "routed to gateway "+g.ID+": "+why))
 		}
 	}

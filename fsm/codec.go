@@ -124,6 +124,10 @@ func (d *dec) int() int {
 	return int(v)
 }
 
+// more reports whether bytes are left: a body's optional tail (fields
+// added at its end, written only when set) is read only when there is one.
+func (d *dec) more() bool { return d.err == nil && len(d.b) > 0 }
+
 // raw returns the next n bytes, aliased.
 func (d *dec) raw(n uint64) []byte {
 	if n > uint64(len(d.b)) {

@@ -82,6 +82,8 @@ const (
 	// The leader's raise of the cluster's level, once every server runs a
 	// build that knows it (level.go).
 	CmdLevel CommandType = 42
+	// A step of a routed task's delivery to a push gateway (dispatch.go).
+	CmdDispatch CommandType = 43
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

@@ -32,7 +32,17 @@ type Gateway struct {
 	RegisteredAt int64
 	UpdatedAt    int64
 	CreateIndex  uint64
+	// Delivery is how its routed tasks reach it: DeliveryPush, or pull
+	// ("": its workers claim them). A push gateway's tasks are leased to
+	// Role (a claw role) and POSTed to Address, signed with Secret
+	// (dispatch.go). The secret is never shown in a view.
+	Delivery string
+	Role     string
+	Secret   string
 }
+
+// Pushes reports whether routed tasks are delivered to g.
+func (g *Gateway) Pushes() bool { return g.Delivery == DeliveryPush }
 
 // Worker is a registered worker of a gateway.
 type Worker struct {

@@ -839,8 +839,28 @@ func randomLog(seed uint64, n int) [][]byte {
 				out = append(out, MustEncode(CmdHealthSet, &HealthSetCommand{Now: now, Changes: []HealthChange{
 					{Gateway: true, ID: gw, Health: h}, {ID: fmt.Sprintf("w%d", rng.IntN(4)), Health: HealthSuspect}}}))
 			case 0:
-				out = append(out, MustEncode(CmdGatewayRegister, &GatewayRegisterCommand{Now: now, ID: gw, Address: "http://" + gw,
-					Metadata: map[string]string{"zone": []string{"a", "b"}[rng.IntN(2)], "rack": "r1"}, Capacity: rng.IntN(4), Actor: head}))
+				gr := &GatewayRegisterCommand{Now: now, ID: gw, Address: "http://" + gw,
+					Metadata: map[string]string{"zone": []string{"a", "b"}[rng.IntN(2)], "rack": "r1"}, Capacity: rng.IntN(4), Actor: head}
+				if rng.IntN(2) == 0 {
+					// A push gateway (refused before LevelDelivery), now
+					// and then with a role that is not a claw's.
+					gr.Delivery, gr.Role, gr.Secret = DeliveryPush, []string{RoleRightClaw, RoleLeftClaw, "head"}[rng.IntN(3)], "s3cret"
+				}
+				out = append(out, MustEncode(CmdGatewayRegister, gr))
+				if rng.IntN(2) == 0 {
+					// The leader's deliverer: lease a task to it, then an
+					// answer (or a stale one).
+					id := pick()
+					tok := fmt.Sprintf("dt%d", i)
+					out = append(out, MustEncode(CmdDispatch, &DispatchCommand{Now: now, Step: DispatchLease, JobID: id, Gateway: gw,
+						AttemptID: fmt.Sprintf("da%d", i), LeaseToken: tok, LeaseNanos: 30e9}))
+					tokens = append(tokens, LeaseRef{JobID: id, AttemptID: fmt.Sprintf("da%d", i), Token: tok})
+					if rng.IntN(4) == 0 {
+						tok = "stale"
+					}
+					out = append(out, MustEncode(CmdDispatch, &DispatchCommand{Now: now + 1, Step: DispatchStep(2 + rng.IntN(4)), JobID: id,
+						Gateway: gw, LeaseToken: tok, Reason: "busy"}))
+				}
 			case 1:
 				out = append(out, MustEncode(CmdGatewayDeregister, &GatewayDeregisterCommand{Now: now, ID: gw, Actor: head}))
 			case 2:

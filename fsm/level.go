@@ -35,7 +35,7 @@ const (
 
 // levelGates names, per level, the command type every server must apply
 // before the leader may raise the cluster to that level.
-var levelGates = [LatestLevel + 1]CommandType{LevelIdentity: CmdLevel, LevelDelivery: CmdLevel}
+var levelGates = [LatestLevel + 1]CommandType{LevelIdentity: CmdLevel, LevelDelivery: CmdDispatch}
 
 // LevelGate is the command type every server must apply before the leader
 // raises the cluster to level (0: no such level in this build).

@@ -744,11 +744,20 @@ func (e *enc) gateway(g *Gateway) {
 	e.varint(g.RegisteredAt)
 	e.varint(g.UpdatedAt)
 	e.uvarint(g.CreateIndex)
+	if g.Delivery != "" || g.Role != "" || g.Secret != "" {
+		e.str(g.Delivery) // the optional tail (from LevelDelivery on)
+		e.str(g.Role)
+		e.str(g.Secret)
+	}
 }
 
 func (d *dec) gateway() *Gateway {
-	return &Gateway{ID: d.str(), Address: d.str(), Metadata: d.labels(), Capacity: d.int(), Health: d.istr(),
+	g := &Gateway{ID: d.str(), Address: d.str(), Metadata: d.labels(), Capacity: d.int(), Health: d.istr(),
 		HealthAt: d.varint(), RegisteredAt: d.varint(), UpdatedAt: d.varint(), CreateIndex: d.uvarint()}
+	if d.more() {
+		g.Delivery, g.Role, g.Secret = d.istr(), d.istr(), d.str()
+	}
+	return g
 }
 
 func (e *enc) worker(w *Worker) {
@@ -892,6 +901,13 @@ func (e *enc) job(j *Job, version int) {
 	if version >= 8 {
 		e.bool(j.RunOnDepFailure)
 	}
+	// The optional tail: a routed task's delivery (from LevelDelivery on,
+	// so only builds that read it meet it).
+	if j.Route != nil && j.Route.hasDelivery() {
+		e.varint(j.Route.DispatchedAt)
+		e.varint(j.Route.AcceptedAt)
+		e.strs(j.Route.Refused)
+	}
 }
 
 func (d *dec) job(version int) *Job {
@@ -987,6 +1003,9 @@ func (d *dec) job(version int) *Job {
 	}
 	if version >= 8 {
 		j.RunOnDepFailure = d.bool()
+	}
+	if j.Route != nil && d.more() {
+		j.Route.DispatchedAt, j.Route.AcceptedAt, j.Route.Refused = d.varint(), d.varint(), d.strs()
 	}
 	*jp = j
 	return jp

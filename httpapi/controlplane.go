@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -29,7 +31,11 @@ func (s *Server) controlPlaneRoutes() {
 
 func (s *Server) viewGateway(g *fsm.Gateway, workers []*fsm.Worker) *api.Gateway {
 	v := &api.Gateway{LastSeen: api.Time(s.queue.GatewayLastSeen(g.ID)), ID: g.ID, Address: g.Address, Metadata: labels(g.Metadata), Capacity: g.Capacity, Health: g.Health,
-		HealthSince: api.Time(g.HealthAt), RegisteredAt: api.Time(g.RegisteredAt), UpdatedAt: api.Time(g.UpdatedAt), Workers: []string{}}
+		HealthSince: api.Time(g.HealthAt), RegisteredAt: api.Time(g.RegisteredAt), UpdatedAt: api.Time(g.UpdatedAt), Workers: []string{},
+		Delivery: fsm.DeliveryPull, Role: g.Role}
+	if g.Pushes() {
+		v.Delivery = fsm.DeliveryPush
+	}
 	for _, w := range workers {
 		if w.Gateway == g.ID {
 			v.Workers = append(v.Workers, w.ID)
@@ -37,6 +43,24 @@ func (s *Server) viewGateway(g *fsm.Gateway, workers []*fsm.Worker) *api.Gateway
 		}
 	}
 	return v
+}
+
+// DeliveryBody renders the body of the delivery of a leased routed task to
+// push gateway g (api.TaskDelivery); nodes lists the cluster's nodes' HTTP
+// addresses.
+func DeliveryBody(nodes func() []string) func(j *fsm.Job, g *fsm.Gateway) ([]byte, error) {
+	return func(j *fsm.Job, g *fsm.Gateway) ([]byte, error) {
+		if j.Lease == nil {
+			return nil, fmt.Errorf("task %s is not leased", j.ID)
+		}
+		t := viewControlTask(j)
+		t.LeaseToken = j.Lease.Token
+		d := api.TaskDelivery{TaskID: j.ID, IdempotencyKey: j.Lease.Token, Gateway: g.ID, Role: j.Lease.Owner, Task: t, Nodes: nodes()}
+		if j.Route != nil {
+			d.RouteKey = j.Route.Key
+		}
+		return json.Marshal(d)
+	}
 }
 
 func (s *Server) viewWorker(w *fsm.Worker) *api.Worker {
@@ -87,13 +111,21 @@ func (s *Server) handleGatewayRegister(w http.ResponseWriter, r *http.Request, c
 	if err := decode(c, &req); err != nil {
 		return err
 	}
+	var before string
+	if old, _ := s.queue.Gateway(req.ID); old != nil {
+		before = old.Secret
+	}
 	g, idx, err := s.queue.RegisterGateway(r.Context(), queue.GatewayInput{ID: req.ID, Address: req.Address, Metadata: req.Metadata,
-		Capacity: req.Capacity, Actor: fsm.Actor{Role: c.role}})
+		Capacity: req.Capacity, Actor: fsm.Actor{Role: c.role}, Delivery: req.Delivery, Role: req.Role, Secret: req.Secret})
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, created(g.CreateIndex, idx), s.viewGateway(g, s.queue.Workers(g.ID)))
+	v := s.viewGateway(g, s.queue.Workers(g.ID))
+	if g.Secret != before {
+		v.Secret = g.Secret // shown once: to the registration that set it
+	}
+	writeJSON(w, created(g.CreateIndex, idx), v)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/spine-queue/spine/api"
@@ -78,6 +79,66 @@ func TestGatewayAndWorkerRegistration(t *testing.T) {
 	decodeAs(e.do("GET", "/v1/workers", headTok, nil), &workers)
 	if len(workers.Workers) != 0 {
 		t.Fatalf("workers after the gateway left: %+v", workers)
+	}
+}
+
+// A push gateway over HTTP: it needs a claw role; its secret, given or
+// generated, is answered once and never shown in a view; an update that
+// does not say how keeps push; bad delivery fields are 400 and change
+// nothing; below cluster level 2 push is 503 upgrade_in_progress.
+func TestPushGatewayRegistration(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LatestLevel))
+	var g api.Gateway
+	r := e.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "gp", Address: "http://10.0.0.7:7000/tasks", Capacity: 2,
+		Delivery: "push", Role: fsm.RoleLeftClaw})
+	if err := json.Unmarshal(r.Body, &g); err != nil || r.Code != 201 || g.Delivery != "push" || g.Role != fsm.RoleLeftClaw || len(g.Secret) != 64 {
+		t.Fatalf("register push: %d %s", r.Code, r.Body)
+	}
+	secret := g.Secret
+	for _, path := range []string{"/v1/gateways/gp", "/v1/gateways", "/v1/state"} {
+		if r := e.do("GET", path, headTok, nil); r.Code != 200 || strings.Contains(string(r.Body), secret) {
+			t.Fatalf("GET %s shows the secret: %d %s", path, r.Code, r.Body)
+		}
+	}
+	// An update without delivery keeps push, the role and the secret, and
+	// shows no secret.
+	r = e.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "gp", Address: "http://10.0.0.8:7000/tasks", Capacity: 3})
+	g = api.Gateway{}
+	if err := json.Unmarshal(r.Body, &g); err != nil || r.Code != 200 || g.Delivery != "push" || g.Role != fsm.RoleLeftClaw || g.Secret != "" {
+		t.Fatalf("update: %d %s", r.Code, r.Body)
+	}
+	if e.srv.queue.Local().Gateway("gp").Secret != secret {
+		t.Fatal("an update changed the secret")
+	}
+	// A secret of the operator's own is answered once too.
+	mine := "0123456789abcdef-mine"
+	r = e.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "gp", Address: "http://10.0.0.8:7000/tasks", Capacity: 3,
+		Delivery: "push", Role: fsm.RoleRightClaw, Secret: mine})
+	if g = (api.Gateway{}); json.Unmarshal(r.Body, &g) != nil || g.Secret != mine || g.Role != fsm.RoleRightClaw {
+		t.Fatalf("new secret: %d %s", r.Code, r.Body)
+	}
+	for _, bad := range []api.GatewayRegisterRequest{
+		{ID: "gq", Address: "http://h", Capacity: 1, Delivery: "push"},
+		{ID: "gq", Address: "http://h", Capacity: 1, Delivery: "push", Role: fsm.HeadRole},
+		{ID: "gq", Address: "http://h", Capacity: 1, Delivery: "carrier-pigeon"},
+		{ID: "gq", Address: "http://h", Capacity: 1, Delivery: "pull", Role: fsm.RoleLeftClaw},
+		{ID: "gq", Address: "http://h", Capacity: 1, Role: fsm.RoleLeftClaw},
+		{ID: "gq", Address: "http://h", Capacity: 1, Delivery: "push", Role: fsm.RoleLeftClaw, Secret: "short"},
+	} {
+		e.do("POST", "/v1/gateways", headTok, bad).apiErr(t, 400, api.CodeInvalidRequest)
+	}
+	e.do("GET", "/v1/gateways/gq", headTok, nil).apiErr(t, 404, api.CodeNotFound)
+	// Pull by name turns pushing off.
+	r = e.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "gp", Address: "http://10.0.0.8:7000", Capacity: 3, Delivery: "pull"})
+	if g = (api.Gateway{}); json.Unmarshal(r.Body, &g) != nil || g.Delivery != "pull" || g.Role != "" {
+		t.Fatalf("to pull: %d %s", r.Code, r.Body)
+	}
+
+	old := newEnv(t, atLevel(fsm.LevelIdentity))
+	old.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "gp", Address: "http://h", Capacity: 1, Delivery: "push",
+		Role: fsm.RoleLeftClaw}).apiErr(t, 503, api.CodeUpgradeInProgress)
+	if r := old.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "gp", Address: "http://h", Capacity: 1}); r.Code != 201 {
+		t.Fatalf("a pull gateway below the level: %d %s", r.Code, r.Body)
 	}
 }
 

@@ -333,7 +333,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	t.Cleanup(srv.Close)
 	e.srv, e.h = srv, srv.Handler()
 	if cfg.level > 0 {
-		if _, err := srv.queue.RaiseLevel(context.Background()); err != nil {
+		if _, _, err := srv.queue.Propose(context.Background(), fsm.CmdLevel, &fsm.LevelCommand{Now: testNow.UnixNano(), Level: cfg.level}); err != nil {
 			t.Fatal(err)
 		}
 	}

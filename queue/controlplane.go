@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"slices"
@@ -30,6 +32,11 @@ type GatewayInput struct {
 	Metadata map[string]string
 	Capacity int
 	Actor    fsm.Actor
+	// How routed tasks reach it (fsm.DeliveryPush or fsm.DeliveryPull; ""
+	// keeps a registered gateway's, pull for a new one), the claw role a
+	// push gateway's tasks are leased to, and the key its deliveries are
+	// signed with ("": a push gateway that has none gets a random one).
+	Delivery, Role, Secret string
 }
 
 // WorkerInput registers (or updates) a worker of a gateway.
@@ -86,15 +93,66 @@ func (s *Service) RegisterGateway(ctx context.Context, in GatewayInput) (*fsm.Ga
 	if in.Actor.Role != fsm.HeadRole {
 		return nil, 0, &ForbiddenError{Message: "only head registers gateways"}
 	}
-	if r := s.state.Peek(); r.Gateway(in.ID) == nil && len(r.Gateways()) >= maxRegistered {
+	r := s.state.Peek()
+	old := r.Gateway(in.ID)
+	if old == nil && len(r.Gateways()) >= maxRegistered {
 		return nil, 0, invalid("at most %d gateways may be registered; remove one first", maxRegistered)
 	}
+	if err := s.checkDelivery(&in, old); err != nil {
+		return nil, 0, err
+	}
 	res, idx, err := s.proposeRegistry(ctx, fsm.CmdGatewayRegister, &fsm.GatewayRegisterCommand{Now: s.now(), ID: in.ID,
-		Address: in.Address, Metadata: in.Metadata, Capacity: in.Capacity, Actor: in.Actor})
+		Address: in.Address, Metadata: in.Metadata, Capacity: in.Capacity, Actor: in.Actor,
+		Delivery: in.Delivery, Role: in.Role, Secret: in.Secret})
 	if err != nil {
 		return nil, idx, err
 	}
 	return res.Gateway, idx, nil
+}
+
+// Limits of a push gateway's signing secret.
+const (
+	minSecretBytes = 16
+	maxSecretBytes = 256
+)
+
+// checkDelivery checks how in says routed tasks reach the gateway (old:
+// as registered, or nil) and gives a push gateway without a secret one.
+func (s *Service) checkDelivery(in *GatewayInput, old *fsm.Gateway) error {
+	switch in.Delivery {
+	case "", fsm.DeliveryPull, fsm.DeliveryPush:
+	default:
+		return invalid("delivery must be push or pull")
+	}
+	if in.Delivery == "" && (in.Role != "" || in.Secret != "") {
+		return invalid("role and secret are for a push gateway: give delivery push with them")
+	}
+	if in.Delivery == fsm.DeliveryPull && in.Role != "" {
+		return invalid("role is for a push gateway's deliveries; a pull gateway's workers claim in their own role")
+	}
+	if in.Secret != "" && (len(in.Secret) < minSecretBytes || len(in.Secret) > maxSecretBytes) {
+		return invalid("secret must be %d to %d bytes", minSecretBytes, maxSecretBytes)
+	}
+	if in.Delivery == "" && in.Secret == "" {
+		return nil
+	}
+	if s.state.Peek().Level() < fsm.LevelDelivery {
+		return ErrUpgradeInProgress
+	}
+	if in.Delivery != fsm.DeliveryPush {
+		return nil
+	}
+	if !fsm.IsClaw(in.Role) {
+		return invalid("a push gateway needs role %s or %s: its tasks are leased to that role, whose token it calls back with", fsm.RoleLeftClaw, fsm.RoleRightClaw)
+	}
+	if in.Secret == "" && (old == nil || old.Secret == "") {
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return err
+		}
+		in.Secret = hex.EncodeToString(b)
+	}
+	return nil
 }
 
 // DeregisterGateway removes a gateway and its workers (returned).

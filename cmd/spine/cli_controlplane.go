@@ -69,8 +69,11 @@ func metaFlag(fs *pflag.FlagSet) func() (map[string]string, error) {
 
 func gatewayRegister(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	var p client.GatewayRegisterParams
-	fs.StringVar(&p.Address, "address", "", "the gateway's URL, e.g. http://10.0.0.7:7000 (required)")
+	fs.StringVar(&p.Address, "address", "", "the gateway's URL, e.g. http://10.0.0.7:7000 (required); a push gateway's routed tasks are POSTed to it")
 	fs.IntVar(&p.Capacity, "capacity", 1, "how many tasks it runs at once")
+	fs.StringVar(&p.Delivery, "delivery", "", "how routed tasks reach it: push (POSTed to --address) or pull (its workers claim them; the default for a new gateway)")
+	fs.StringVar(&p.Role, "role", "", "push: the claw role its tasks are leased to (left_claw or right_claw); it calls back with that role's token")
+	fs.StringVar(&p.Secret, "secret", "", "push: the key deliveries are signed with (16-256 bytes; default: generated and printed once)")
 	meta := metaFlag(fs)
 	c.nargs(1, 1)
 	return func(pos []string) int {
@@ -124,10 +127,22 @@ func gatewayDeregister(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []st
 }
 
 func gatewaysTable(w io.Writer, v any) {
-	fmt.Fprintln(w, "ID\tADDRESS\tCAPACITY\tHEALTH\tLAST SEEN\tWORKERS\tMETADATA")
+	fmt.Fprintln(w, "ID\tADDRESS\tDELIVERY\tCAPACITY\tHEALTH\tLAST SEEN\tWORKERS\tMETADATA")
+	var secrets []string
 	for _, g := range oneOrMany[client.Gateway](v) {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", g.ID, g.Address, g.Capacity, g.Health, fmtTime(g.LastSeen),
+		delivery := g.Delivery
+		if g.Role != "" {
+			delivery += " (" + g.Role + ")"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", g.ID, g.Address, dash(delivery), g.Capacity, g.Health, fmtTime(g.LastSeen),
 			dash(strings.Join(g.Workers, ",")), dash(fmtLabels(g.Metadata)))
+		if g.Secret != "" {
+			secrets = append(secrets, g.ID+": "+g.Secret)
+		}
+	}
+	for _, s := range secrets {
+		// Shown once, by the registration that set it.
+		fmt.Fprintf(w, "\nsigning secret of %s (shown once; give it to the gateway to check Spine-Signature)\n", s)
 	}
 }
 

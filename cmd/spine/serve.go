@@ -88,7 +88,10 @@ type serveConfig struct {
 	// HealthSuspect and HealthDead: a gateway or worker silent this long
 	// is suspect, dead.
 	HealthSuspect, HealthDead time.Duration
-	Tokens                    *httpapi.Tokens
+	// GatewayAccept (SPINE_GATEWAY_ACCEPT_TIMEOUT): how long a push
+	// gateway has to accept a delivered task.
+	GatewayAccept time.Duration
+	Tokens        *httpapi.Tokens
 	// TLSCA, TLSCert, TLSKey (--tls-*; all three or none): mutual TLS
 	// between nodes (raft, forwarding, the relay, joins) and HTTPS for the
 	// API.
@@ -166,7 +169,9 @@ every node the same value). SPINE_CLOCK_OFFSET (0; a drill: the queue's clock, w
 creates, leases, finish times and retention, runs this far ahead, e.g. 96h shows what the queue
 does four days on; give every node the same value). SPINE_HEALTH_SUSPECT_AFTER (15s) and
 SPINE_HEALTH_DEAD_AFTER (30s): a registered gateway or worker not heard from for this long is
-suspect, dead (docs/controlplane.md). SPINE_TIMER_SLACK (5ms, Linux) re-executes the binary once at start
+suspect, dead (docs/controlplane.md). SPINE_GATEWAY_ACCEPT_TIMEOUT (10s): a push gateway that does not
+accept a delivered task this long after its lease is suspect, and its tasks are routed to others.
+SPINE_TIMER_SLACK (5ms, Linux) re-executes the binary once at start
 (same pid) so that every thread of the node has it; 0 keeps the inherited value.
 SPINE_LEASE_RENEW_FRACTION (0.1): a heartbeat sooner than this fraction of the lease after the last
 extension is answered from the committed lease instead of a log entry (docs/api.md: which node
@@ -265,7 +270,8 @@ Flags:
 		v   *time.Duration
 		env string
 		def string
-	}{{&c.HealthSuspect, "SPINE_HEALTH_SUSPECT_AFTER", "15s"}, {&c.HealthDead, "SPINE_HEALTH_DEAD_AFTER", "30s"}} {
+	}{{&c.HealthSuspect, "SPINE_HEALTH_SUSPECT_AFTER", "15s"}, {&c.HealthDead, "SPINE_HEALTH_DEAD_AFTER", "30s"},
+		{&c.GatewayAccept, "SPINE_GATEWAY_ACCEPT_TIMEOUT", "10s"}} {
 		if *h.v, err = time.ParseDuration(envOr(h.env, h.def)); err != nil || *h.v <= 0 {
 			return nil, fmt.Errorf("%s=%q must be a positive duration such as %s", h.env, os.Getenv(h.env), h.def)
 		}
@@ -450,6 +456,8 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	node.RunWhileLeader("feed", svc.FeedStarter(500*time.Millisecond))
 	node.RunWhileLeader("level", svc.LevelRaiser(500*time.Millisecond))
 	node.RunWhileLeader("retention", svc.Purger(cfg.Retention))
+	node.RunWhileLeader("deliver", svc.Deliverer(queue.DeliveryConfig{AcceptTimeout: cfg.GatewayAccept,
+		Body: httpapi.DeliveryBody(func() []string { return nodeURLs(node, cfg.AdvertiseHTTP) }), UserAgent: "spine/" + version}))
 
 	if listenTLS != nil {
 		ln = tls.NewListener(ln, listenTLS)
@@ -609,4 +617,23 @@ func cpuSeconds() float64 {
 	}
 	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+// nodeURLs are the cluster's nodes' HTTP addresses (self alone when the
+// configuration cannot be read).
+func nodeURLs(node *cluster.Node, self string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	out := []string{}
+	if st, err := node.Status(ctx); err == nil {
+		for _, n := range st.Nodes {
+			if n.HTTPAddr != "" {
+				out = append(out, n.HTTPAddr)
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, self)
+	}
+	return out
 }
