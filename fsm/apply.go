@@ -169,7 +169,9 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, "only a queued job can be claimed")}
 	}
 	if j.NotBefore != 0 {
-		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, "it waits for its runAt (a schedule, a retry backoff or a release's cooldown): not claimable before")}
+		// The refusal is the caller's answer, not state: its words may
+		// change between builds.
+		return &Result{Job: j, Err: refuse(ErrNotYetClaimable, "claim", j, "it is scheduled: not claimable before its runAt (a schedule, a retry backoff or a release's cooldown)")}
 	}
 	if j.DepsPending > 0 {
 		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("it waits for %d of the jobs it depends on", j.DepsPending))}
