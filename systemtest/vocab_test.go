@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,4 +130,65 @@ func TestEachAnswerSpeaksItsAPI(t *testing.T) {
 			t.Fatalf("GET /v1/tasks/next: %s", r.Body)
 		}
 	})
+}
+
+// A worker's lease that its gateway's death ended is reaped naming the
+// gateway, on three processes: the gateway's heartbeats stop (its process
+// is killed) while the worker keeps heartbeating and stays healthy; the
+// job's reaped event reads "gateway G of worker W declared dead".
+func TestGatewayDeathIsNamedInTheReap(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, map[string]string{"SPINE_HEALTH_SUSPECT_AFTER": "1s", "SPINE_HEALTH_DEAD_AFTER": "2s"})
+	_, fs := apiRoles(t, c)
+	base := fs[0].URL
+	apiEventually(t, 30*time.Second, "the cluster at the delivery level", func() error {
+		var st api.ClusterStatus
+		apiDecode(t, apiDo(t, "GET", base+"/cluster/status", apiHead, nil), &st)
+		if st.Level < 2 {
+			return fmt.Errorf("level %d", st.Level)
+		}
+		return nil
+	})
+	g, w, stream := wName("vgw"), wName("vw"), wName("vstream")
+	apiWant(t, apiDo(t, "POST", base+"/v1/gateways", apiHead, api.GatewayRegisterRequest{ID: g, Address: "http://10.3.3.3:7000", Capacity: 4}), 201)
+	apiWant(t, apiDo(t, "POST", base+"/v1/workers", apiLeft, api.WorkerRegisterRequest{ID: w, Gateway: g, Capacity: 1}), 201)
+	env := append(os.Environ(), "SPINE_ADDRS="+strings.Join(c.URLs(), ","), "SPINE_TOKEN="+apiHead)
+	beat := func(kind, id string) *exec.Cmd {
+		cmd := exec.Command("bash", "-c", `while true; do "$0" "$1" heartbeat "$2" > /dev/null 2>&1; sleep 0.3; done`, binary, kind, id)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _, _ = cmd.Process.Wait() })
+		return cmd
+	}
+	gwProc := beat("gateway", g)
+	beat("worker", w)
+	job := wCreate(t, base, stream, map[string]int{"n": 1}, nil)
+	if a := wMustClaim(t, fs[1].URL, apiLeft, w, []string{stream}); a.JobID != job.ID {
+		t.Fatalf("claimed %s, want %s", a.JobID, job.ID)
+	}
+	_ = syscall.Kill(-gwProc.Process.Pid, syscall.SIGKILL)
+	want := "gateway " + g + " of worker " + w + " declared dead"
+	apiEventually(t, 30*time.Second, "the job reaped, naming the gateway", func() error {
+		var ev struct {
+			Events []wEvent `json:"events"`
+		}
+		apiDecode(t, apiDo(t, "GET", fs[1].URL+"/jobs/"+job.ID+"/events", apiHead, nil), &ev)
+		for _, e := range ev.Events {
+			if e.Type == "reaped" {
+				if e.Text != want {
+					t.Fatalf("reaped: %q, want %q", e.Text, want)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("not reaped yet")
+	})
+	var wk api.Worker
+	apiDecode(t, apiDo(t, "GET", fs[1].URL+"/v1/workers/"+w+"?consistent", apiHead, nil), &wk)
+	if wk.Health != api.HealthHealthy {
+		t.Fatalf("the worker, whose gateway died, is %s", wk.Health)
+	}
 }
