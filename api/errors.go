@@ -185,6 +185,10 @@ const (
 	// CodeMissingCapability: 409, a claim by id of a job that requires a
 	// capability the claim did not name (JobClaimRequest.Capabilities).
 	CodeMissingCapability = "missing_capability"
+	// CodeNotYetClaimable: 409, a claim by id of a queued job scheduled for
+	// later (its runAt: a schedule, a retry backoff or a release's
+	// cooldown); the error's job has runAt, from when it can be claimed.
+	CodeNotYetClaimable = "not_yet_claimable"
 	// CodeAlreadyExists: 409, a session or stream with that name exists.
 	CodeAlreadyExists = "already_exists"
 	// CodeSessionEnded: 409, the session is ended: it takes no new streams.

@@ -53,6 +53,7 @@ const (
 	CodeIllegalTransition = api.CodeIllegalTransition
 	CodeStaleLease        = api.CodeStaleLease
 	CodeMaxAttempts       = api.CodeMaxAttempts
+	CodeNotYetClaimable   = api.CodeNotYetClaimable
 	CodeTooLarge          = api.CodeTooLarge
 	CodeNoLeader          = api.CodeNoLeader
 	CodeOutcomeUnknown    = api.CodeOutcomeUnknown

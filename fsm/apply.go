@@ -188,7 +188,9 @@ func (a *applier) claimRefusal(j *Job) error {
 	case j.State != StateQueued:
 		return refuse(ErrIllegalTransition, "claim", j, "only a queued job can be claimed")
 	case j.NotBefore != 0:
-		return refuse(ErrIllegalTransition, "claim", j, "it waits for its runAt (a schedule, a retry backoff or a release's cooldown): not claimable before")
+		// The refusal is the caller's answer, not state: its words may
+		// change between builds.
+		return refuse(ErrNotYetClaimable, "claim", j, "it is scheduled: not claimable before its runAt (a schedule, a retry backoff or a release's cooldown)")
 	case j.DepsPending > 0:
 		return refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("it waits for %d of the jobs it depends on", j.DepsPending))
 	case j.ConcurrencyKey != "" && a.t.runningOfKey(j.ConcurrencyKey) >= keyLimit(j):
@@ -455,14 +457,34 @@ func (a *applier) reap(c *ReapCommand) *Result {
 // (auto-fail, seed 004). deadWorker, if set, is the registered worker
 // whose death ended the lease early (cmd_health.go).
 func (a *applier) expire(old *Job, now int64, deadWorker string) *Job {
+	return a.expireDead(old, now, deadWorker, "")
+}
+
+// expireDead is expire for a lease a death ended: of worker deadWorker
+// itself, or, when deadGateway is set, of that gateway of the worker (or,
+// with no worker, the push gateway the task was delivered to). The
+// event (and a task's auto-fail message) names what died; a gateway's
+// death is named from LevelDelivery on (event text is replicated state),
+// and below it reads as the worker's, as older builds write it.
+func (a *applier) expireDead(old *Job, now int64, deadWorker, deadGateway string) *Job {
+	dead := ""
+	switch {
+	case deadWorker == "" && deadGateway != "":
+		dead = "gateway " + deadGateway // a task delivered to it (dispatch.go)
+	case deadWorker != "":
+		dead = "worker " + deadWorker
+		if deadGateway != "" && a.t.level >= LevelDelivery {
+			dead = "gateway " + deadGateway + " of worker " + deadWorker
+		}
+	}
 	j := copyJob(old)
 	if old.CancelRequested() {
 		// Its worker never reported after the cancel: the lease's end
 		// ends the job cancelled, not queued again.
 		at := endAttempt(j, now, OutcomeCancelled, nil)
 		text := "lease expired after a cancel"
-		if deadWorker != "" {
-			text = "worker " + deadWorker + " declared dead after a cancel"
+		if dead != "" {
+			text = dead + " declared dead after a cancel"
 		}
 		j.addEvent(Event{At: now, Type: EventReaped, Actor: "reaper", From: StateRunning, To: StateCancelled,
 			AttemptID: at.ID, WorkerID: at.WorkerID, Text: text})
@@ -475,14 +497,20 @@ func (a *applier) expire(old *Job, now int64, deadWorker string) *Job {
 		// A task's lease is twice its timeout: its worker crashed or lost
 		// its way, and the task fails rather than runs again (seed 004).
 		jerr = &JobError{Code: AutoFailCode, Message: autoFailMessage(j.Timeout)}
-		if deadWorker != "" {
+		switch {
+		case dead == "":
+		case deadWorker == "":
+			jerr.Message = "Auto-failed: the gateway " + deadGateway + " it was delivered to was declared dead with no complete/fail reported."
+		case deadGateway != "" && a.t.level >= LevelDelivery:
+			jerr.Message = "Auto-failed: the gateway " + deadGateway + " of its worker " + deadWorker + " was declared dead with no complete/fail reported."
+		default:
 			jerr.Message = "Auto-failed: its worker " + deadWorker + " was declared dead with no complete/fail reported."
 		}
 	}
 	at := endAttempt(j, now, OutcomeExpired, jerr)
 	text := "lease expired"
-	if deadWorker != "" {
-		text = "worker " + deadWorker + " declared dead"
+	if dead != "" {
+		text = dead + " declared dead"
 	}
 	switch {
 	case jerr != nil:

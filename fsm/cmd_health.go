@@ -61,7 +61,9 @@ func (c *HealthSetCommand) apply(a *applier) *Result {
 		}
 	}
 	res := &Result{}
-	dead := map[string]bool{} // workers whose leases end now
+	// dead: the workers whose leases end now, each with the gateway whose
+	// death ended them ("" for the worker's own death, which wins).
+	dead := map[string]string{}
 	var deadGateways []string
 	revived := false
 	for _, ch := range c.Changes {
@@ -76,8 +78,8 @@ func (c *HealthSetCommand) apply(a *applier) *Result {
 				if g.Health == HealthDead {
 					deadGateways = append(deadGateways, g.ID)
 					a.t.workers.Ascend(func(it workerItem) bool {
-						if it.w.Gateway == g.ID {
-							dead[it.w.ID] = true
+						if _, ok := dead[it.w.ID]; it.w.Gateway == g.ID && !ok {
+							dead[it.w.ID] = g.ID
 						}
 						return true
 					})
@@ -92,7 +94,7 @@ func (c *HealthSetCommand) apply(a *applier) *Result {
 			a.emit(FeedEvent{At: c.Now, Kind: FeedWorker, ID: w.ID, Type: FeedHealth, Actor: "health", From: old.Health, To: w.Health})
 			res.Workers = append(res.Workers, &w)
 			if w.Health == HealthDead {
-				dead[w.ID] = true
+				dead[w.ID] = ""
 			}
 		}
 	}
@@ -102,13 +104,15 @@ func (c *HealthSetCommand) apply(a *applier) *Result {
 		// lease index changes as they are written.
 		var gone []*Job
 		a.t.lease.Ascend(func(it timeItem) bool {
-			if it.j.Lease != nil && dead[it.j.Lease.WorkerID] {
-				gone = append(gone, it.j)
+			if it.j.Lease != nil {
+				if _, ok := dead[it.j.Lease.WorkerID]; ok {
+					gone = append(gone, it.j)
+				}
 			}
 			return true
 		})
 		for _, j := range gone {
-			res.Jobs = append(res.Jobs, a.expire(j, c.Now, j.Lease.WorkerID))
+			res.Jobs = append(res.Jobs, a.expireDead(j, c.Now, j.Lease.WorkerID, dead[j.Lease.WorkerID]))
 		}
 	}
 	// A dead gateway's queued jobs go to another; a gateway back to health

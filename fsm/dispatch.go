@@ -211,7 +211,7 @@ func (a *applier) expireDispatches(id string, now int64) []*Job {
 	var out []*Job
 	for _, j := range a.t.gatewayJobs(id) {
 		if j.State == StateRunning && j.Lease != nil && j.Route != nil && j.Route.DispatchedAt != 0 {
-			out = append(out, a.expire(j, now, ""))
+			out = append(out, a.expireDead(j, now, "", id))
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 )
 
@@ -123,6 +124,8 @@ func TestDispatch(t *testing.T) {
 	mustOK(t, h.apply(CmdHealthSet, &HealthSetCommand{Now: h.now, Changes: []HealthChange{{Gateway: true, ID: gw, Health: HealthDead}}}))
 	if got := h.job(n.ID); got.State != StateQueued || gatewayOf(got) != other || got.Lease != nil {
 		t.Fatalf("a dead gateway's delivery: %+v", got)
+	} else if !slices.ContainsFunc(got.History, func(e Event) bool { return e.Type == EventReaped && e.Text == "gateway "+gw+" declared dead" }) {
+		t.Fatalf("the reap does not name the dead gateway: %+v", got.History)
 	}
 
 	// The gateway's delivery and a task's marks survive a snapshot.

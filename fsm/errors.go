@@ -42,6 +42,10 @@ var (
 	// ErrNoHealthyGateway: no healthy gateway with free capacity meets a
 	// route's requirements; nothing was routed.
 	ErrNoHealthyGateway = errors.New("no healthy gateway")
+	// ErrNotYetClaimable: a claim by id of a queued job that waits for its
+	// runAt (a schedule, a retry backoff or a release's cooldown); the
+	// refusal's job says when it becomes claimable.
+	ErrNotYetClaimable = errors.New("not yet claimable")
 )
 
 // TransitionError says which transition was refused and why. It matches

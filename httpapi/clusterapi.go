@@ -133,7 +133,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, c *call) err
 			return errorf(http.StatusForbidden, api.CodeForbidden, "%v: give the node a certificate of the cluster CA, with its raft address as a SAN", err)
 		}
 		if errors.Is(err, cluster.ErrJoinProof) {
-			return errorf(http.StatusForbidden, api.CodeForbidden, "%v: start it with the cluster's --gossip-key (or give `spine cluster join` --gossip-key)", err)
+			return errorf(http.StatusForbidden, api.CodeForbidden, "%v: gossip_proof must be made with one of the cluster's gossip keys (the joining node's own, when it asks to join)", err)
 		}
 		return err
 	}

@@ -305,8 +305,9 @@ func (s *Server) handleAgents(w http.ResponseWriter, r *http.Request, c *call) e
 	return nil
 }
 
-// handleNextFor answers the job a claim by agent_id of streams (comma
-// separated; default "default") would take now: 200 the job, 204 none.
+// handleNextFor answers the task a claim by agent_id of streams (comma
+// separated; default "default") would take now: 200 the task, in the task
+// API's view (as GET /v1/tasks/{id}), 204 none.
 func (s *Server) handleNextFor(w http.ResponseWriter, r *http.Request, c *call) error {
 	q := r.URL.Query()
 	var streams []string
@@ -321,7 +322,7 @@ func (s *Server) handleNextFor(w http.ResponseWriter, r *http.Request, c *call) 
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	writeJSON(w, http.StatusOK, viewJob(j))
+	writeJSON(w, http.StatusOK, viewControlTask(j))
 	return nil
 }
 

@@ -161,11 +161,17 @@ func TestReadModels(t *testing.T) {
 
 	e.do("GET", "/v1/tasks/next?streams=ml", leftTok, nil).apiErr(t, 400, api.CodeInvalidRequest)
 	for i := 0; i < 2; i++ {
-		var next api.Job
+		// The task API's view, as GET /v1/tasks/{id} answers it: its state
+		// in the task vocabulary, max_attempts, not the v0 job's maxAttempts.
+		var next api.ControlTask
 		r := e.do("GET", "/v1/tasks/next?agent_id=w-1&streams=ml", leftTok, nil)
 		decodeAs(r, &next)
-		if r.Code != 200 || next.ID != first["id"] || next.Status != api.JobStatusQueued {
+		if r.Code != 200 || next.ID != first["id"] || next.State != api.StateQueued || next.MaxAttempts == 0 ||
+			strings.Contains(string(r.Body), `"maxAttempts"`) {
 			t.Fatalf("next (look %d): %d %s", i, r.Code, r.Body)
+		}
+		if byID := e.do("GET", "/v1/tasks/"+next.ID, leftTok, nil); string(byID.Body) != string(r.Body) {
+			t.Fatalf("next and the task by id differ:\n%s\n%s", r.Body, byID.Body)
 		}
 	}
 	if r := e.do("GET", "/v1/tasks/next?agent_id=w-1&streams=empty", leftTok, nil); r.Code != 204 {
@@ -230,7 +236,7 @@ func TestRouteOverHTTP(t *testing.T) {
 	if r := e.do("GET", "/jobs/"+job["id"].(string), leftTok, nil); r.Code != 200 {
 		t.Fatalf("a claw reading the routed job: %d %s", r.Code, r.Body)
 	}
-	var next api.Job
+	var next api.ControlTask
 	decodeAs(e.do("GET", "/v1/tasks/next?agent_id=wb&streams=gpu-work", leftTok, nil), &next)
 	if next.ID != job["id"] {
 		t.Fatalf("next for wb: %+v", next)

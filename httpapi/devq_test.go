@@ -74,6 +74,10 @@ func TestDevQueueWorkerProtocol(t *testing.T) {
 	if streams, _ := body["streams"].([]interface{}); len(streams) != 1 || !strings.Contains(string(r.Body), `"name":"auth","queued":1`) {
 		t.Fatalf("claim without a stream: %s", r.Body)
 	}
+	// The HTTP answer names the body's field, never the CLI's flag.
+	if msg, _ := body["message"].(string); !strings.HasPrefix(msg, "stream is required") || strings.Contains(msg, "--") {
+		t.Fatalf("claim without a stream, message: %q", msg)
+	}
 	e.do("POST", "/api/claim", leftTok, api.TaskClaimRequest{Stream: "auth", ClaimID: "no"}).apiErr(t, 400, api.CodeInvalidRequest)
 	c := e.do("POST", "/api/claim", leftTok, api.TaskClaimRequest{Stream: "auth", ClaimID: "claim-key-1"})
 	claimed := task(t, c)

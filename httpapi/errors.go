@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/cluster"
@@ -70,6 +71,8 @@ func classify(err error) *apiError {
 		return withJob(errorf(http.StatusConflict, api.CodeStreamPaused, "%v", err), err)
 	case errors.Is(err, fsm.ErrMissingCapability):
 		return withJob(errorf(http.StatusConflict, api.CodeMissingCapability, "%v", err), err)
+	case errors.Is(err, fsm.ErrNotYetClaimable):
+		return withJob(notYetClaimable(err), err)
 	case errors.Is(err, fsm.ErrNoHealthyGateway):
 		return errorf(http.StatusServiceUnavailable, api.CodeNoHealthyGateway, "%v", err)
 	case errors.Is(err, fsm.ErrExists):
@@ -133,6 +136,20 @@ func classify(err error) *apiError {
 	// addresses.
 	return errorf(http.StatusInternalServerError, api.CodeInternal,
 		"internal error: the node logged what went wrong; please report it with this answer's %s and time", api.HeaderNode)
+}
+
+// notYetClaimable words the refusal of a claim by id of a scheduled job:
+// that it is scheduled, and from when it can be claimed (its runAt, also
+// in error.job).
+func notYetClaimable(err error) *apiError {
+	var refusal *queue.Refusal
+	if !errors.As(err, &refusal) || refusal.Job == nil || refusal.Job.NotBefore == 0 {
+		return errorf(http.StatusConflict, api.CodeNotYetClaimable, "%v", err)
+	}
+	j := refusal.Job
+	return errorf(http.StatusConflict, api.CodeNotYetClaimable,
+		"claim: job %s is scheduled: it can be claimed from its runAt, %s (a schedule, a retry backoff or a release's cooldown); claim it then, or claim the next job",
+		j.ID, api.Time(j.NotBefore).Format(time.RFC3339Nano))
 }
 
 // withJob attaches the job of a refusal, if it has one.

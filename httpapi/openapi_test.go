@@ -319,7 +319,7 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 	}
 	want := []string{api.CodeInvalidJSON, api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeNotOwner, api.CodeTargetMismatch,
 		api.CodeNotFound, api.CodeMethodNotAllowed, api.CodeIllegalTransition, api.CodeStaleLease, api.CodeMaxAttempts, api.CodeTooLarge, api.CodeNoLeader,
-		api.CodeOutcomeUnknown, api.CodeInternal, api.CodeStreamEnded, api.CodeStreamPaused, api.CodeMissingCapability, api.CodeAlreadyExists, api.CodeSessionEnded, api.CodeStreamRequired,
+		api.CodeOutcomeUnknown, api.CodeInternal, api.CodeStreamEnded, api.CodeStreamPaused, api.CodeMissingCapability, api.CodeNotYetClaimable, api.CodeAlreadyExists, api.CodeSessionEnded, api.CodeStreamRequired,
 		api.CodeUpgradeInProgress, api.CodeNoHealthyGateway, api.CodeUnsupportedMediaType, api.CodeHeadersTooLarge, api.CodeRequestTimeout,
 		api.CodeNotImplemented, api.CodeCommentLimit, api.CodeTooManySessions}
 	sort.Strings(codes)

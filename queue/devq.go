@@ -31,12 +31,14 @@ type StreamCount struct {
 	Queued int
 }
 
+// Error words the refusal in the API's terms (the request's "stream"
+// field): each surface words its own, and the CLI says --stream.
 func (e *StreamRequiredError) Error() string {
 	if len(e.Queued) == 0 {
-		return "--stream is required (no stream has queued tasks)"
+		return "stream is required: name the stream to claim from (no stream has queued tasks)"
 	}
 	var b strings.Builder
-	b.WriteString("--stream is required; streams with queued tasks:")
+	b.WriteString("stream is required: name the stream to claim from; streams with queued tasks:")
 	for _, q := range e.Queued {
 		fmt.Fprintf(&b, " %s (%d queued)", q.Name, q.Queued)
 	}

@@ -313,9 +313,9 @@ func TestDeadWorkerLosesItsLeaseInSeconds(t *testing.T) {
 	if depth == nil || depth.Queued != 1 || depth.Running != 1 || len(st.Nodes) != 3 || st.Leader.ID == "" {
 		t.Fatalf("state: %+v (queue %+v)", st, depth)
 	}
-	var next api.Job
+	var next api.ControlTask
 	apiDecode(t, apiDo(t, "GET", fs[1].URL+"/v1/tasks/next?consistent&agent_id="+alive+"-2&streams="+stream, apiLeft, nil), &next)
-	if next.ID != jobs[doomed] || next.Status != api.JobStatusQueued {
+	if next.ID != jobs[doomed] || next.State != api.StateReleased {
 		t.Fatalf("next: %+v", next)
 	}
 	if a := wMustClaim(t, fs[0].URL, testcluster.LeftToken, alive+"-2", []string{stream}); a.JobID != jobs[doomed] || a.Attempt != 2 {

@@ -156,7 +156,7 @@ func TestPushGatewayDelivery(t *testing.T) {
 	})
 	hold.kill()
 	doneBy(j.ID, "b-accept", 2)
-	if !eventsSay(t, fs[1].URL, j.ID, "gateway a-hold is dead") {
+	if !eventsSay(t, fs[1].URL, j.ID, "gateway a-hold declared dead") {
 		t.Fatal("the gateway's death is not in the task's history")
 	}
 	// The dead gateway's old lease is fenced: its token changes nothing.

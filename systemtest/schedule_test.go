@@ -36,7 +36,7 @@ func TestDelayedJobFiresOnceAcrossLeaderKill(t *testing.T) {
 	if wc := claimOnce(fs[1].URL, "early", 0); wc.Claimed {
 		t.Fatalf("claimed %s before its time", wc.JobID)
 	}
-	apiWantError(t, apiDo(t, "POST", fs[1].URL+"/jobs/"+j.ID+"/claim", apiLeft, map[string]any{}), http.StatusConflict, "illegal_transition")
+	apiWantError(t, apiDo(t, "POST", fs[1].URL+"/jobs/"+j.ID+"/claim", apiLeft, map[string]any{}), http.StatusConflict, "not_yet_claimable")
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -57,7 +59,12 @@ func clusterJoin(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) 
 			m.GossipProof = cluster.JoinProof(k, m.NodeID)
 		}
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-			return cl.ClusterJoin(ctx, m)
+			st, err := cl.ClusterJoin(ctx, m)
+			if errors.Is(err, client.ErrForbidden) && strings.Contains(err.Error(), "gossip_proof") {
+				// The API names its field; the CLI says which flag makes it.
+				err = fmt.Errorf("%w\nGive the cluster's gossip key with --gossip-key (or env SPINE_GOSSIP_KEY), and start the node with it", err)
+			}
+			return st, err
 		}, clusterTable)
 	}
 }

@@ -351,7 +351,7 @@ func devComplete(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) 
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
 			t, err := cl.TaskComplete(ctx, pos[0], &p)
 			if err == nil {
-				forgetLease(env, pos[0])
+				finishLease(env, pos[0], p.LeaseToken, p.AttemptID)
 			}
 			return t, err
 		}, taskTable)
@@ -374,7 +374,7 @@ func devFail(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int 
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
 			t, err := cl.TaskFail(ctx, pos[0], &p)
 			if err == nil {
-				forgetLease(env, pos[0])
+				finishLease(env, pos[0], p.LeaseToken, p.AttemptID)
 			}
 			return t, err
 		}, taskTable)
@@ -544,11 +544,23 @@ func readFileArg(env *cliEnv, path string) ([]byte, error) {
 
 // A claim's lease token and attempt id are kept on the claimer's machine,
 // one file per task, so "spine complete ID" needs neither from the user.
+// A complete or fail that was answered keeps the file, marked finished: a
+// repeat of it then names the same attempt and lease, and the server
+// answers it as the first (the worker contract's rule, seed 002:
+// idempotent by job and attempt, guarded by the lease token). Finished
+// files are removed by a later claim once older than finishedLeaseKeep.
 
 type lease struct {
 	Token     string `json:"lease_token"`
 	AttemptID string `json:"attempt_id"`
+	// Finished is set once a complete or fail of the attempt was answered.
+	Finished bool `json:"finished,omitempty"`
 }
+
+// finishedLeaseKeep is how long a finished lease is kept for a repeat:
+// longer than the default purge of finished tasks (3 days), after which
+// the task itself is gone.
+const finishedLeaseKeep = 7 * 24 * time.Hour
 
 // leaseDir is SPINE_LEASE_DIR, else $XDG_STATE_HOME/spine/leases, else
 // ~/.local/state/spine/leases.
@@ -582,8 +594,34 @@ func saveLease(env *cliEnv, id string, l lease) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err
 	}
+	if !l.Finished {
+		pruneFinishedLeases(filepath.Dir(p), time.Now().Add(-finishedLeaseKeep))
+	}
 	b, _ := json.Marshal(l)
 	return os.WriteFile(p, b, 0o600)
+}
+
+// pruneFinishedLeases removes the finished leases of dir last written
+// before cutoff. A lease still running is never removed.
+func pruneFinishedLeases(dir string, cutoff time.Time) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || !info.ModTime().Before(cutoff) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		var l lease
+		if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &l) == nil && l.Finished {
+			_ = os.Remove(p)
+		}
+	}
 }
 
 // fillLease fills the token and attempt id the user did not give from the
@@ -609,10 +647,13 @@ func fillLease(env *cliEnv, id string, token, attempt *string) {
 	}
 }
 
-func forgetLease(env *cliEnv, id string) {
-	if p, err := leaseFile(env, id); err == nil {
-		_ = os.Remove(p)
+// finishLease marks the saved lease of task id finished (its complete or
+// fail was answered), keeping it so a repeat names the same attempt.
+func finishLease(env *cliEnv, id, token, attempt string) {
+	if token == "" {
+		return
 	}
+	_ = saveLease(env, id, lease{Token: token, AttemptID: attempt, Finished: true})
 }
 
 func devReload(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
@@ -736,7 +777,7 @@ func defaultsText(d *client.StreamDefaults) string {
 }
 
 func streamInfoTable(w io.Writer, v any) {
-	fmt.Fprintln(w, "NAME\tQUEUED\tRUNNING\tDONE\tFAILED\tDEAD\tOLDEST WAIT\tPAUSED\tDEFAULTS\tNO LIVE WORKER FOR")
+	fmt.Fprintln(w, "NAME\tQUEUED\tRUNNING\tDONE\tFAILED\tDEAD\tCANCELLED\tOLDEST WAIT\tPAUSED\tDEFAULTS\tNO LIVE WORKER FOR")
 	for _, s := range oneOrMany[client.StreamInfo](v) {
 		wait := "-"
 		if s.Queued > 0 {
@@ -757,6 +798,7 @@ func streamInfoTable(w io.Writer, v any) {
 			}
 			unmatched = strings.Join(parts, "; ")
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.Queued, s.Running, s.Done, s.Failed, s.Dead, wait, paused, defaultsText(s.Defaults), unmatched)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.Queued, s.Running, s.Done, s.Failed, s.Dead, s.Cancelled,
+			wait, paused, defaultsText(s.Defaults), unmatched)
 	}
 }

@@ -62,7 +62,7 @@ func TestDevqWorkerVerbs(t *testing.T) {
 // queued tasks.
 func TestDevqClaimWithoutStream(t *testing.T) {
 	f := newFakeAPI(t, map[string]func(http.ResponseWriter, *http.Request){
-		"POST /api/claim": answer(400, `{"error":{"code":"stream_required","message":"--stream is required","streams":[{"name":"auth","queued":3},{"name":"stripe","queued":1}]}}`),
+		"POST /api/claim": answer(400, `{"error":{"code":"stream_required","message":"stream is required: name the stream to claim from; streams with queued tasks: auth (3 queued) stripe (1 queued)","streams":[{"name":"auth","queued":3},{"name":"stripe","queued":1}]}}`),
 	})
 	env := map[string]string{"SPINE_ADDRS": f.srv.URL, "SPINE_LEASE_DIR": t.TempDir()}
 	code, out, errOut := cliRun(t, env, "", "claim")
