@@ -115,7 +115,9 @@ func (nopWriteCloser) Close() error { return nil }
 // requests in flight and writes no more answers. So the end of input is
 // held back from the SDK until every request read has had its answer
 // written: then the session ends as it does when a client closes its stdin
-// after its answers.
+// after its answers. (The wrapper hides the SDK's unexported hook that
+// tells its stdio connection the negotiated protocol version, used only to
+// refuse JSON-RPC batches from 2025-06-18 clients: those are served.)
 type answerAllTransport struct{ inner mcp.Transport }
 
 func (t *answerAllTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -123,18 +125,19 @@ func (t *answerAllTransport) Connect(ctx context.Context) (mcp.Connection, error
 	if err != nil {
 		return nil, err
 	}
-	a := &answerAllConn{Connection: c, closed: make(chan struct{}), answered: make(chan struct{}, 1)}
+	a := &answerAllConn{Connection: c, pending: map[jsonrpc.ID]bool{}, closed: make(chan struct{}), answered: make(chan struct{}, 1)}
 	return a, nil
 }
 
-// answerAllConn counts the calls (requests with an id) it reads and the
-// answers written; a Read that meets the end of input waits until they are
-// even (or the connection is closed, or its context ends) before returning
-// it.
+// answerAllConn keeps the ids of the calls (requests with an id) it has
+// read and not yet seen answered; a Read that meets the end of input waits
+// until none is left (or the connection is closed, or its context ends)
+// before returning it. A set, not a count: a call whose id is already in
+// flight is refused by the SDK without an answer of its own.
 type answerAllConn struct {
 	mcp.Connection
 	mu        sync.Mutex
-	pending   int
+	pending   map[jsonrpc.ID]bool
 	answered  chan struct{} // a token after each answer
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -145,7 +148,7 @@ func (c *answerAllConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if err == nil {
 		if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
 			c.mu.Lock()
-			c.pending++
+			c.pending[r.ID] = true
 			c.mu.Unlock()
 		}
 		return msg, nil
@@ -156,9 +159,9 @@ func (c *answerAllConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	// The end of input (or a read error, which ends the session as well).
 	for {
 		c.mu.Lock()
-		n := c.pending
+		n := len(c.pending)
 		c.mu.Unlock()
-		if n <= 0 {
+		if n == 0 {
 			return nil, err
 		}
 		select {
@@ -173,10 +176,10 @@ func (c *answerAllConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 func (c *answerAllConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	err := c.Connection.Write(ctx, msg)
-	if _, ok := msg.(*jsonrpc.Response); ok {
+	if r, ok := msg.(*jsonrpc.Response); ok {
 		// Written or not, this call is over: a failed write ends the session.
 		c.mu.Lock()
-		c.pending--
+		delete(c.pending, r.ID)
 		c.mu.Unlock()
 		select {
 		case c.answered <- struct{}{}:
