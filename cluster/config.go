@@ -276,7 +276,7 @@ func (c *Config) raftConfig() *raft.Config {
 	rc.SnapshotInterval = c.SnapshotInterval
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.TrailingLogs = c.TrailingLogs
-	rc.Logger = c.Logger.Named("raft")
+	rc.Logger = newRaftLogger(c.Logger.Named("raft"))
 	return rc
 }
 

@@ -151,10 +151,12 @@ func TestDevQueueRunStartsALocalCluster(t *testing.T) {
 	})
 
 	// Nothing answers: spine run starts three nodes, then finds no session
-	// to pick from.
+	// to pick from, says how to create one, and leaves the cluster running
+	// for that.
 	code, out := spine("", nil, "run", "--data", data)
 	started = append(started, nodePIDs())
-	if code != exitUsageCode || !strings.Contains(out, "Starting a local 3-node cluster on "+urls[0]) || !strings.Contains(out, "no active session") {
+	if code != 0 || !strings.Contains(out, "Starting a local 3-node cluster on "+urls[0]) || !strings.Contains(out, "No session to watch yet") ||
+		!strings.Contains(out, "The local cluster keeps running") {
 		t.Fatalf("first spine run: exit %d\n%s", code, out)
 	}
 	if len(started[0]) != 3 {

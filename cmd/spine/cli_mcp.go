@@ -7,7 +7,9 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -68,7 +70,7 @@ func mcpServe(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int
 			return c.fail(err)
 		}
 		fmt.Fprintf(env.stderr, "spine mcp: serving the %s tools over stdio, on %s\n", r, strings.Join(cl.Addrs(), ", "))
-		err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(env.stdin), Writer: nopWriteCloser{env.stdout}})
+		err = srv.Run(ctx, &answerAllTransport{inner: &mcp.IOTransport{Reader: io.NopCloser(env.stdin), Writer: nopWriteCloser{env.stdout}}})
 		switch {
 		case err == nil, errors.Is(err, io.EOF), ctx.Err() != nil:
 			// The client closed stdin, or a signal ended the session.
@@ -106,3 +108,88 @@ func (c *command) withEveryNode(ctx context.Context, cl *client.Client) (*client
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// answerAllTransport answers every request read before the end of stdin.
+// A client may write its requests and close its stdin at once (a pipe:
+// printf '…' | spine mcp); the SDK, told of the end of input, cancels the
+// requests in flight and writes no more answers. So the end of input is
+// held back from the SDK until every request read has had its answer
+// written: then the session ends as it does when a client closes its stdin
+// after its answers. (The wrapper hides the SDK's unexported hook that
+// tells its stdio connection the negotiated protocol version, used only to
+// refuse JSON-RPC batches from 2025-06-18 clients: those are served.)
+type answerAllTransport struct{ inner mcp.Transport }
+
+func (t *answerAllTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a := &answerAllConn{Connection: c, pending: map[jsonrpc.ID]bool{}, closed: make(chan struct{}), answered: make(chan struct{}, 1)}
+	return a, nil
+}
+
+// answerAllConn keeps the ids of the calls (requests with an id) it has
+// read and not yet seen answered; a Read that meets the end of input waits
+// until none is left (or the connection is closed, or its context ends)
+// before returning it. A set, not a count: a call whose id is already in
+// flight is refused by the SDK without an answer of its own.
+type answerAllConn struct {
+	mcp.Connection
+	mu        sync.Mutex
+	pending   map[jsonrpc.ID]bool
+	answered  chan struct{} // a token after each answer
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (c *answerAllConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if err == nil {
+		if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
+			c.mu.Lock()
+			c.pending[r.ID] = true
+			c.mu.Unlock()
+		}
+		return msg, nil
+	}
+	if ctx.Err() != nil {
+		return nil, err
+	}
+	// The end of input (or a read error, which ends the session as well).
+	for {
+		c.mu.Lock()
+		n := len(c.pending)
+		c.mu.Unlock()
+		if n == 0 {
+			return nil, err
+		}
+		select {
+		case <-c.answered:
+		case <-c.closed:
+			return nil, err
+		case <-ctx.Done():
+			return nil, err
+		}
+	}
+}
+
+func (c *answerAllConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	if r, ok := msg.(*jsonrpc.Response); ok {
+		// Written or not, this call is over: a failed write ends the session.
+		c.mu.Lock()
+		delete(c.pending, r.ID)
+		c.mu.Unlock()
+		select {
+		case c.answered <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+func (c *answerAllConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Connection.Close()
+}

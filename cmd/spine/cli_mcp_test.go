@@ -104,6 +104,89 @@ func TestMCPCommandServesStdio(t *testing.T) {
 	}
 }
 
+// eofReader is r that closes eof when a Read returns io.EOF.
+type eofReader struct {
+	r    io.Reader
+	once sync.Once
+	eof  chan struct{}
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == io.EOF {
+		e.once.Do(func() { close(e.eof) })
+	}
+	return n, err
+}
+
+// A client that writes its requests and closes stdin at once (a pipe into
+// spine mcp) gets every answer: initialize, tools/list and a tools/call
+// whose cluster call is still in flight when stdin ends. Then spine mcp
+// exits 0.
+func TestMCPCommandAnswersEveryRequestReadBeforeEOF(t *testing.T) {
+	stdin := &eofReader{eof: make(chan struct{})}
+	var api *fakeAPI
+	api = newFakeAPI(t, map[string]func(http.ResponseWriter, *http.Request){
+		"GET /cluster/nodes": func(w http.ResponseWriter, r *http.Request) {
+			answer(200, fmt.Sprintf(`{"leader":"n1","nodes":[{"id":"n1","http_addr":%q,"alive":true,"leader":true}]}`, api.srv.URL))(w, r)
+		},
+		// The tool's cluster call answers only once spine mcp has read the
+		// end of its input.
+		"GET /jobs/j1": func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-stdin.eof:
+			case <-time.After(10 * time.Second):
+			}
+			answer(200, sampleJob)(w, r)
+		},
+	})
+	stdin.r = strings.NewReader(strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get_job","arguments":{"job_id":"j1"}}}`,
+	}, "\n") + "\n")
+	var stdout, stderr syncBuffer
+	env := &cliEnv{ctx: context.Background(), stdin: stdin, stdout: &stdout, stderr: &stderr,
+		getenv: func(k string) string {
+			return map[string]string{"SPINE_ADDRS": api.srv.URL, "SPINE_TOKEN": "claw-token"}[k]
+		}}
+	done := make(chan int, 1)
+	go func() { done <- runCLI(env, []string{"mcp", "--role", "claw"}) }()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("exit code %d; stderr: %s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("spine mcp did not exit after its stdin ended; stdout: %s", stdout.String())
+	}
+	answers := map[float64]map[string]any{}
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("stdout line %q: %v", l, err)
+		}
+		if id, ok := m["id"].(float64); ok {
+			answers[id] = m
+		}
+	}
+	for id := 1.0; id <= 3; id++ {
+		if answers[id] == nil || answers[id]["result"] == nil {
+			t.Errorf("request %v has no answer with a result; stdout:\n%s\nstderr: %s", id, stdout.String(), stderr.String())
+		}
+	}
+	if b, _ := json.Marshal(answers[3]); !strings.Contains(string(b), `"id":"j1"`) {
+		t.Errorf("tools/call answer = %s, want job j1", b)
+	}
+	if b, _ := json.Marshal(answers[2]); !strings.Contains(string(b), `"name":"claim"`) {
+		t.Errorf("tools/list answer = %s, want the claw tools", b)
+	}
+}
+
 func TestMCPCommandRefusesABadRole(t *testing.T) {
 	code, _, stderr := cliRun(t, nil, "", "mcp", "--role", "boss")
 	if code != exitUsage || !strings.Contains(stderr, "--role must be head or claw") {

@@ -64,16 +64,18 @@ func runCommand(env *cliEnv, g *clientFlags) *cobra.Command {
 			// The local cluster's head token, when an earlier spine run made one.
 			token = headToken(filepath.Join(data, "tokens.env"))
 		}
+		startedHere := false
 		if !answers(env.ctx, addrs) {
 			started, head, err := startLocal(env, data, nodes, port)
 			if err != nil {
 				fmt.Fprintf(env.stderr, "spine: %v\n", err)
 				return exitCodeError(exitError)
 			}
-			addrs = started
+			addrs, startedHere = started, true
 			if token == "" {
 				token = head
 			}
+			remember(env, data)
 		} else {
 			fmt.Fprintf(env.stdout, "Using the cluster at %s\n", strings.Join(addrs, ", "))
 		}
@@ -103,6 +105,10 @@ func runCommand(env *cliEnv, g *clientFlags) *cobra.Command {
 			fmt.Fprintf(env.stdout, "\nStarting watchers for session '%s':\n", session)
 		} else {
 			s, err := pickStream(env, st)
+			if errors.Is(err, errNothingToWatch) {
+				nothingToWatch(env, g, data, addrs, startedHere)
+				return nil
+			}
 			if err != nil {
 				fmt.Fprintf(env.stderr, "spine: %v\n", err)
 				return exitCodeError(exitUsage)
@@ -140,10 +146,58 @@ func runCommand(env *cliEnv, g *clientFlags) *cobra.Command {
 				fmt.Fprintf(env.stderr, "spine: note: the watcher of %s (pid %d) was not recorded (%v); 'spine stop --stream %s' stops it\n", s.Name, pid, err, s.Name)
 			}
 		}
+		remember(env, data)
 		fmt.Fprintf(env.stdout, "\nReady. Open an agent terminal for each stream (docs/WORKER_PLAYBOOK.md); 'spine stop' stops them.\n")
 		return nil
 	}
 	return cmd
+}
+
+// remember records data as a data dir spine run used here, for spine stop.
+func remember(env *cliEnv, data string) {
+	if err := rememberRunDir(env, data); err != nil {
+		fmt.Fprintf(env.stderr, "spine: note: could not record the data dir %s for spine stop (%v); 'spine stop --data %s' stops what runs there\n", data, err, data)
+	}
+}
+
+// errNothingToWatch: no active session has an active stream.
+var errNothingToWatch = errors.New("no active session with an active stream")
+
+// nothingToWatch tells the user, when there is no stream to watch, how to
+// create one with the cluster spine run uses: the commands to run, with
+// the address and token they need when the defaults would not find them,
+// and, when this run started the cluster, that it keeps running for them
+// and how to stop it.
+func nothingToWatch(env *cliEnv, g *clientFlags, data string, addrs []string, startedHere bool) {
+	w := env.stdout
+	fmt.Fprintln(w, "\nNo session to watch yet: create a session and a stream, then run spine run again:")
+	var vars []string
+	if env.getenv("SPINE_ADDRS") == "" && strings.Join(addrs, ",") != defaultAddr {
+		vars = append(vars, "SPINE_ADDRS="+strings.Join(addrs, ","))
+	}
+	if g.token == "" && env.getenv("SPINE_TOKEN") == "" && filepath.Clean(data) != filepath.Dir(localTokensFile) {
+		vars = append(vars, fmt.Sprintf("SPINE_TOKEN=$(sed -n 's/^HEAD_TOKEN=//p' %s)", shellQuote(filepath.Join(data, "tokens.env"))))
+	}
+	if len(vars) > 0 {
+		fmt.Fprintf(w, "  export %s\n", strings.Join(vars, " "))
+	}
+	fmt.Fprintln(w, "  spine session create NAME")
+	fmt.Fprintln(w, "  spine stream create STREAM --session NAME --instructions \"what to do; done when\"")
+	if startedHere {
+		stop := "spine stop"
+		if filepath.Clean(data) != "data" {
+			stop += " --data " + shellQuote(data)
+		}
+		fmt.Fprintf(w, "The local cluster keeps running for that; '%s' stops it.\n", stop)
+	}
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@,+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // answers reports whether any of addrs answers /health within 2 s.
@@ -174,27 +228,35 @@ func pickStream(env *cliEnv, st *client.DevStatus) (*client.Stream, error) {
 	for _, s := range st.Streams {
 		bySession[s.Session] = append(bySession[s.Session], s)
 	}
-	var sessions []string
-	fmt.Fprintln(env.stdout, "\nSessions with queued tasks:")
+	// The sessions with a stream to watch; those with queued tasks, if any.
+	var sessions, queued []string
+	count := map[string]int{}
 	for _, ses := range st.Sessions {
-		q := 0
-		for _, s := range bySession[ses.Name] {
-			q += s.Queued
-		}
-		if q == 0 {
+		if len(bySession[ses.Name]) == 0 {
 			continue
 		}
 		sessions = append(sessions, ses.Name)
-		fmt.Fprintf(env.stdout, "  %d. %s (%d streams, %d queued tasks)\n", len(sessions), ses.Name, len(bySession[ses.Name]), q)
-	}
-	if len(sessions) == 0 {
-		for _, ses := range st.Sessions {
-			sessions = append(sessions, ses.Name)
-			fmt.Fprintf(env.stdout, "  %d. %s (%d streams, nothing queued)\n", len(sessions), ses.Name, len(bySession[ses.Name]))
+		for _, s := range bySession[ses.Name] {
+			count[ses.Name] += s.Queued
+		}
+		if count[ses.Name] > 0 {
+			queued = append(queued, ses.Name)
 		}
 	}
 	if len(sessions) == 0 {
-		return nil, errors.New("no active session: spine session create NAME, then spine stream create")
+		return nil, errNothingToWatch
+	}
+	if len(queued) > 0 {
+		sessions = queued
+		fmt.Fprintln(env.stdout, "\nSessions with queued tasks:")
+		for i, ses := range sessions {
+			fmt.Fprintf(env.stdout, "  %d. %s (%d streams, %d queued tasks)\n", i+1, ses, len(bySession[ses]), count[ses])
+		}
+	} else {
+		fmt.Fprintln(env.stdout, "\nSessions (nothing queued):")
+		for i, ses := range sessions {
+			fmt.Fprintf(env.stdout, "  %d. %s (%d streams, nothing queued)\n", i+1, ses, len(bySession[ses]))
+		}
 	}
 	i, err := choose(env, in, "Select session", len(sessions))
 	if err != nil {

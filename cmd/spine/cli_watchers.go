@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -132,7 +133,10 @@ func projectWatchers(data string) []watcher {
 // this project (--data's record; --all: every watcher on this machine, as
 // the seed's stop did; --stream: that stream's watcher, wherever it came
 // from) and, without --stream, the local cluster spine run started (--data's
-// lock). Running tasks stay running, queued stay queued.
+// lock). Without --data it stops what spine run started from this
+// directory: under ./data and under every --data spine run was given here
+// (runDirs). A stopped watcher leaves its DATA/watchers record. Running
+// tasks stay running, queued stay queued.
 func stopCommand(env *cliEnv) *cobra.Command {
 	var (
 		stream, data string
@@ -147,6 +151,10 @@ func stopCommand(env *cliEnv) *cobra.Command {
 			if stream != "" && all {
 				return &usageError{cmd, "--stream and --all exclude each other"}
 			}
+			dirs := []string{data}
+			if !cmd.Flags().Changed("data") {
+				dirs = runDirs(env, data)
+			}
 			var targets []watcher
 			switch {
 			case stream != "":
@@ -158,7 +166,9 @@ func stopCommand(env *cliEnv) *cobra.Command {
 			case all:
 				targets = runningWatchers()
 			default:
-				targets = projectWatchers(data)
+				for _, d := range dirs {
+					targets = append(targets, projectWatchers(d)...)
+				}
 			}
 			stopped := 0
 			for _, w := range targets {
@@ -175,6 +185,12 @@ func stopCommand(env *cliEnv) *cobra.Command {
 				fmt.Fprintf(env.stdout, "stopped the watcher of %s (pid %d)\n", w.Stream, w.PID)
 				stopped++
 			}
+			// The records keep only the watchers still running.
+			for _, d := range dirs {
+				if err := pruneWatchers(d); err != nil {
+					fmt.Fprintf(env.stderr, "spine: %s: %v\n", watchersFile(d), err)
+				}
+			}
 			if stream != "" {
 				if stopped == 0 {
 					fmt.Fprintf(env.stderr, "spine: no watcher of %s runs here\n", stream)
@@ -182,29 +198,188 @@ func stopCommand(env *cliEnv) *cobra.Command {
 				}
 				return nil
 			}
-			_ = os.Remove(watchersFile(data))
-			lock := filepath.Join(data, "spine.lock")
-			if b, err := os.ReadFile(lock); err == nil {
-				for _, f := range strings.Fields(string(b)) {
-					if pid, _ := strconv.Atoi(f); pid > 0 && processAlive(pid) {
-						if syscall.Kill(pid, syscall.SIGTERM) == nil {
-							fmt.Fprintf(env.stdout, "stopped node pid %d\n", pid)
-							stopped++
+			for _, d := range dirs {
+				lock := filepath.Join(d, "spine.lock")
+				if b, err := os.ReadFile(lock); err == nil {
+					for _, f := range strings.Fields(string(b)) {
+						if pid, _ := strconv.Atoi(f); pid > 0 && processAlive(pid) {
+							if syscall.Kill(pid, syscall.SIGTERM) == nil {
+								fmt.Fprintf(env.stdout, "stopped node pid %d\n", pid)
+								stopped++
+							}
 						}
 					}
+					_ = os.Remove(lock)
 				}
-				_ = os.Remove(lock)
 			}
+			forgetRunDirs(env, dirs)
 			if stopped == 0 {
-				fmt.Fprintln(env.stdout, "nothing started by spine run is running here")
+				nothingRuns(env, dirs, cmd.Flags().Changed("data"))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&stream, "stream", "", "stop only this stream's watcher")
 	cmd.Flags().BoolVar(&all, "all", false, "stop every watcher on this machine, not only this project's")
-	cmd.Flags().StringVar(&data, "data", "data", "the project's data dir (its watcher record and local cluster lock)")
+	cmd.Flags().StringVar(&data, "data", "data", "the project's data dir (its watcher record and local cluster lock); without it, ./data and every --data spine run was given in this directory")
 	return cmd
+}
+
+// nothingRuns says that spine stop found nothing to stop, where it looked,
+// and what else runs on this machine.
+func nothingRuns(env *cliEnv, dirs []string, dataGiven bool) {
+	where := strings.Join(dirs, ", ")
+	fmt.Fprintf(env.stdout, "nothing started by spine run is running under %s\n", where)
+	if !dataGiven {
+		fmt.Fprintf(env.stdout, "(spine run given --data in another directory? 'spine stop --data DIR' stops what it started)\n")
+	}
+	if ws := runningWatchers(); len(ws) > 0 {
+		var names []string
+		for _, w := range ws {
+			names = append(names, fmt.Sprintf("%s (pid %d)", w.Stream, w.PID))
+		}
+		fmt.Fprintf(env.stdout, "watchers running on this machine: %s; spine stop --stream NAME stops one, spine stop --all every one\n", strings.Join(names, ", "))
+	}
+}
+
+// pruneWatchers rewrites data's record of started watchers with only those
+// still running, and removes it when none is.
+func pruneWatchers(data string) error {
+	path := watchersFile(data)
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	keep := projectWatchers(data)
+	if len(keep) == 0 {
+		return os.Remove(path)
+	}
+	var b strings.Builder
+	for _, w := range keep {
+		fmt.Fprintf(&b, "%d %s\n", w.PID, w.Stream)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// runsFile is the per-user record of the data dirs spine run used, one
+// "DIR<TAB>DATA" line each (absolute paths): $XDG_STATE_HOME/spine/runs,
+// else ~/.local/state/spine/runs; "" when neither is set.
+func runsFile(env *cliEnv) string {
+	if d := env.getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "spine", "runs")
+	}
+	if h := env.getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".local", "state", "spine", "runs")
+	}
+	return ""
+}
+
+type runDir struct{ cwd, data string }
+
+func readRuns(path string) []runDir {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []runDir
+	for _, l := range strings.Split(string(b), "\n") {
+		if cwd, data, ok := strings.Cut(l, "\t"); ok && cwd != "" && data != "" {
+			out = append(out, runDir{cwd, data})
+		}
+	}
+	return out
+}
+
+func writeRuns(path string, runs []runDir) error {
+	if len(runs) == 0 {
+		err := os.Remove(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, r := range runs {
+		fmt.Fprintf(&b, "%s\t%s\n", r.cwd, r.data)
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// rememberRunDir records that spine run, in the current directory, used
+// data (so that a plain spine stop there finds what it started). Only a
+// data dir other than ./data needs it.
+func rememberRunDir(env *cliEnv, data string) error {
+	path := runsFile(env)
+	cwd, err := os.Getwd()
+	if path == "" || err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(data)
+	if err != nil || abs == filepath.Join(cwd, "data") {
+		return err
+	}
+	runs := readRuns(path)
+	for _, r := range runs {
+		if r.cwd == cwd && r.data == abs {
+			return nil
+		}
+	}
+	return writeRuns(path, append(runs, runDir{cwd, abs}))
+}
+
+// runDirs is where spine stop run in the current directory looks: data
+// and every data dir spine run used here, as spine run named them.
+func runDirs(env *cliEnv, data string) []string {
+	dirs := []string{data}
+	cwd, err := os.Getwd()
+	path := runsFile(env)
+	if err != nil || path == "" {
+		return dirs
+	}
+	abs, _ := filepath.Abs(data)
+	for _, r := range readRuns(path) {
+		if r.cwd == cwd && r.data != abs {
+			dirs = append(dirs, r.data)
+		}
+	}
+	return dirs
+}
+
+// forgetRunDirs drops from the per-user record the data dirs of dirs used
+// from the current directory in which nothing spine run started is left.
+func forgetRunDirs(env *cliEnv, dirs []string) {
+	path := runsFile(env)
+	cwd, err := os.Getwd()
+	if path == "" || err != nil {
+		return
+	}
+	done := map[string]bool{}
+	for _, d := range dirs {
+		abs, _ := filepath.Abs(d)
+		_, lockErr := os.Stat(filepath.Join(d, "spine.lock"))
+		_, wErr := os.Stat(watchersFile(d))
+		done[abs] = lockErr != nil && wErr != nil
+	}
+	runs := readRuns(path)
+	var keep []runDir
+	for _, r := range runs {
+		if r.cwd != cwd || !done[r.data] {
+			keep = append(keep, r)
+		}
+	}
+	if len(keep) != len(runs) {
+		_ = writeRuns(path, keep)
+	}
 }
 
 // lockFreed waits up to d for w's lock to no longer name it (the watcher
