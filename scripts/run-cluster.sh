@@ -61,7 +61,7 @@ if [ -f "$DATA/run.pid" ] && p=$(cat "$DATA/run.pid") && [ -n "$p" ] && kill -0 
   echo "run-cluster: make run already runs on $DATA (pid $p); stop it (Ctrl-C there, or scripts/teardown.sh) first" >&2
   exit 1
 fi
-if still=$(DATA=$DATA "$here/teardown.sh" --list 2>&1) && [ -n "$still" ]; then
+if still=$(DATA=$DATA "$here/teardown.sh" --list 2>/dev/null) && [ -n "$still" ]; then
   echo "run-cluster: nodes of $DATA still run (pid, what):" >&2
   echo "$still" | sed 's/^/  /' >&2
   echo "run-cluster: stop them first: DATA=$DATA scripts/teardown.sh stops them and deletes the data, or kill those pids" >&2
@@ -188,7 +188,7 @@ while [ "$left" -gt 0 ]; do
 done
 trap - EXIT
 rm -f "$DATA/run.pid"
-still=$(DATA=$DATA "$here/teardown.sh" --list 2>&1)
+still=$(DATA=$DATA "$here/teardown.sh" --list 2>/dev/null) || still=
 if [ -n "$still" ]; then
   echo "run-cluster: every node this script started has exited; these of $DATA still run, started outside this script (pid, what):" >&2
   echo "$still" | sed 's/^/  /' >&2

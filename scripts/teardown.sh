@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/teardown.sh [--dry-run]: stops this project's local Spine
+# scripts/teardown.sh [--dry-run | --list]: stops this project's local Spine
 # processes, waits until they have exited, and only then deletes its data
 # dir. Leaves spine.yml, and every other project's nodes and watchers, alone.
 #
@@ -9,10 +9,11 @@
 #   - make run's script (DATA/run.pid) and the nodes it started (DATA/nodes.txt);
 #   - the local cluster spine run started (DATA/spine.lock) and the watchers
 #     it started (DATA/watchers, each holding /tmp/spine-STREAM.lock);
-#   - any other process of this user that serves a data dir inside DATA
-#     (a node restarted from nodes.txt, or started by hand with --data-dir
-#     under DATA) or runs a watcher script of this project
-#     (scripts/spine-watcher.sh or DATA/spine-watcher.sh).
+#   - any other process of this user that is a node serving a data dir
+#     inside DATA (`spine… serve`: a node restarted from nodes.txt, or
+#     started by hand with --data-dir under DATA) or a shell running a
+#     watcher script of this project (scripts/spine-watcher.sh or
+#     DATA/spine-watcher.sh).
 # They get SIGTERM; what still runs after TEARDOWN_WAIT seconds (default 30)
 # gets SIGKILL. Then DATA is deleted, with the /tmp/spine-STREAM-* files of
 # the streams whose watchers were this project's.
@@ -24,7 +25,8 @@
 # --dry-run lists what it would stop and delete, and changes nothing;
 # --list prints only the processes, one "PID WHAT" line each.
 #
-# Env: DATA (default ./data); TEARDOWN_WAIT; TMPDIR_SPINE (default /tmp),
+# Env: DATA (default ./data; a relative path is taken from the project
+# directory, the one holding scripts/); TEARDOWN_WAIT; TMPDIR_SPINE (default /tmp),
 # where the watchers keep their files.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -146,10 +148,11 @@ inside() { [ "$1" = "$2" ] || case "$1" in "$2"/*) true ;; *) false ;; esac; }
 # project's), WHAT (a description) and STREAM (a watcher's); returns 2 when
 # the process is a node or watcher whose paths cannot be resolved.
 classify() {
-  local pid=$1 i dd= rel cwd script=
+  local pid=$1 i dd= rel cwd script= prog
   KIND= WHAT= STREAM=
   proc_argv "$pid" || return 0
-  if [ "${ARGV[1]:-}" = serve ]; then
+  prog=${ARGV[0]##*/}
+  if [ "${ARGV[1]:-}" = serve ] && [ "${prog#spine}" != "$prog" ]; then
     for ((i = 2; i < ${#ARGV[@]}; i++)); do
       case "${ARGV[$i]}" in
         --data-dir) dd=${ARGV[$((i + 1))]:-} ;;
@@ -170,12 +173,12 @@ classify() {
     fi
     return 0
   fi
-  for ((i = 0; i < ${#ARGV[@]}; i++)); do
-    case "${ARGV[$i]}" in
-      spine-watcher.sh | */spine-watcher.sh) script=${ARGV[$i]}; STREAM=${ARGV[$((i + 1))]:-} ;;
-      run-cluster.sh | */run-cluster.sh) KIND=runner; WHAT="make run's script" ;;
-    esac
-  done
+  # Scripts: a shell running them (an editor or a pager holding the file is not one).
+  case "$prog" in bash | sh) ;; *) return 0 ;; esac
+  case "${ARGV[1]:-}" in
+    spine-watcher.sh | */spine-watcher.sh) script=${ARGV[1]}; STREAM=${ARGV[2]:-} ;;
+    run-cluster.sh | */run-cluster.sh) KIND=runner; WHAT="make run's script" ;;
+  esac
   if [ -n "$script" ]; then
     case "$script" in
       /*) cwd=/ ;;

@@ -204,7 +204,7 @@ func TestReadmeTopToBottom(t *testing.T) {
 		killProject(dir)
 	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sh := exec.CommandContext(ctx, "bash", "-c", script.String())
 	sh.Dir = dir
@@ -213,6 +213,9 @@ func TestReadmeTopToBottom(t *testing.T) {
 		"HEAD_TOKEN=", "LEFT_CLAW_TOKEN=", "RIGHT_CLAW_TOKEN=")
 	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	sh.Cancel = func() error { return syscall.Kill(-sh.Process.Pid, syscall.SIGKILL) }
+	// A node the blocks restarted in the background holds the output
+	// pipes after a failed block ended the shell; the cleanup stops it.
+	sh.WaitDelay = 5 * time.Second
 	var so, se lockedBuffer
 	sh.Stdout, sh.Stderr = &so, &se
 	if err := sh.Run(); err != nil {
