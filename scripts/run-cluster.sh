@@ -10,9 +10,15 @@
 # Dev tokens are generated once into DATA/tokens.env and printed; each
 # node's pid and the full command that started it are printed and written
 # to DATA/nodes.txt (run a line's command again to restart a node you
-# killed). Ctrl-C (or SIGTERM) stops every node this script started and
-# exits 0 when they stopped cleanly.
+# killed). DATA/env exports SPINE_ADDRS, SPINE_TOKEN and the three tokens
+# for another shell (`. data/env`); DATA/run.pid is this script's pid, for
+# scripts/teardown.sh. Ctrl-C (or SIGTERM) stops every node this script
+# started and exits 0 when they stopped cleanly. A node that exits while it
+# runs is reported and the others keep running; once every node it started
+# has exited, it lists the nodes of DATA still running (restarted from
+# nodes.txt) and exits 0 if there are some, 1 if none is left.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 
 NODES=${NODES:-3}
 DATA=${DATA:-./data}
@@ -48,6 +54,21 @@ if [ ! -f "$DATA/tokens.env" ]; then
 fi
 set -a; . "$DATA/tokens.env"; set +a
 
+# One make run per data dir: a second one would find the ports taken and
+# the first one's record overwritten.
+if [ -f "$DATA/run.pid" ] && p=$(cat "$DATA/run.pid") && [ -n "$p" ] && kill -0 "$p" 2>/dev/null &&
+  tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q run-cluster.sh; then
+  echo "run-cluster: make run already runs on $DATA (pid $p); stop it (Ctrl-C there, or scripts/teardown.sh) first" >&2
+  exit 1
+fi
+if still=$(DATA=$DATA "$here/teardown.sh" --list 2>/dev/null) && [ -n "$still" ]; then
+  echo "run-cluster: nodes of $DATA still run (pid, what):" >&2
+  echo "$still" | sed 's/^/  /' >&2
+  echo "run-cluster: stop them first: DATA=$DATA scripts/teardown.sh stops them and deletes the data, or kill those pids" >&2
+  exit 1
+fi
+echo $$ > "$DATA/run.pid"
+
 pids=()
 # stop sends SIGTERM to every node still running and waits for them; it
 # returns 1 if one of them exited with an error.
@@ -70,8 +91,8 @@ stop() {
   echo "stopped ${#running[@]} nodes"
   return $rc
 }
-trap 'stop; exit $?' INT TERM
-trap 'rc=$?; stop || true; exit $rc' EXIT
+trap 'stop; rc=$?; rm -f "$DATA/run.pid"; exit $rc' INT TERM
+trap 'rc=$?; stop || true; rm -f "$DATA/run.pid"; exit $rc' EXIT
 
 nodes_txt="$DATA/nodes.txt"
 {
@@ -110,6 +131,16 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 
+(
+  umask 077
+  {
+    echo "# make run's cluster, for another shell: . $(printf '%q' "$DATA/env")"
+    echo "export SPINE_ADDRS=$addrs"
+    echo "export HEAD_TOKEN=$HEAD_TOKEN LEFT_CLAW_TOKEN=$LEFT_CLAW_TOKEN RIGHT_CLAW_TOKEN=$RIGHT_CLAW_TOKEN"
+    echo "export SPINE_TOKEN=\$HEAD_TOKEN"
+  } > "$DATA/env"
+)
+
 echo
 echo "Spine: $NODES-node cluster up (data in $DATA)."
 echo "  URLs:  ${urls[*]}"
@@ -125,13 +156,14 @@ for i in $(seq 1 "$NODES"); do
 done
 echo
 echo "Try, in another shell:"
+echo "  . $(printf '%q' "$DATA/env")   # exports SPINE_ADDRS, SPINE_TOKEN (the head token) and the three tokens, that is:"
 echo "  export SPINE_ADDRS=$addrs SPINE_TOKEN=$HEAD_TOKEN"
 echo "  $BIN cluster status --output table"
 echo "  $BIN jobs create --payload '{\"task\":\"hello\"}'"
 if [ "$DATA" = "$(pwd)/data" ]; then
   echo "  (In $(pwd), spine finds HEAD_TOKEN in ./data/tokens.env by itself when SPINE_TOKEN is not set.)"
 fi
-echo "Ctrl-C stops all nodes."
+echo "Ctrl-C stops all nodes. scripts/teardown.sh stops them and deletes $DATA."
 echo
 
 # Watch the nodes until Ctrl-C or SIGTERM (which land in stop). A node that
@@ -154,5 +186,14 @@ while [ "$left" -gt 0 ]; do
     left=$((left - 1))
   done
 done
-echo "run-cluster: every node this script started has exited" >&2
+trap - EXIT
+rm -f "$DATA/run.pid"
+still=$(DATA=$DATA "$here/teardown.sh" --list 2>/dev/null) || still=
+if [ -n "$still" ]; then
+  echo "run-cluster: every node this script started has exited; these of $DATA still run, started outside this script (pid, what):" >&2
+  echo "$still" | sed 's/^/  /' >&2
+  echo "run-cluster: they keep running; stop them with scripts/teardown.sh (it deletes $DATA too), or kill those pids" >&2
+  exit 0
+fi
+echo "run-cluster: every node this script started has exited; none of $DATA runs" >&2
 exit 1

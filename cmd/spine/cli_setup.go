@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -18,7 +19,9 @@ import (
 // setupCommand is spine setup: seed 004's Q&A (§16.1) writing spine.yml.
 // Every question has a flag; a question whose flag is given, or every
 // question with --yes, is not asked. Re-running offers the file's values
-// as the defaults and keeps what it does not ask about (tools).
+// as the defaults and keeps what it does not ask about (tools). A file
+// without tools gets defaultTool, so `spine reload` and `spine enqueue
+// run-bash …` (and the web UI's enqueue form) work right after set-up.
 func setupCommand(env *cliEnv) *cobra.Command {
 	var (
 		path, name, repo, prd string
@@ -104,6 +107,9 @@ func setupCommand(env *cliEnv) *cobra.Command {
 			return exitCodeError(exitUsage)
 		}
 		cfg.Server.Port = int(p)
+		if len(cfg.Tools) == 0 {
+			cfg.Tools = map[string]devconfig.Tool{defaultToolName: defaultTool}
+		}
 		data, err := cfg.Marshal()
 		if err != nil {
 			fmt.Fprintf(env.stderr, "spine: %v\n", err)
@@ -113,10 +119,27 @@ func setupCommand(env *cliEnv) *cobra.Command {
 			fmt.Fprintf(env.stderr, "spine: %v\n", err)
 			return exitCodeError(exitError)
 		}
-		fmt.Fprintf(env.stdout, "\nConfiguration saved to %s\nRun 'spine reload' to put its tools in force, 'spine run' to start.\n", path)
+		fmt.Fprintf(env.stdout, "\nConfiguration saved to %s (tools: %s)\nRun 'spine reload' to put its tools in force, 'spine run' to start.\n", path, strings.Join(toolNames(cfg), ", "))
 		return nil
 	}
 	return cmd
+}
+
+// defaultTool is the tool spine setup writes into a spine.yml that has
+// none (docs/devqueue.md's first example): a worker runs the script the
+// task's payload names.
+const defaultToolName = "run-bash"
+
+var defaultTool = devconfig.Tool{Description: "Execute a bash script", TaskClass: "MEDIUM_SCRIPT"}
+
+// toolNames returns cfg's tool names, sorted.
+func toolNames(cfg *devconfig.Config) []string {
+	names := make([]string, 0, len(cfg.Tools))
+	for n := range cfg.Tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // asker asks one question at a time on out and reads the answer from in;

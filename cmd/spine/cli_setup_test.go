@@ -14,9 +14,10 @@ func runSetup(t *testing.T, stdin string, args ...string) (int, string, string) 
 	return cliRun(t, nil, stdin, "setup", args...)
 }
 
-// spine setup asks the seed's questions (or takes flags), writes spine.yml,
-// and offers the file's values as defaults when run again, keeping the
-// tools it does not ask about.
+// spine setup asks the seed's questions (or takes flags), writes spine.yml
+// with a run-bash tool (so `spine enqueue run-bash` works after `spine
+// reload`), and offers the file's values as defaults when run again,
+// keeping the tools it does not ask about.
 func TestSetupWritesAndReoffers(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "spine.yml")
@@ -34,11 +35,18 @@ func TestSetupWritesAndReoffers(t *testing.T) {
 		cfg.TaskClasses["LLM_HEAVY"].Timeout != 900 || cfg.Server.Port != devconfig.DefaultPort {
 		t.Fatalf("written config: %+v", cfg)
 	}
+	if len(cfg.Tools) != 1 || cfg.Tools["run-bash"].TaskClass != "MEDIUM_SCRIPT" || !strings.Contains(out, "(tools: run-bash)") {
+		t.Fatalf("the first set-up wrote tools %+v, want run-bash; said %q", cfg.Tools, out)
+	}
 
-	// A tool added by hand survives; the second run offers the first's answers.
+	// The tools edited by hand survive (run-bash is not put back); the
+	// second run offers the first's answers.
 	data, _ := os.ReadFile(path)
-	data = []byte(strings.Replace(string(data), "tools: {}", "tools:\n  run-bash:\n    task_class: MEDIUM_SCRIPT", 1))
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	edited := strings.Replace(string(data), "run-bash:", "lint:", 1)
+	if edited == string(data) {
+		t.Fatalf("no run-bash tool to edit in:\n%s", data)
+	}
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ = runSetup(t, strings.Repeat("\n", 12), "--config", path)
@@ -46,7 +54,7 @@ func TestSetupWritesAndReoffers(t *testing.T) {
 		t.Fatalf("second run: exit %d out %q", code, out)
 	}
 	cfg, err = devconfig.Load(path)
-	if err != nil || cfg.Tools["run-bash"].TaskClass != "MEDIUM_SCRIPT" || cfg.Project.Name != "myproj" {
+	if err != nil || len(cfg.Tools) != 1 || cfg.Tools["lint"].TaskClass != "MEDIUM_SCRIPT" || cfg.Project.Name != "myproj" {
 		t.Fatalf("after the second run: %+v %v", cfg, err)
 	}
 
