@@ -136,6 +136,16 @@ func (c *GatewayDeregisterCommand) apply(a *applier) *Result {
 	}
 	a.deleteGateway(c.ID)
 	a.emit(FeedEvent{At: c.Now, Kind: FeedGateway, ID: c.ID, Type: FeedDeregistered, Actor: actor})
+	if a.t.level >= LevelDelivery {
+		// A delivery it has not accepted yet will not be: the task goes
+		// back, to be routed on with the gateway's queued ones.
+		for _, j := range a.t.gatewayJobs(c.ID) {
+			if j.Dispatching() {
+				a.releaseUntil(&ReleaseCommand{Now: c.Now, Ref: LeaseRef{JobID: j.ID, Token: j.Lease.Token}, Actor: Actor{Role: j.Lease.Owner},
+					Reason: "gateway " + c.ID + " was deregistered before it accepted it"}, 0, false)
+			}
+		}
+	}
 	// Its queued routed jobs go to another gateway (those none can take
 	// wait for one to turn healthy).
 	return &Result{Gateway: g, Workers: gone, Jobs: a.rerouteFrom(c.ID, c.Now, "gateway "+c.ID+" was deregistered")}

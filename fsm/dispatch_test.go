@@ -128,6 +128,22 @@ func TestDispatch(t *testing.T) {
 		t.Fatalf("the reap does not name the dead gateway: %+v", got.History)
 	}
 
+	// Deregistered before it accepted: the task goes back and on.
+	pushGW := func(id string) {
+		mustOK(t, h.apply(CmdGatewayRegister, &GatewayRegisterCommand{Now: h.now, ID: id, Address: "http://" + id, Capacity: 4,
+			Actor: head, Delivery: DeliveryPush, Role: RoleRightClaw, Secret: "s-" + id, Metadata: map[string]string{"pool": "q"}}))
+	}
+	pushGW("gq1")
+	pushGW("gq2")
+	q := h.create(CreateCommand{})
+	mustOK(t, h.apply(CmdRoute, &RouteCommand{Now: h.now, JobID: q.ID, Spec: RouteSpec{Labels: map[string]string{"pool": "q"}}, Actor: head}))
+	first := gatewayOf(h.job(q.ID))
+	mustOK(t, h.dispatch(DispatchLease, h.job(q.ID), first, "t8"))
+	mustOK(t, h.apply(CmdGatewayDeregister, &GatewayDeregisterCommand{Now: h.now, ID: first, Actor: head}))
+	if got := h.job(q.ID); got.State != StateQueued || got.Attempts != 0 || gatewayOf(got) == first {
+		t.Fatalf("a delivery to a deregistered gateway: %+v (on %s)", got, gatewayOf(got))
+	}
+
 	// The gateway's delivery and a task's marks survive a snapshot.
 	mustOK(t, h.dispatch(DispatchLease, h.job(n.ID), other, "t7"))
 	raw := snapBytes(t, h.f)
