@@ -484,7 +484,6 @@ func TestWebUIClickThroughWithSecondTab(t *testing.T) {
 		}
 	}
 	t.Logf("16 pages clicked through, the slowest loaded in %v", slowest.Round(time.Millisecond))
-	shot(t, pages, "clickthrough-last")
 
 	// Live, in both tabs: a job created through another node shows in both
 	// task lists.
@@ -496,6 +495,7 @@ func TestWebUIClickThroughWithSecondTab(t *testing.T) {
 		run(t, pages, what+": the new job in the second tab", present(row))
 	}
 	liveInBoth("after the click-through")
+	shot(t, pages, "clickthrough-live")
 
 	// The task list left at once and gone back to: from the back/forward
 	// cache if the browser kept it (its feed opened again on pageshow), or
