@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	spine "github.com/spine-queue/spine"
@@ -56,10 +58,54 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, c *call) e
 	return nil
 }
 
+// The skill file's placeholders: each is replaced as the file is served,
+// in the built-in SKILL.md and in a file of the operator's
+// (SPINE_SKILL_MD_PATH) alike; a file without them is served as it is.
+const (
+	// skillNodeURL becomes the URL of the node that serves the file (its
+	// advertised HTTP address), so the file's examples work as they stand.
+	skillNodeURL = "{{node_url}}"
+	// skillNodeURLs becomes every node's URL, comma-separated, this node's
+	// first.
+	skillNodeURLs = "{{node_urls}}"
+)
+
 func (s *Server) handleSkill(w http.ResponseWriter, r *http.Request, c *call) error {
 	w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
-	_, err := w.Write(s.cfg.SkillMD)
+	body := s.cfg.SkillMD
+	if bytes.Contains(body, []byte("{{node_url")) {
+		self, all := s.nodeURLs(r)
+		body = []byte(strings.NewReplacer(skillNodeURLs, strings.Join(all, ","), skillNodeURL, self).Replace(string(body)))
+	}
+	_, err := w.Write(body)
 	return err
+}
+
+// nodeURLs returns this node's URL and every node's, this one's first, in
+// the order of the cluster's configuration. A node that does not know its
+// membership (or its own address in it) names itself by the address the
+// request came to.
+func (s *Server) nodeURLs(r *http.Request) (self string, all []string) {
+	var others []string
+	if st, err := s.cluster.Status(r.Context()); err == nil {
+		for _, n := range st.Nodes {
+			switch {
+			case n.HTTPAddr == "":
+			case n.ID == s.cluster.ID():
+				self = n.HTTPAddr
+			default:
+				others = append(others, n.HTTPAddr)
+			}
+		}
+	}
+	if self == "" {
+		scheme := "http://"
+		if r.TLS != nil {
+			scheme = "https://"
+		}
+		self = scheme + r.Host
+	}
+	return self, append([]string{self}, others...)
 }
 
 func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request, c *call) error {

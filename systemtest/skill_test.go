@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,28 @@ func skillTool(t *testing.T, name string) string {
 		t.Skipf("SKILL.md test skipped: it runs %s, which is not on PATH", name)
 	}
 	return p
+}
+
+// skillServed is GET /skill.md of the node at base.
+func skillServed(t *testing.T, base string) string {
+	t.Helper()
+	return string(apiWant(t, apiDo(t, "GET", base+"/skill.md", "", nil), http.StatusOK).Body)
+}
+
+// skillFor is md as the node at base serves it: {{node_url}} is that
+// node's URL, {{node_urls}} every node's (GET /cluster/nodes), its own
+// first.
+func skillFor(t *testing.T, md, base string) string {
+	t.Helper()
+	var nodes api.ClusterNodes
+	apiDecode(t, apiWant(t, apiDo(t, "GET", base+"/cluster/nodes", apiHead, nil), http.StatusOK), &nodes)
+	all := []string{base}
+	for _, n := range nodes.Nodes {
+		if n.HTTPAddr != base {
+			all = append(all, n.HTTPAddr)
+		}
+	}
+	return strings.NewReplacer("{{node_urls}}", strings.Join(all, ","), "{{node_url}}", base).Replace(md)
 }
 
 // skillScript is the body of the fenced python block whose first line is
@@ -264,9 +287,10 @@ func TestSkillWorkerScript(t *testing.T) {
 	c := startCluster(t, 3, map[string]string{"LEASE_SECONDS": "5", "REAPER_INTERVAL_MS": "200"})
 	leader, fs := apiRoles(t, c)
 
-	// The file every node serves is the file read here.
-	if r := apiWant(t, apiDo(t, "GET", fs[0].URL+"/skill.md", "", nil), http.StatusOK); string(r.Body) != md {
-		t.Fatal("GET /skill.md is not the repository's SKILL.md")
+	// The file every node serves is the file read here, with its own
+	// addresses.
+	if served := skillServed(t, fs[0].URL); served != skillFor(t, md, fs[0].URL) {
+		t.Fatal("GET /skill.md is not the repository's SKILL.md with the node's addresses")
 	}
 
 	const stream = "skill"
@@ -478,9 +502,16 @@ func skillAttemptsString(as []*api.JobAttempt) string {
 func TestSkillCurlLines(t *testing.T) {
 	t.Parallel()
 	bash, _ := skillTool(t, "bash"), skillTool(t, "curl")
-	sh := skillCurl(t, skillDoc(t))
 	c := startCluster(t, 3, nil)
 	leader, fs := apiRoles(t, c)
+	// The file as a follower serves it: its lines, and the node they talk
+	// to, as the file's SPINE= line sets it.
+	served := skillServed(t, fs[0].URL)
+	sh := skillCurl(t, served)
+	m := regexp.MustCompile(`(?m)^SPINE=(\S+) TOKEN=`).FindStringSubmatch(served)
+	if m == nil || m[1] != fs[0].URL {
+		t.Fatalf("the served SKILL.md sets SPINE to %q, want the node it came from, %s", m, fs[0].URL)
+	}
 	const worker = "claw-curl"
 
 	// run runs the line keyed key through a follower with the variables
@@ -494,7 +525,7 @@ func TestSkillCurlLines(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bash, "-c", sh.helpers+line)
-		env := map[string]string{"SPINE": fs[0].URL, "TOKEN": apiLeft, "WORKER": worker}
+		env := map[string]string{"SPINE": m[1], "TOKEN": apiLeft, "WORKER": worker, "STREAM": "default"}
 		for k, val := range vars {
 			env[k] = val
 		}
@@ -546,6 +577,16 @@ func TestSkillCurlLines(t *testing.T) {
 		Streams []api.StreamInfo `json:"streams"`
 	}
 	run("get /streams", nil, &streams)
+	// A stream's instructions, as head wrote them, on the line that reads
+	// one stream.
+	apiWant(t, apiDo(t, "POST", leader.URL+"/api/sessions", apiHead, map[string]string{"name": "skill-s"}), http.StatusCreated)
+	apiWant(t, apiDo(t, "POST", leader.URL+"/api/streams", apiHead, map[string]string{"name": "links", "session": "skill-s",
+		"instructions": "Check every link of the payload's url; report the broken ones"}), http.StatusCreated)
+	var si api.StreamInfo
+	run("get /streams/$STREAM", map[string]string{"STREAM": "links"}, &si)
+	if si.Name != "links" || si.Instructions != "Check every link of the payload's url; report the broken ones" {
+		t.Fatalf("get /streams/$STREAM: %+v", si)
+	}
 
 	// Claim, heartbeat, complete.
 	done := create(nil)
@@ -659,5 +700,115 @@ func TestSkillCurlLines(t *testing.T) {
 	}
 	if unmatched != `[{"requires":["gpu"],"jobs":1}]` {
 		t.Errorf("GET /streams: the default stream's unmatched is %s, want the GPU job", unmatched)
+	}
+}
+
+// Every node serves SKILL.md with its own address in the examples and the
+// cluster's nodes listed, its own first; and the file answers what an
+// agent would otherwise guess: which streams are its own and in what order,
+// what a stream's instructions are for and where they are, which
+// capabilities to declare and who says so, how to choose a worker id (and
+// that it is bound to the role), and which of the APIs are for it.
+func TestSkillServedByEveryNode(t *testing.T) {
+	t.Parallel()
+	md := skillDoc(t)
+	c := startCluster(t, 3, nil)
+	var urls []string
+	for _, n := range c.Nodes {
+		urls = append(urls, n.URL)
+	}
+	for _, n := range c.Nodes {
+		served := skillServed(t, n.URL)
+		if served != skillFor(t, md, n.URL) {
+			t.Errorf("%s serves a SKILL.md that is not the repository's with its addresses", n.ID)
+		}
+		if strings.Contains(served, "{{") || strings.Contains(served, "127.0.0.1:36725") {
+			t.Errorf("%s serves a placeholder or a made-up address", n.ID)
+		}
+		for _, want := range []string{
+			"This file came from `" + n.URL + "`",
+			"\nSPINE=" + n.URL + " TOKEN=",
+			"SPINE_URLS=" + n.URL + ",",
+			"`" + n.URL + "/mcp`",
+		} {
+			if !strings.Contains(served, want) {
+				t.Errorf("%s: the served SKILL.md has no %q", n.ID, want)
+			}
+		}
+		for _, u := range urls {
+			if !strings.Contains(served, u) {
+				t.Errorf("%s: the served SKILL.md does not name node %s", n.ID, u)
+			}
+		}
+	}
+
+	// The questions, each answered in the section it belongs to.
+	section := func(title string) string {
+		t.Helper()
+		i := strings.Index(md, "\n## "+title+"\n")
+		if i < 0 {
+			t.Fatalf("SKILL.md has no section %q", title)
+		}
+		rest := md[i+len(title)+5:]
+		if j := strings.Index(rest, "\n## "); j >= 0 {
+			rest = rest[:j]
+		}
+		return rest
+	}
+	need := strings.Join(strings.Fields(section("What you need")), " ") // as one line: wrapping aside
+	apis := section("Which API for what")
+	for _, q := range []struct{ what, text string }{
+		{"streams: none is assigned, all are open", "every stream is open to every claw"},
+		{"streams: in what order a claim takes them", "**first first**"},
+		{"streams: the operator names them", "Work the streams your operator named, in their order"},
+		{"streams: named none", "Named none: claim `[\"default\"]`"},
+		{"instructions: where", "`GET /streams/<name>`"},
+		{"instructions: what for", "what its jobs are for and how to do them"},
+		{"instructions: a stream without", "has none to follow: each job's `payload` is the whole task"},
+		{"capabilities: what they are", "labels for what you have or can do"},
+		{"capabilities: who says which", "your operator tells you yours"},
+		{"capabilities: what a job requires", "a claim hands you only jobs whose `requires` are all among your `capabilities`"},
+		{"worker id: how to choose", "1 to 128 letters, digits"},
+		{"worker id: bound to the role", "**bound to your role**"},
+		{"worker id: refused to another role", "403 `worker_id_taken`"},
+		{"worker id: lapses", "7 days"},
+	} {
+		if !strings.Contains(need, q.text) {
+			t.Errorf("SKILL.md does not answer %s: no %q under \"What you need\"", q.what, q.text)
+		}
+	}
+	for _, row := range []struct{ api, yours string }{
+		{"`/internal/worker/*`", "**yes**"},
+		{"`/mcp`", "yes"},
+		{"`/api/*`", "only if your operator gave you a developer-queue playbook"},
+		{"`/v1/*`", "no, unless your operator registered you as a worker of a gateway"},
+	} {
+		found := false
+		for _, line := range strings.Split(apis, "\n") {
+			if strings.HasPrefix(line, "| "+row.api) && strings.Contains(line, row.yours) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("SKILL.md's table of APIs has no row for %s saying %q", row.api, row.yours)
+		}
+	}
+}
+
+// An operator's skill file (SPINE_SKILL_MD_PATH) is served in place of
+// the built-in one, with the same placeholders replaced and nothing else
+// touched.
+func TestSkillOperatorFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "skill.md")
+	const custom = "# Our claws\n\nTalk to {{node_url}} (all: {{node_urls}}); {{not_ours}} stays.\n"
+	if err := os.WriteFile(path, []byte(custom), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 1, map[string]string{"SPINE_SKILL_MD_PATH": path})
+	base := c.Nodes[0].URL
+	want := "# Our claws\n\nTalk to " + base + " (all: " + base + "); {{not_ours}} stays.\n"
+	if got := skillServed(t, base); got != want {
+		t.Fatalf("GET /skill.md: %q, want %q", got, want)
 	}
 }

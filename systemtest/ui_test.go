@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/spine-queue/spine/api"
@@ -430,4 +431,95 @@ func pollJS(what, expr string) chromedp.Action[chromedp.Void] {
 			}
 		}
 	})
+}
+
+// Clicking through the UI never stalls the browser: with the task list
+// open in one tab, a user clicks through 16 pages at half a second each in
+// a second tab of the same browser (so the same 6 connections per host).
+// Every page loads within seconds, and both tabs still update live from
+// the event feed. A page the browser keeps in its back/forward cache must
+// not keep its feed open: one that did held a connection for about a
+// minute, and the page after the 5th or so waited for one. A page is kept
+// there if it is left before its first refresh has come back, which at
+// this pace takes a node some way off: the second tab sees the node with
+// 200 ms of latency, as across an ocean.
+func TestWebUIClickThroughWithSecondTab(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, nil)
+	_, fs := apiRoles(t, c)
+	base := fs[0].URL
+	list, _ := browser(t)
+	run(t, list, "head logs in", chromedp.Navigate(base+"/ui/tasks"), present("#token"),
+		chromedp.SendKeys(chromedp.CSS("#token"), apiHead), clickJS("#login"), present("main#main[data-live] h1"))
+	// The second tab, in the first one's browser context: its cookie, and
+	// its connections.
+	pages, cancel := chromedp.NewContext(list)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(pages); err != nil { // opens the tab, for the context's life
+		t.Fatalf("open the second tab: %v", err)
+	}
+	if _, err := chromedp.Call(pages, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{
+		MatchedNetworkConditions: []*network.Conditions{{Latency: 200, DownloadThroughput: -1, UploadThroughput: -1}}}); err != nil {
+		t.Fatalf("emulate latency: %v", err)
+	}
+	run(t, pages, "the second tab", chromedp.Navigate(base+"/ui/"), present("#count-queued"))
+
+	// The 16th click lands on the task list, which has no refresh timer:
+	// what it shows after, only the feed brought.
+	nav := []string{"/ui/sessions", "/ui/streams", "/ui/enqueue", "/ui/tasks", "/ui/cluster", "/ui/"}
+	clickTo := func(n int, path string) time.Duration {
+		start := time.Now()
+		// A click on the header's link, as a user makes it: a navigation
+		// that may leave the page to the back/forward cache.
+		run(t, pages, fmt.Sprintf("click %d (%s)", n, path), clickJS(fmt.Sprintf(`header nav a[href=%q]`, path)))
+		loaded(t, pages, fmt.Sprintf("page %d (%s)", n, path), path, 10*time.Second)
+		return time.Since(start)
+	}
+	var slowest time.Duration
+	for i := 0; i < 16; i++ {
+		took := clickTo(i+1, nav[i%len(nav)])
+		slowest = max(slowest, took)
+		if rest := 500*time.Millisecond - took; rest > 0 {
+			time.Sleep(rest) // the user's pace, not a wait for anything
+		}
+	}
+	t.Logf("16 pages clicked through, the slowest loaded in %v", slowest.Round(time.Millisecond))
+
+	// Live, in both tabs: a job created through another node shows in both
+	// task lists.
+	liveInBoth := func(what string) {
+		t.Helper()
+		id := wCreate(t, fs[1].URL, wName("click"), map[string]int{"n": 1}, nil).ID
+		row := `#tasks tr[data-id="` + id + `"]`
+		run(t, list, what+": the new job in the first tab", present(row))
+		run(t, pages, what+": the new job in the second tab", present(row))
+	}
+	liveInBoth("after the click-through")
+	shot(t, pages, "clickthrough-live")
+
+	// The task list left at once and gone back to: from the back/forward
+	// cache if the browser kept it (its feed opened again on pageshow), or
+	// loaded anew; live either way.
+	clickTo(17, "/ui/sessions")
+	clickTo(18, "/ui/tasks")
+	run(t, pages, "mark the page", chromedp.Evaluate[chromedp.Void](`window.spineTestMark = 1`))
+	clickTo(19, "/ui/")
+	run(t, pages, "back", chromedp.Evaluate[chromedp.Void](`history.back()`))
+	loaded(t, pages, "back to the task list", "/ui/tasks", 10*time.Second)
+	how, err := runValue(pages, chromedp.Evaluate[string](`window.spineTestMark ? "from the back/forward cache" : "loaded anew"`))
+	t.Logf("back on the task list: %s %v", how, err)
+	liveInBoth("back")
+}
+
+// loaded waits, up to within, until the tab shows path, loaded, as a live
+// page.
+func loaded(t *testing.T, ctx context.Context, what, path string, within time.Duration) {
+	t.Helper()
+	lctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	_, err := chromedp.Run(lctx, pollJS(path+" loaded", fmt.Sprintf(
+		`location.pathname === %q && document.readyState === "complete" && !!document.querySelector("main#main[data-live]")`, path)))
+	if err != nil {
+		t.Fatalf("%s did not load within %v: %v", what, within, err)
+	}
 }

@@ -138,7 +138,7 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&c.GossipAddr, "gossip-addr", envOr("SPINE_GOSSIP_ADDR", "127.0.0.1:36727"), "memberlist gossip address (env SPINE_GOSSIP_ADDR)")
 	fs.BoolVar(&c.Bootstrap, "bootstrap", envBool("SPINE_BOOTSTRAP"), "start a new cluster with this node as its first member (env SPINE_BOOTSTRAP)")
 	join := fs.String("join", envOr("SPINE_JOIN", ""), "HTTP URL(s) of any existing member, CSV: ask the cluster to add this node (env SPINE_JOIN)")
-	fs.StringVar(&c.SkillPath, "skill-md", envOr("SPINE_SKILL_MD_PATH", ""), "file served at /skill.md (env SPINE_SKILL_MD_PATH; default the built-in SKILL.md)")
+	fs.StringVar(&c.SkillPath, "skill-md", envOr("SPINE_SKILL_MD_PATH", ""), "file served at /skill.md, {{node_url}} and {{node_urls}} in it replaced by this node's and every node's URL (env SPINE_SKILL_MD_PATH; default the built-in SKILL.md)")
 	fs.BoolVar(&c.Pprof, "pprof", envBool("SPINE_PPROF"), "serve /debug/pprof/ and /debug/metrics (raft metrics, JSON; head token required) for profiling (env SPINE_PPROF)")
 	fs.StringVar(&c.LogBackend, "log-backend", envOr("SPINE_LOG_BACKEND", ""), "Raft log store: wal (raft-wal, default for a new data dir) or bolt (raft-boltdb/v2); an existing data dir keeps its own (env SPINE_LOG_BACKEND)")
 	fs.BoolVar(&c.SerialLogWrite, "serial-log-write", envBool("SPINE_SERIAL_LOG_WRITE"), "the leader writes and fsyncs each batch to its own log before sending it to the followers (hashicorp/raft's order), instead of while they write theirs (env SPINE_SERIAL_LOG_WRITE)")

@@ -38,17 +38,19 @@
 
   if (!main || !main.dataset.live) return;
 
-  var pending = null, inflight = false, again = false, dirty = false;
+  var pending = null, inflight = false, again = false, dirty = false, abort = null;
   // A form the user has started is never replaced under them.
   main.addEventListener("input", function () { dirty = true; });
 
   function down(isDown) { if (banner) banner.hidden = !isDown; }
 
   function refresh() {
-    if (dirty) return;
+    if (dirty || document.hidden) return;
     if (inflight) { again = true; return; }
     inflight = true;
-    fetch(location.href, { headers: { "X-Spine-Fragment": "1" }, credentials: "same-origin", cache: "no-store" })
+    abort = window.AbortController ? new AbortController() : null;
+    fetch(location.href, { headers: { "X-Spine-Fragment": "1" }, credentials: "same-origin", cache: "no-store",
+      signal: abort ? abort.signal : undefined })
       .then(function (r) {
         if (r.status === 401) { location.href = "/ui/login?next=" + encodeURIComponent(location.pathname + location.search); return null; }
         return r.text();
@@ -61,9 +63,10 @@
         if (dirty || (a && main.contains(a) && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName))) return;
         main.innerHTML = html;
       })
-      .catch(function () { down(true); })
+      .catch(function (e) { if (!e || e.name !== "AbortError") down(true); })
       .finally(function () {
         inflight = false;
+        abort = null;
         if (again) { again = false; schedule(); }
       });
   }
@@ -73,13 +76,36 @@
     pending = setTimeout(function () { pending = null; refresh(); }, 150);
   }
 
-  if (window.EventSource) {
-    var es = new EventSource("/ui/events");
+  // The event feed is one connection to this node, held open. A browser
+  // gives a page 6 connections per host, shared by every tab, and keeps a
+  // page the user left in its back/forward cache for a while with its
+  // connections open: so a page holds its feed only while it is shown.
+  // Leaving it (pagehide) or hiding its tab closes the feed, and any
+  // refresh under way; coming back (pageshow from the cache, or the tab
+  // shown again) opens it again, and its opening refreshes the page, so
+  // what changed meanwhile shows at once.
+  var feed = null;
+  function openFeed() {
+    if (feed || document.hidden || !window.EventSource) return;
+    var es = feed = new EventSource("/ui/events");
     es.onmessage = schedule;
     ["job", "gateway", "worker", "gap"].forEach(function (k) { es.addEventListener(k, schedule); });
     es.onopen = function () { down(false); schedule(); };
     es.onerror = function () { if (es.readyState !== EventSource.OPEN) refresh(); };
   }
+  function closeFeed() {
+    if (feed) { feed.close(); feed = null; }
+    if (pending) { clearTimeout(pending); pending = null; }
+    if (abort) abort.abort();
+    again = false;
+  }
+  window.addEventListener("pagehide", closeFeed);
+  window.addEventListener("pageshow", function (e) { if (e.persisted) openFeed(); });
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden) closeFeed();
+    else openFeed();
+  });
+  openFeed();
   var every = parseInt(main.dataset.refresh || "0", 10);
   if (every > 0) setInterval(refresh, every);
 })();
