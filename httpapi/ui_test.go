@@ -181,3 +181,19 @@ func TestUITaskMarks(t *testing.T) {
 		t.Fatal("a claw is offered a requeue")
 	}
 }
+
+// The cluster page says how each gateway gets its tasks, and never shows
+// a push gateway's signing secret.
+func TestUIClusterShowsGatewayDelivery(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LatestLevel))
+	r := e.do("POST", "/v1/gateways", headTok, map[string]any{"id": "gw-push", "address": "http://10.0.0.7:7000/tasks", "capacity": 2,
+		"delivery": "push", "role": fsm.RoleRightClaw, "secret": "a-secret-of-twenty-bytes"})
+	if r.Code != http.StatusCreated {
+		t.Fatalf("register: %d %s", r.Code, r.Body)
+	}
+	e.do("POST", "/v1/gateways", headTok, map[string]any{"id": "gw-pull", "address": "http://10.0.0.8:7000", "capacity": 2})
+	page := string(e.page("GET", "/ui/cluster", uiLogin(t, e, headTok), "").Body)
+	if !strings.Contains(page, "push to right_claw") || !strings.Contains(page, "<td>pull</td>") || strings.Contains(page, "a-secret-of-twenty-bytes") {
+		t.Fatalf("cluster page:\n%s", page)
+	}
+}
