@@ -154,7 +154,9 @@ func (s *Service) Deliverer(cfg DeliveryConfig) func(context.Context) {
 
 // scan starts a delivery for each task that needs one.
 func (d *deliverer) scan() {
-	r := d.svc.state.Read()
+	// Point lookups (Peek): a scan publishes no view, so an idle
+	// deliverer costs the writer nothing.
+	r := d.svc.state.Peek()
 	if r.Level() < fsm.LevelDelivery {
 		return
 	}
