@@ -20,15 +20,27 @@ type RouteSpec struct {
 	// A push gateway's delivery (dispatch.go): when the current attempt was
 	// leased to the gateway (0: it was not) and when the gateway accepted
 	// it; and the gateways that refused the task, which it is not routed to
-	// again (the newest MaxRefused).
-	DispatchedAt, AcceptedAt int64
-	Refused                  []string
+	// again (the newest MaxRefused). State the machine keeps, never a
+	// route's request: unexported, so no command carries them.
+	dispatchedAt, acceptedAt int64
+	refused                  []string
 }
+
+// DispatchedAt is when the current attempt was leased to a push gateway
+// (0: it was not).
+func (s *RouteSpec) DispatchedAt() int64 { return s.dispatchedAt }
+
+// AcceptedAt is when the push gateway accepted the current attempt (0:
+// not yet, or not delivered).
+func (s *RouteSpec) AcceptedAt() int64 { return s.acceptedAt }
+
+// Refused lists the gateways that refused the task, oldest first.
+func (s *RouteSpec) Refused() []string { return s.refused }
 
 // hasDelivery reports whether s carries a delivery's marks (the optional
 // tail of a job's snapshot record).
 func (s *RouteSpec) hasDelivery() bool {
-	return s.DispatchedAt != 0 || s.AcceptedAt != 0 || len(s.Refused) > 0
+	return s.dispatchedAt != 0 || s.acceptedAt != 0 || len(s.refused) > 0
 }
 
 // RouteCommand routes a queued job to a gateway (seed 003's route_task):
@@ -93,7 +105,7 @@ func (c *RouteCommand) apply(a *applier) *Result {
 func (a *applier) routeTo(old *Job, g *Gateway, spec RouteSpec, now int64, actor, text string) *Job {
 	j := copyJob(old)
 	j.Target = a.t.gatewayTarget(g.ID)
-	spec.DispatchedAt, spec.AcceptedAt = 0, 0
+	spec.dispatchedAt, spec.acceptedAt = 0, 0
 	j.Route = &spec
 	j.addEvent(Event{At: now, Type: EventRouted, Actor: actor, From: j.State, To: j.State, Text: text})
 	a.put(old, j, now)
@@ -158,7 +170,7 @@ func (a *applier) rerouteFrom(id string, now int64, why string) []*Job {
 		if old.State != StateQueued {
 			continue
 		}
-		if g := a.pickGateway(*old.Route, old, old.Route.Refused); g != nil && g.ID != id {
+		if g := a.pickGateway(*old.Route, old, old.Route.refused); g != nil && g.ID != id {
 			out = append(out, a.routeTo(old, g, *old.Route, now, "control-plane", "routed to gateway "+g.ID+": "+why))
 		}
 	}

@@ -118,7 +118,9 @@ func (a *applier) taskStep(c *TaskStepCommand) *Result {
 	from := old.TaskState()
 	current := old.State == StateRunning && old.Lease != nil &&
 		(c.Ref.AttemptID == "" || c.Ref.AttemptID == old.Lease.AttemptID)
-	if current && c.Op == TaskComplete && from == TaskClaimed {
+	// A task delivered to a push gateway runs once the gateway has it: its
+	// complete may come before the leader records the gateway's yes.
+	if current && c.Op == TaskComplete && from == TaskClaimed && !old.Dispatching() {
 		return &Result{Job: old, Err: &TransitionError{Kind: ErrIllegalTransition, JobID: old.ID, State: old.State, Op: "complete",
 			Msg: "a claimed task completes only once started (POST /v1/tasks/{id}/start)", From: from, To: to}}
 	}

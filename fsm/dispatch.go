@@ -104,17 +104,17 @@ func (c *DispatchCommand) apply(a *applier) *Result {
 	if c.Step == DispatchLease {
 		return a.dispatchLease(c, j)
 	}
-	if j.State != StateRunning || j.Lease == nil || j.Lease.Token != c.LeaseToken || j.Route.DispatchedAt == 0 {
+	if j.State != StateRunning || j.Lease == nil || j.Lease.Token != c.LeaseToken || j.Route.dispatchedAt == 0 {
 		return &Result{Job: j, Err: refuse(ErrStaleLease, "dispatch", j, "that delivery's lease has ended")}
 	}
 	switch c.Step {
 	case DispatchAccepted:
-		if j.Route.AcceptedAt != 0 {
+		if j.Route.acceptedAt != 0 {
 			return &Result{Job: j, Duplicate: true}
 		}
 		nj := copyJob(j)
 		route := *j.Route
-		route.AcceptedAt = c.Now
+		route.acceptedAt = c.Now
 		nj.Route = &route
 		nj.AttemptLog = slices.Clone(j.AttemptLog)
 		if at := &nj.AttemptLog[len(nj.AttemptLog)-1]; at.RunningAt == 0 {
@@ -125,7 +125,7 @@ func (c *DispatchCommand) apply(a *applier) *Result {
 		a.put(j, nj, c.Now)
 		return &Result{Job: nj}
 	case DispatchRefused, DispatchUnreachable:
-		if j.Route.AcceptedAt != 0 {
+		if j.Route.acceptedAt != 0 {
 			return &Result{Job: j, Err: refuse(ErrIllegalTransition, "dispatch", j, "gateway "+c.Gateway+" accepted it already")}
 		}
 		return a.dispatchFailed(c, j)
@@ -155,7 +155,7 @@ func (a *applier) dispatchLease(c *DispatchCommand, j *Job) *Result {
 	// nj is this entry's own copy: the delivery's marks go on it before
 	// anyone reads it.
 	route := *j.Route
-	route.DispatchedAt, route.AcceptedAt = c.Now, 0
+	route.dispatchedAt, route.acceptedAt = c.Now, 0
 	nj.Route = &route
 	ev := &nj.History[len(nj.History)-1]
 	ev.Actor = "control-plane"
@@ -179,9 +179,9 @@ func (a *applier) dispatchFailed(c *DispatchCommand, j *Job) *Result {
 	}
 	nj := res.Job
 	route := *nj.Route
-	route.DispatchedAt = 0
-	if c.Step == DispatchRefused && !slices.Contains(route.Refused, c.Gateway) {
-		route.Refused = append(slices.Clone(route.Refused[max(0, len(route.Refused)-MaxRefused+1):]), c.Gateway)
+	route.dispatchedAt = 0
+	if c.Step == DispatchRefused && !slices.Contains(route.refused, c.Gateway) {
+		route.refused = append(slices.Clone(route.refused[max(0, len(route.refused)-MaxRefused+1):]), c.Gateway)
 	}
 	nj.Route = &route
 	out := &Result{Job: nj, Requeued: true}
@@ -194,7 +194,7 @@ func (a *applier) dispatchFailed(c *DispatchCommand, j *Job) *Result {
 			out.Gateways = append(out.Gateways, &ng)
 		}
 		out.Jobs = a.rerouteFrom(c.Gateway, c.Now, "gateway "+c.Gateway+" did not accept a task in time")
-	} else if ng := a.pickGateway(route, nj, route.Refused); ng != nil {
+	} else if ng := a.pickGateway(route, nj, route.refused); ng != nil {
 		out.Jobs = []*Job{a.routeTo(nj, ng, route, c.Now, "control-plane", "routed to gateway "+ng.ID+": "+why)}
 	}
 	for _, r := range out.Jobs {
@@ -210,7 +210,7 @@ func (a *applier) dispatchFailed(c *DispatchCommand, j *Job) *Result {
 func (a *applier) expireDispatches(id string, now int64) []*Job {
 	var out []*Job
 	for _, j := range a.t.gatewayJobs(id) {
-		if j.State == StateRunning && j.Lease != nil && j.Route != nil && j.Route.DispatchedAt != 0 {
+		if j.State == StateRunning && j.Lease != nil && j.Route != nil && j.Route.dispatchedAt != 0 {
 			out = append(out, a.expireDead(j, now, "", id))
 		}
 	}
@@ -220,7 +220,7 @@ func (a *applier) expireDispatches(id string, now int64) []*Job {
 // Dispatching reports whether j is leased to its gateway by a delivery
 // the gateway has not accepted yet.
 func (j *Job) Dispatching() bool {
-	return j.State == StateRunning && j.Lease != nil && j.Route != nil && j.Route.DispatchedAt != 0 && j.Route.AcceptedAt == 0
+	return j.State == StateRunning && j.Lease != nil && j.Route != nil && j.Route.dispatchedAt != 0 && j.Route.acceptedAt == 0
 }
 
 // PushJobs returns the queued and running tasks routed to push gateway id,

@@ -62,7 +62,7 @@ func TestDispatch(t *testing.T) {
 		t.Fatalf("a stale acceptance: %+v", r)
 	}
 	mustOK(t, h.dispatch(DispatchAccepted, j, "ga", "t1"))
-	if got := h.job(j.ID); got.Dispatching() || got.TaskState() != TaskRunning || got.Route.AcceptedAt != h.now {
+	if got := h.job(j.ID); got.Dispatching() || got.TaskState() != TaskRunning || got.Route.acceptedAt != h.now {
 		t.Fatalf("accepted: %+v", got.Route)
 	}
 	if r := h.dispatch(DispatchAccepted, j, "ga", "t1"); r.Err != nil || !r.Duplicate {
@@ -79,6 +79,20 @@ func TestDispatch(t *testing.T) {
 	}
 	mustOK(t, h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: ref, Actor: right}))
 
+	// A gateway's complete may come before the leader records its yes: a
+	// delivered task needs no start.
+	early := h.create(CreateCommand{})
+	mustOK(t, h.apply(CmdRoute, &RouteCommand{Now: h.now, JobID: early.ID, Actor: head}))
+	egw := gatewayOf(h.job(early.ID))
+	mustOK(t, h.dispatch(DispatchLease, h.job(early.ID), egw, "te"))
+	mustOK(t, h.apply(CmdTaskStep, &TaskStepCommand{Op: TaskComplete, Now: h.now, Ref: LeaseRef{JobID: early.ID, Token: "te"}, Actor: right}))
+	if got := h.job(early.ID); got.State != StateDone {
+		t.Fatalf("a delivered task completed before its acceptance: %s", got.State)
+	}
+	if r := h.dispatch(DispatchAccepted, h.job(early.ID), egw, "te"); r.Err == nil {
+		t.Fatal("an acceptance after the complete changed the task")
+	}
+
 	// Refused by ga: the attempt is given back, and it goes to gb.
 	k := h.create(CreateCommand{})
 	mustOK(t, h.apply(CmdRoute, &RouteCommand{Now: h.now, JobID: k.ID, Spec: RouteSpec{Labels: nil}, Actor: head}))
@@ -88,13 +102,13 @@ func TestDispatch(t *testing.T) {
 	r = h.dispatch(DispatchRefused, h.job(k.ID), gw, "t3")
 	mustOK(t, r)
 	if got := h.job(k.ID); got.State != StateQueued || got.Attempts != 0 || gatewayOf(got) != other ||
-		len(got.Route.Refused) != 1 || got.Route.Refused[0] != gw || got.Route.DispatchedAt != 0 {
+		len(got.Route.refused) != 1 || got.Route.refused[0] != gw || got.Route.dispatchedAt != 0 {
 		t.Fatalf("after a refusal: %+v %+v", got, got.Route)
 	}
 	// Refused by the other too: none is left, it stays where it is.
 	mustOK(t, h.dispatch(DispatchLease, h.job(k.ID), other, "t4"))
 	mustOK(t, h.dispatch(DispatchRefused, h.job(k.ID), other, "t4"))
-	if got := h.job(k.ID); got.State != StateQueued || gatewayOf(got) != other || len(got.Route.Refused) != 2 {
+	if got := h.job(k.ID); got.State != StateQueued || gatewayOf(got) != other || len(got.Route.refused) != 2 {
 		t.Fatalf("refused by both: %+v", got.Route)
 	}
 
@@ -153,10 +167,10 @@ func TestDispatch(t *testing.T) {
 	}
 	g := f2.Read().Gateway(other)
 	got, _ := f2.Read().Job(n.ID)
-	if !g.Pushes() || g.Secret != "s-"+other || g.Role != RoleRightClaw || !got.Dispatching() || got.Route.DispatchedAt != h.now {
+	if !g.Pushes() || g.Secret != "s-"+other || g.Role != RoleRightClaw || !got.Dispatching() || got.Route.dispatchedAt != h.now {
 		t.Fatalf("restored %+v %+v", g, got.Route)
 	}
-	if k2, _ := f2.Read().Job(k.ID); len(k2.Route.Refused) != 2 {
+	if k2, _ := f2.Read().Job(k.ID); len(k2.Route.refused) != 2 {
 		t.Fatalf("restored refusals %+v", k2.Route)
 	}
 }

@@ -904,9 +904,9 @@ func (e *enc) job(j *Job, version int) {
 	// The optional tail: a routed task's delivery (from LevelDelivery on,
 	// so only builds that read it meet it).
 	if j.Route != nil && j.Route.hasDelivery() {
-		e.varint(j.Route.DispatchedAt)
-		e.varint(j.Route.AcceptedAt)
-		e.strs(j.Route.Refused)
+		e.varint(j.Route.dispatchedAt)
+		e.varint(j.Route.acceptedAt)
+		e.strs(j.Route.refused)
 	}
 }
 
@@ -1005,7 +1005,7 @@ func (d *dec) job(version int) *Job {
 		j.RunOnDepFailure = d.bool()
 	}
 	if j.Route != nil && d.more() {
-		j.Route.DispatchedAt, j.Route.AcceptedAt, j.Route.Refused = d.varint(), d.varint(), d.strs()
+		j.Route.dispatchedAt, j.Route.acceptedAt, j.Route.refused = d.varint(), d.varint(), d.strs()
 	}
 	*jp = j
 	return jp

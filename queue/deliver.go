@@ -219,7 +219,8 @@ func (d *deliverer) settled(id string) {
 func (d *deliverer) deliver(j *fsm.Job, g *fsm.Gateway) {
 	s, ctx := d.svc, d.ctx
 	logger := s.cfg.Logger.Named("deliver")
-	if j.State == fsm.StateQueued {
+	leased := j.State == fsm.StateQueued
+	if leased {
 		res, _, err := s.Propose(ctx, fsm.CmdDispatch, &fsm.DispatchCommand{Now: s.now(), Step: fsm.DispatchLease, JobID: j.ID,
 			Gateway: g.ID, AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()})
 		if err != nil {
@@ -231,7 +232,12 @@ func (d *deliverer) deliver(j *fsm.Job, g *fsm.Gateway) {
 		}
 		j = res.Job
 	}
-	deadline := time.Unix(0, j.Route.DispatchedAt).Add(d.cfg.AcceptTimeout)
+	deadline := time.Unix(0, j.Route.DispatchedAt()).Add(d.cfg.AcceptTimeout)
+	if !leased {
+		// Leased by an earlier leader: the gateway gets at least one full
+		// try from this one, however long the election took.
+		deadline = maxTime(deadline, s.cfg.Now().Add(d.cfg.RequestTimeout))
+	}
 	step := func(st fsm.DispatchStep, reason string) {
 		_, _, err := s.Propose(ctx, fsm.CmdDispatch, &fsm.DispatchCommand{Now: s.now(), Step: st, JobID: j.ID, Gateway: g.ID,
 			LeaseToken: j.Lease.Token, Reason: reason})
@@ -273,6 +279,13 @@ func (d *deliverer) deliver(j *fsm.Job, g *fsm.Gateway) {
 		}
 		wait = min(wait*2, deliverRetryMax)
 	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // maxRefusalBytes bounds the reason kept from a refusal's body.
