@@ -1,0 +1,350 @@
+package fsm
+
+// Per-object record codecs of the snapshot: how each kind of object (job,
+// session, stream, blob, chunk, gateway, worker, binding) is encoded and decoded.
+
+// levelRecord is the cluster's level in a snapshot.
+type levelRecord struct{ level int }
+
+func (e *enc) binding(b *WorkerBinding) {
+	e.str(b.ID)
+	e.str(b.Role)
+	e.varint(b.BoundAt)
+	e.varint(b.SeenAt)
+}
+
+func (d *dec) binding() *WorkerBinding {
+	return &WorkerBinding{ID: d.str(), Role: d.istr(), BoundAt: d.varint(), SeenAt: d.varint()}
+}
+
+func (e *enc) gateway(g *Gateway) {
+	e.str(g.ID)
+	e.str(g.Address)
+	e.labels(g.Metadata)
+	e.int(g.Capacity)
+	e.str(g.Health)
+	e.varint(g.HealthAt)
+	e.varint(g.RegisteredAt)
+	e.varint(g.UpdatedAt)
+	e.uvarint(g.CreateIndex)
+	if g.Delivery != "" || g.Role != "" || g.Secret != "" {
+		e.str(g.Delivery) // the optional tail (from LevelDelivery on)
+		e.str(g.Role)
+		e.str(g.Secret)
+	}
+}
+
+func (d *dec) gateway() *Gateway {
+	g := &Gateway{ID: d.str(), Address: d.str(), Metadata: d.labels(), Capacity: d.int(), Health: d.istr(),
+		HealthAt: d.varint(), RegisteredAt: d.varint(), UpdatedAt: d.varint(), CreateIndex: d.uvarint()}
+	if d.more() {
+		g.Delivery, g.Role, g.Secret = d.istr(), d.istr(), d.str()
+	}
+	return g
+}
+
+func (e *enc) worker(w *Worker) {
+	e.str(w.ID)
+	e.str(w.Gateway)
+	e.strs(w.Capabilities)
+	e.labels(w.Metadata)
+	e.int(w.Capacity)
+	e.str(w.Health)
+	e.varint(w.HealthAt)
+	e.varint(w.RegisteredAt)
+	e.varint(w.UpdatedAt)
+	e.uvarint(w.CreateIndex)
+}
+
+func (d *dec) worker() *Worker {
+	return &Worker{ID: d.str(), Gateway: d.istr(), Capabilities: d.strs(), Metadata: d.labels(), Capacity: d.int(),
+		Health: d.istr(), HealthAt: d.varint(), RegisteredAt: d.varint(), UpdatedAt: d.varint(), CreateIndex: d.uvarint()}
+}
+
+// Object encodings of snapshot version 2.
+
+func (e *enc) optError(je *JobError) {
+	e.bool(je != nil)
+	if je != nil {
+		e.jobError(je)
+	}
+}
+
+func (d *dec) optError() *JobError {
+	if !d.bool() {
+		return nil
+	}
+	je := d.jobError()
+	return &je
+}
+
+func (e *enc) job(j *Job, version int) {
+	e.str(j.ID)
+	e.str(j.Stream)
+	e.str(j.Target)
+	e.bytes(j.Payload)
+	e.str(string(j.State))
+	e.int(j.Attempts)
+	e.int(j.MaxAttempts)
+	e.varint(j.LeaseSeconds)
+	e.str(j.TaskClass)
+	e.str(j.IdempotencyKey)
+	e.bool(j.Lease != nil)
+	if l := j.Lease; l != nil {
+		e.str(l.Owner)
+		e.str(l.WorkerID)
+		e.str(l.AttemptID)
+		e.str(l.Token)
+		e.varint(l.ExpiresAt)
+	}
+	e.bytes(j.Result)
+	e.optError(j.Error)
+	e.str(j.Stdout)
+	e.str(j.Stderr)
+	e.uvarint(uint64(len(j.Comments)))
+	for _, c := range j.Comments {
+		e.varint(c.At)
+		e.str(c.Actor)
+		e.str(c.Text)
+	}
+	e.uvarint(uint64(len(j.AttemptLog)))
+	for i := range j.AttemptLog {
+		a := &j.AttemptLog[i]
+		e.str(a.ID)
+		e.str(a.Owner)
+		e.str(a.WorkerID)
+		e.str(a.Token)
+		e.varint(a.StartedAt)
+		e.varint(a.EndedAt)
+		e.str(string(a.Outcome))
+		e.optError(a.Error)
+		e.bool(a.Requeued)
+		e.bool(a.DLQ)
+		e.bool(a.ByHolder)
+	}
+	e.uvarint(uint64(len(j.History)))
+	for i := range j.History {
+		ev := &j.History[i]
+		e.int(ev.Seq)
+		e.varint(ev.At)
+		e.str(ev.Type)
+		e.str(ev.Actor)
+		e.str(string(ev.From))
+		e.str(string(ev.To))
+		e.str(ev.AttemptID)
+		e.str(ev.WorkerID)
+		e.str(ev.Text)
+	}
+	e.varint(j.CreatedAt)
+	e.varint(j.UpdatedAt)
+	e.varint(j.StartedAt)
+	e.varint(j.FinishedAt)
+	e.uvarint(j.CreateIndex)
+	e.uvarint(j.QueueIndex)
+	e.uvarint(j.ModifyIndex)
+	if version >= 3 {
+		e.str(j.ToolName)
+		e.varint(j.Timeout)
+		e.str(j.ClonedFrom)
+	}
+	if version >= 4 {
+		e.bool(j.Route != nil)
+		if j.Route != nil {
+			e.strs(j.Route.Capabilities)
+			e.labels(j.Route.Labels)
+			e.str(j.Route.Key)
+		}
+	}
+	if version >= 5 {
+		for i := range j.AttemptLog {
+			e.varint(j.AttemptLog[i].RunningAt)
+		}
+	}
+	if version >= 6 {
+		e.varint(j.CancelRequestedAt)
+		e.str(j.CancelReason)
+		e.bytes(j.Progress)
+		e.varint(j.ProgressAt)
+		e.bytes(j.Checkpoint)
+		e.varint(j.CheckpointAt)
+		e.int(j.Priority)
+		e.varint(j.NotBefore)
+		e.varint(j.BackoffBase)
+		e.varint(j.BackoffMax)
+		e.str(j.ConcurrencyKey)
+		e.int(j.ConcurrencyLimit)
+		e.strs(j.DependsOn)
+		e.int(j.DepsPending)
+	}
+	if version >= 7 {
+		e.str(j.Requires)
+		e.str(j.ClaimCaps)
+		e.strs(j.NotFor)
+	}
+	if version >= 8 {
+		e.bool(j.RunOnDepFailure)
+	}
+	// The optional tail: a routed task's delivery (from LevelDelivery on,
+	// so only builds that read it meet it).
+	if j.Route != nil && j.Route.hasDelivery() {
+		e.varint(j.Route.dispatchedAt)
+		e.varint(j.Route.acceptedAt)
+		e.strs(j.Route.refused)
+	}
+}
+
+func (d *dec) job(version int) *Job {
+	var j Job
+	j.ID = d.str()
+	j.Stream = d.istr()
+	j.Target = d.istr()
+	j.Payload = d.bytes()
+	j.State = State(d.istr())
+	j.Attempts = d.int()
+	j.MaxAttempts = d.int()
+	j.LeaseSeconds = d.varint()
+	j.TaskClass = d.istr()
+	j.IdempotencyKey = d.str()
+	if d.bool() {
+		j.Lease = &Lease{Owner: d.istr(), WorkerID: d.istr(), AttemptID: d.str(), Token: d.str(), ExpiresAt: d.varint()}
+	}
+	j.Result = d.bytes()
+	j.Error = d.optError()
+	j.Stdout = d.str()
+	j.Stderr = d.str()
+	if n := d.count(3); n > 0 {
+		j.Comments = make([]Comment, n)
+		for i := range j.Comments {
+			j.Comments[i] = Comment{At: d.varint(), Actor: d.istr(), Text: d.str()}
+		}
+	}
+	if n := d.count(10); n > 0 {
+		j.AttemptLog = make([]Attempt, n)
+		for i := range j.AttemptLog {
+			j.AttemptLog[i] = Attempt{ID: d.str(), Owner: d.istr(), WorkerID: d.istr(), Token: d.str(),
+				StartedAt: d.varint(), EndedAt: d.varint(), Outcome: Outcome(d.istr()), Error: d.optError(),
+				Requeued: d.bool(), DLQ: d.bool(), ByHolder: d.bool()}
+		}
+	}
+	n := d.count(9)
+	var jp *Job
+	if n == 1 {
+		// As in create: the job and its one event in one allocation.
+		jc := &jobWithCreated{}
+		j.History = jc.ev[:1:1]
+		jp = &jc.Job
+	} else {
+		if n > 0 {
+			j.History = make([]Event, n)
+		}
+		jp = new(Job)
+	}
+	for i := range j.History {
+		j.History[i] = Event{Seq: d.int(), At: d.varint(), Type: d.istr(), Actor: d.istr(),
+			From: State(d.istr()), To: State(d.istr()), AttemptID: d.str(), WorkerID: d.istr(), Text: d.istr()}
+	}
+	j.CreatedAt = d.varint()
+	j.UpdatedAt = d.varint()
+	j.StartedAt = d.varint()
+	j.FinishedAt = d.varint()
+	j.CreateIndex = d.uvarint()
+	j.QueueIndex = d.uvarint()
+	j.ModifyIndex = d.uvarint()
+	if version >= 3 {
+		j.ToolName = d.istr()
+		j.Timeout = d.varint()
+		j.ClonedFrom = d.str()
+	}
+	if version >= 4 && d.bool() {
+		j.Route = &RouteSpec{Capabilities: d.strs(), Labels: d.labels(), Key: d.str()}
+	}
+	if version >= 5 {
+		for i := range j.AttemptLog {
+			j.AttemptLog[i].RunningAt = d.varint()
+		}
+	}
+	if version >= 6 {
+		j.CancelRequestedAt = d.varint()
+		j.CancelReason = d.str()
+		j.Progress = d.bytes()
+		j.ProgressAt = d.varint()
+		j.Checkpoint = d.bytes()
+		j.CheckpointAt = d.varint()
+		j.Priority = d.int()
+		j.NotBefore = d.varint()
+		j.BackoffBase = d.varint()
+		j.BackoffMax = d.varint()
+		j.ConcurrencyKey = d.istr()
+		j.ConcurrencyLimit = d.int()
+		j.DependsOn = d.strs()
+		j.DepsPending = d.int()
+	}
+	if version >= 7 {
+		j.Requires = d.istr()
+		j.ClaimCaps = d.istr()
+		j.NotFor = d.strs()
+	}
+	if version >= 8 {
+		j.RunOnDepFailure = d.bool()
+	}
+	if j.Route != nil && d.more() {
+		j.Route.dispatchedAt, j.Route.acceptedAt, j.Route.refused = d.varint(), d.varint(), d.strs()
+	}
+	*jp = j
+	return jp
+}
+
+func (e *enc) session(s *Session) {
+	e.str(s.ID)
+	e.str(s.Name)
+	e.str(s.Description)
+	e.str(s.Status)
+	e.varint(s.StartedAt)
+	e.varint(s.EndedAt)
+	e.varint(s.UpdatedAt)
+	e.uvarint(s.CreateIndex)
+}
+
+func (d *dec) session() *Session {
+	return &Session{ID: d.str(), Name: d.str(), Description: d.str(), Status: d.istr(),
+		StartedAt: d.varint(), EndedAt: d.varint(), UpdatedAt: d.varint(), CreateIndex: d.uvarint()}
+}
+
+func (e *enc) stream(s *Stream) {
+	e.str(s.ID)
+	e.str(s.Name)
+	e.str(s.Session)
+	e.str(s.Instructions)
+	e.str(s.Status)
+	e.varint(s.CreatedAt)
+	e.varint(s.EndedAt)
+	e.varint(s.UpdatedAt)
+	e.uvarint(s.CreateIndex)
+}
+
+func (d *dec) stream() *Stream {
+	return &Stream{ID: d.str(), Name: d.str(), Session: d.str(), Instructions: d.str(), Status: d.istr(),
+		CreatedAt: d.varint(), EndedAt: d.varint(), UpdatedAt: d.varint(), CreateIndex: d.uvarint()}
+}
+
+func (e *enc) blob(b *Blob) {
+	e.str(b.ID)
+	e.varint(b.Size)
+	e.str(b.ContentType)
+	e.int(b.Chunks)
+	e.varint(b.CreatedAt)
+}
+
+func (d *dec) blob() *Blob {
+	return &Blob{ID: d.str(), Size: d.varint(), ContentType: d.istr(), Chunks: d.int(), CreatedAt: d.varint()}
+}
+
+func (e *enc) chunk(c *BlobChunk) {
+	e.str(c.BlobID)
+	e.int(c.Seq)
+	e.bytes(c.Data)
+}
+
+func (d *dec) chunk() *BlobChunk {
+	return &BlobChunk{BlobID: d.str(), Seq: d.int(), Data: d.bytes()}
+}

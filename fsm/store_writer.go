@@ -1,0 +1,205 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/google/btree"
+)
+
+// The writer: the apply goroutine's working set of trees, how a job is
+// stored in every index, and how the trees are published to readers.
+
+// writer is the apply goroutine's working set: trees only it touches, the
+// record of which it changed since the last publish, and the queue lanes
+// that gained a job (whose waiters to wake).
+type writer struct {
+	t     *tables
+	index uint64 // the last entry applied to t
+	dirty [numTrees]bool
+	woken []laneKey
+	fed   bool // the feed gained an event since its readers were woken
+	// feedHead is the feed's last seq, while a snapshot is restored.
+	feedHead uint64
+}
+
+// update moves one index entry from old to new: a replace when the key is
+// the same, else a delete and an insert. It reports whether the tree changed.
+func update[T any](tr *btree.BTreeG[T], less func(a, b T) bool, old T, hadOld bool, nw T, hasNew bool) bool {
+	switch {
+	case hadOld && hasNew && !less(old, nw) && !less(nw, old):
+		tr.ReplaceOrInsert(nw)
+	case hadOld && hasNew:
+		tr.Delete(old)
+		tr.ReplaceOrInsert(nw)
+	case hadOld:
+		tr.Delete(old)
+	case hasNew:
+		tr.ReplaceOrInsert(nw)
+	default:
+		return false
+	}
+	return true
+}
+
+// jobEntries are the index entries one version of a job has (none for nil).
+type jobEntries struct {
+	present                               bool
+	id                                    idItem
+	idem                                  idItem
+	hasIdem                               bool
+	attempt                               idItem
+	hasAttempt                            bool
+	routed                                idItem
+	hasRouted                             bool
+	queue, age                            queueItem
+	hasQueue, hasAge                      bool
+	lease, done, ended, sched             timeItem
+	hasLease, hasDone, hasEnded, hasSched bool
+	lane                                  stateLane
+	seq                                   seqItem
+}
+
+func entriesOf(j *Job) jobEntries {
+	if j == nil {
+		return jobEntries{}
+	}
+	e := jobEntries{present: true, id: idItem{j.ID, j}, lane: laneOf(j.State), seq: seqItem{j.CreateIndex, j}}
+	e.idem, e.hasIdem = idemEntry(j)
+	e.attempt, e.hasAttempt = attemptEntry(j)
+	e.routed, e.hasRouted = routedEntry(j)
+	e.queue, e.hasQueue = queueEntry(j)
+	e.age, e.hasAge = queueItem{stream: j.Stream, rank: int64(j.QueueIndex), seq: j.CreateIndex, j: j}, claimable(j)
+	e.lease, e.hasLease = leaseEntry(j)
+	e.sched, e.hasSched = scheduledEntry(j)
+	e.done, e.hasDone = finishedEntry(j)
+	e.ended, e.hasEnded = taskEndedEntry(j)
+	return e
+}
+
+// putJob replaces old with j in every index (old nil: a new job; j nil: a
+// deletion).
+func (w *writer) putJob(old, j *Job) {
+	o, n := entriesOf(old), entriesOf(j)
+	// The id index says which version is stored: old must be it, or the
+	// other indexes would keep entries of a version they no longer hold.
+	var prev idItem
+	if n.present {
+		prev, _ = w.t.byID.ReplaceOrInsert(n.id)
+	} else {
+		prev, _ = w.t.byID.Delete(o.id)
+	}
+	if prev.j != old {
+		panic(fmt.Sprintf("fsm: store of job %s replaced a version other than the one it was given", prev.key))
+	}
+	w.dirty[tByID] = true
+	w.mark(tIdem, update(w.t.idem, lessID, o.idem, o.hasIdem, n.idem, n.hasIdem))
+	w.mark(tAttempts, update(w.t.attempts, lessID, o.attempt, o.hasAttempt, n.attempt, n.hasAttempt))
+	w.mark(tRouted, update(w.t.routed, lessID, o.routed, o.hasRouted, n.routed, n.hasRouted))
+	if w.queueUpdate(o.queue, o.hasQueue, n.queue, n.hasQueue) &&
+		n.hasQueue && (!o.hasQueue || lessQueue(o.queue, n.queue) || lessQueue(n.queue, o.queue)) {
+		// The job entered its lane: wake the claimants watching it.
+		w.woken = append(w.woken, laneKey{j.Stream, j.Target})
+	}
+	w.mark(tQueueAge, update(w.t.queueAge, lessQueue, o.age, o.hasAge, n.age, n.hasAge))
+	w.mark(tLease, update(w.t.lease, lessTime, o.lease, o.hasLease, n.lease, n.hasLease))
+	w.mark(tScheduled, update(w.t.scheduled, lessTime, o.sched, o.hasSched, n.sched, n.hasSched))
+	w.mark(tFinished, update(w.t.finished, lessTime, o.done, o.hasDone, n.done, n.hasDone))
+	w.mark(tTaskEnded, update(w.t.taskEnded, lessTime, o.ended, o.hasEnded, n.ended, n.hasEnded))
+	for lane := range stateLane(numLanes) {
+		had, has := o.present && o.lane == lane, n.present && n.lane == lane
+		w.mark(tLanes+int(lane), update(w.t.lanes[lane], lessSeq, o.seq, had, n.seq, has))
+	}
+	if o.present != n.present || (o.present && (o.lane != n.lane || old.Stream != j.Stream || old.Target != j.Target)) {
+		if o.present {
+			w.count(old.Stream, old.Target, o.lane, -1)
+		}
+		if n.present {
+			w.count(j.Stream, j.Target, n.lane, 1)
+		}
+	}
+	w.putKeyed(old, j)
+	w.putDeps(old, j)
+}
+
+// mark records that tree n changed if changed, and returns changed.
+func (w *writer) mark(n int, changed bool) bool {
+	if changed {
+		w.dirty[n] = true
+	}
+	return changed
+}
+
+func (w *writer) putBlob(b *Blob) {
+	w.t.blobs.ReplaceOrInsert(blobItem{b.ID, b})
+	w.dirty[tBlobs] = true
+}
+
+func (w *writer) putChunk(c *BlobChunk) {
+	w.t.chunks.ReplaceOrInsert(chunkItem{c.BlobID, c.Seq, c})
+	w.dirty[tChunks] = true
+}
+
+// publish returns a read-only view of the working set, sharing the trees
+// this writer has not changed since prev was published with prev.
+func (w *writer) publish(prev *tables) *tables {
+	v := *prev
+	cloneIf(&w.dirty[tByID], &v.byID, w.t.byID)
+	cloneIf(&w.dirty[tIdem], &v.idem, w.t.idem)
+	cloneIf(&w.dirty[tQueue], &v.queue, w.t.queue)
+	cloneIf(&w.dirty[tQueueAge], &v.queueAge, w.t.queueAge)
+	cloneIf(&w.dirty[tScheduled], &v.scheduled, w.t.scheduled)
+	cloneIf(&w.dirty[tKeyed], &v.keyed, w.t.keyed)
+	cloneIf(&w.dirty[tAdmitted], &v.admitted, w.t.admitted)
+	cloneIf(&w.dirty[tKeyRunning], &v.keyRunning, w.t.keyRunning)
+	cloneIf(&w.dirty[tDependents], &v.dependents, w.t.dependents)
+	cloneIf(&w.dirty[tLease], &v.lease, w.t.lease)
+	cloneIf(&w.dirty[tFinished], &v.finished, w.t.finished)
+	cloneIf(&w.dirty[tBlobs], &v.blobs, w.t.blobs)
+	cloneIf(&w.dirty[tChunks], &v.chunks, w.t.chunks)
+	cloneIf(&w.dirty[tSessions], &v.sessions, w.t.sessions)
+	cloneIf(&w.dirty[tStreams], &v.streams, w.t.streams)
+	cloneIf(&w.dirty[tTaskEnded], &v.taskEnded, w.t.taskEnded)
+	cloneIf(&w.dirty[tAttempts], &v.attempts, w.t.attempts)
+	cloneIf(&w.dirty[tGateways], &v.gateways, w.t.gateways)
+	cloneIf(&w.dirty[tWorkers], &v.workers, w.t.workers)
+	cloneIf(&w.dirty[tRouted], &v.routed, w.t.routed)
+	cloneIf(&w.dirty[tStats], &v.stats, w.t.stats)
+	v.registry = w.t.registry // immutable: shared as it is
+	v.feed = w.t.feed         // append-only blocks: shared as they are (feed.go)
+	v.paused = w.t.paused     // immutable: shared as it is
+	v.jobControl = w.t.jobControl
+	cloneIf(&w.dirty[tReqs], &v.reqs, w.t.reqs)
+	cloneIf(&w.dirty[tHeads], &v.heads, w.t.heads)
+	v.capsSeen = w.t.capsSeen // immutable: shared as it is
+	v.capabilities = w.t.capabilities
+	v.defaults = w.t.defaults // immutable: shared as it is
+	v.version8 = w.t.version8
+	v.level = w.t.level
+	if w.dirty[tWorkerIDs] {
+		// The two binding trees change together.
+		v.workerIDs, v.workerSeen = w.t.workerIDs.Clone(), w.t.workerSeen.Clone()
+		w.dirty[tWorkerIDs] = false
+	}
+	for i := range v.lanes {
+		cloneIf(&w.dirty[tLanes+i], &v.lanes[i], w.t.lanes[i])
+	}
+	return &v
+}
+
+// cloneIf points *dst at a clone of src if src changed since the last
+// publish.
+func cloneIf[T any](dirty *bool, dst **btree.BTreeG[T], src *btree.BTreeG[T]) {
+	if *dirty {
+		*dst = src.Clone()
+		*dirty = false
+	}
+}
+
+// publishAll returns a read-only view of the whole working set (after a
+// restore, when no earlier view shares its trees).
+func (w *writer) publishAll() *tables {
+	for i := range w.dirty {
+		w.dirty[i] = true
+	}
+	return w.publish(&tables{})
+}
