@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"time"
 )
@@ -234,180 +233,12 @@ type Blob struct {
 	Duplicate bool `json:"-"`
 }
 
-// JobCreateRequest is the body of POST /jobs. Payload is required (any JSON
-// value but null); zero optional fields take the server's defaults.
-//
-// A decoded request remembers which of MaxAttempts, Stream and LeaseSeconds
-// its body named, so that the server can refuse an explicit 0 or "" instead
-// of reading it as "not given"; see [JobCreateRequest.HasMaxAttempts].
-type JobCreateRequest struct {
-	Payload      json.RawMessage `json:"payload"`
-	MaxAttempts  int             `json:"maxAttempts,omitempty"`
-	Target       string          `json:"target,omitempty"`
-	Stream       string          `json:"stream,omitempty"`
-	LeaseSeconds int             `json:"leaseSeconds,omitempty"`
-	TaskClass    string          `json:"taskClass,omitempty"`
-	// IdempotencyKey makes a repeated create answer the first job (the
-	// same as the Idempotency-Key header). The Go client's JobCreate
-	// generates a UUID when it is empty, so its own retries are safe.
-	IdempotencyKey string `json:"idempotencyKey,omitempty"`
-	// Priority, from -100 to 100 (default 0): higher first within the
-	// stream, FIFO within a priority, aged so that none starves.
-	Priority int `json:"priority,omitempty"`
-	// RunAt, or DelaySeconds from now (not both), schedules the job: no
-	// claim takes it before that time. A past RunAt is now.
-	RunAt        time.Time `json:"runAt,omitzero"`
-	DelaySeconds int64     `json:"delaySeconds,omitempty"`
-	// Backoff makes a fail with requeue wait before the job can be
-	// claimed again (without it, at once).
-	Backoff *Backoff `json:"backoff,omitempty"`
-	// ConcurrencyKey limits how many jobs of the key run at once,
-	// cluster-wide, to ConcurrencyLimit (default: the stream's default
-	// limit, or 1); the others wait without blocking other keys. Without
-	// a key, the stream's default key (if it has one) applies.
-	ConcurrencyKey   string `json:"concurrencyKey,omitempty"`
-	ConcurrencyLimit int    `json:"concurrencyLimit,omitempty"`
-	// DependsOn names existing jobs (at most 100) that must all be done
-	// before this one can be claimed; if one ends otherwise, this one
-	// fails (code dependency_failed), unless OnDependencyFailure is
-	// "run": then it runs once every one has ended, however.
-	DependsOn []string `json:"dependsOn,omitempty"`
-	// OnDependencyFailure is "fail" (the default) or "run".
-	OnDependencyFailure string `json:"onDependencyFailure,omitempty"`
-	// Requires lists capabilities (labels such as gpu, gpu:a100,
-	// lang:python; at most 16) a claimant must all have: only a claim
-	// naming them among its capabilities is handed the job.
-	Requires []string `json:"requires,omitempty"`
-
-	named createField // the optional fields the decoded body named
-}
-
 // Backoff is a job's retry backoff: after its n-th failed attempt (with
 // requeue) it waits Base*2^(n-1) seconds, at most Max, less up to a fifth
 // as jitter.
 type Backoff struct {
 	Base int64 `json:"base"`
 	Max  int64 `json:"max,omitempty"`
-}
-
-// createField is a set of JobCreateRequest's optional fields.
-type createField uint8
-
-const (
-	namedMaxAttempts createField = 1 << iota
-	namedStream
-	namedLeaseSeconds
-)
-
-// HasMaxAttempts reports whether the request gives maxAttempts: its body
-// named it (with any value but null), or, built in Go, MaxAttempts is not 0.
-func (r JobCreateRequest) HasMaxAttempts() bool {
-	return r.MaxAttempts != 0 || r.named&namedMaxAttempts != 0
-}
-
-// HasStream reports whether the request gives stream: its body named it
-// (with any value but null), or, built in Go, Stream is not "".
-func (r JobCreateRequest) HasStream() bool {
-	return r.Stream != "" || r.named&namedStream != 0
-}
-
-// HasLeaseSeconds reports whether the request gives leaseSeconds: its body
-// named it (with any value but null), or, built in Go, LeaseSeconds is not 0.
-func (r JobCreateRequest) HasLeaseSeconds() bool {
-	return r.LeaseSeconds != 0 || r.named&namedLeaseSeconds != 0
-}
-
-// jobCreateJSON is JobCreateRequest as it is encoded and decoded: a nil
-// pointer is a field the body does not name.
-type jobCreateJSON struct {
-	Payload             json.RawMessage `json:"payload"`
-	MaxAttempts         *int            `json:"maxAttempts,omitempty"`
-	Target              string          `json:"target,omitempty"`
-	Stream              *string         `json:"stream,omitempty"`
-	LeaseSeconds        *int64          `json:"leaseSeconds,omitempty"`
-	TaskClass           string          `json:"taskClass,omitempty"`
-	IdempotencyKey      string          `json:"idempotencyKey,omitempty"`
-	Priority            int             `json:"priority,omitempty"`
-	RunAt               runAtTime       `json:"runAt,omitzero"`
-	DelaySeconds        int64           `json:"delaySeconds,omitempty"`
-	Backoff             *Backoff        `json:"backoff,omitempty"`
-	ConcurrencyKey      string          `json:"concurrencyKey,omitempty"`
-	ConcurrencyLimit    int             `json:"concurrencyLimit,omitempty"`
-	DependsOn           []string        `json:"dependsOn,omitempty"`
-	OnDependencyFailure string          `json:"onDependencyFailure,omitempty"`
-	Requires            []string        `json:"requires,omitempty"`
-}
-
-// MarshalJSON writes the optional fields the request gives (the Has
-// methods), so that a decoded request encodes as its body did.
-func (r JobCreateRequest) MarshalJSON() ([]byte, error) {
-	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey, Priority: r.Priority,
-		RunAt: runAtTime(r.RunAt), DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit, DependsOn: r.DependsOn, Requires: r.Requires,
-		OnDependencyFailure: r.OnDependencyFailure}
-	if r.HasMaxAttempts() {
-		out.MaxAttempts = &r.MaxAttempts
-	}
-	if r.HasStream() {
-		out.Stream = &r.Stream
-	}
-	if r.HasLeaseSeconds() {
-		ls := int64(r.LeaseSeconds)
-		out.LeaseSeconds = &ls
-	}
-	return json.Marshal(&out)
-}
-
-// UnmarshalJSON decodes the body and records which optional fields it named.
-func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	var in jobCreateJSON
-	// Strict: a misspelt field would otherwise be ignored and its default
-	// used (the decoder of the body does not see inside this method).
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&in); err != nil {
-		return err
-	}
-	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority,
-		RunAt: time.Time(in.RunAt), DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, DependsOn: in.DependsOn, Requires: in.Requires,
-		OnDependencyFailure: in.OnDependencyFailure}
-	if in.MaxAttempts != nil {
-		r.MaxAttempts, r.named = *in.MaxAttempts, r.named|namedMaxAttempts
-	}
-	if in.Stream != nil {
-		r.Stream, r.named = *in.Stream, r.named|namedStream
-	}
-	if in.LeaseSeconds != nil {
-		r.LeaseSeconds, r.named = int(*in.LeaseSeconds), r.named|namedLeaseSeconds
-	}
-	return nil
-}
-
-// runAtTime is a create's runAt as its body carries it: an RFC 3339 time
-// as time.Time encodes it, refused with a FieldError naming the field and
-// its form (time.Time's own error names Go's layout, not the field).
-type runAtTime time.Time
-
-func (t runAtTime) IsZero() bool { return time.Time(t).IsZero() }
-
-func (t runAtTime) MarshalJSON() ([]byte, error) { return time.Time(t).MarshalJSON() }
-
-func (t *runAtTime) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	var v time.Time
-	if err := v.UnmarshalJSON(b); err != nil {
-		got := string(b)
-		if r := []rune(got); len(r) > 64 {
-			got = string(r[:61]) + "..."
-		}
-		return &FieldError{Field: "runAt", Want: "an RFC 3339 time such as 2026-01-02T15:04:05Z", Got: got}
-	}
-	*t = runAtTime(v)
-	return nil
 }
 
 // JobClaimRequest is the body of POST /jobs/{id}/claim (claws).
