@@ -15,7 +15,7 @@ import (
 
 // The tools both roles have (list_streams, peek, get_job, comment) and
 // head's (enqueue, list_jobs, redrive, requeue, cancel, cluster_status).
-// The claws' lease tools are in claw.go.
+// The claws' lease tools are in claw.go and clawheld.go.
 
 func readOnly(title string) *mcp.ToolAnnotations {
 	return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: true, OpenWorldHint: new(false)}

@@ -14,7 +14,7 @@
 // or running, or when the replicas' state hashes differ
 // (testcluster.CheckConverged). It also checks every job's history, the
 // final reads included, for linearizability with porcupine against a model
-// of one job (linmodel.go, linearize.go). A failing run keeps its data
+// of one job (linmodel.go, linfsm.go, linearize.go). A failing run keeps its data
 // directories, node logs and the operation history (and porcupine's
 // visualization of the histories that are not linearizable), and the
 // report quotes the history of each failing job. The seed replays the

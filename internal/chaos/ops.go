@@ -27,7 +27,7 @@ func (lc *loadClient) create(ctx context.Context, n node) {
 	op.Key = key
 	payload, _ := json.Marshal(map[string]any{"client": lc.id, "key": key})
 	j, err := lc.api(n, testcluster.HeadToken).JobCreate(cctx, &client.JobCreateParams{
-		// No retry backoff: the model (linmodel.go) has a failed job
+		// No retry backoff: the model (linfsm.go) has a failed job
 		// with requeue claimable at once.
 		Payload: payload, MaxAttempts: maxAtt, IdempotencyKey: key, Backoff: &client.Backoff{}})
 	if err == nil {
