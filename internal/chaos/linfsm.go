@@ -30,7 +30,7 @@ func (m *jobModel) leaseFloor(call int64, whole bool) int64 {
 	return call + m.lease/2 - m.slack
 }
 
-// fsm applies in to s as fsm/apply.go does.
+// fsm applies in to s as fsm/apply.go, apply_attempt.go and apply_expire.go do.
 func (m *jobModel) fsm(s jobState, in *linOp) fsmResult {
 	r := fsmResult{next: s}
 	refuse := func(code string) fsmResult {

@@ -13,7 +13,7 @@ import (
 )
 
 // The sequential specification of one job that the porcupine check
-// (linearize.go) holds each job's history to. It follows fsm/apply.go:
+// (linearize.go) holds each job's history to. It follows fsm/apply.go, apply_attempt.go and apply_expire.go:
 //
 //   - create: a job that does not exist is created queued with 0 attempts
 //     (201); an existing one is answered again (200, idempotency key);
