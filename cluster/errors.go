@@ -7,35 +7,13 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Sentinel errors returned by this package. Match them with errors.Is; raft's
-// own errors are translated into these at the package boundary.
+// Sentinel errors returned by this package (the others are in info.go).
+// Match them with errors.Is; raft's own errors are translated into these at
+// the package boundary.
 var (
-	// ErrNotLeader means this node is not the (ready) leader, and the
-	// operation was not started: it definitely had no effect.
-	ErrNotLeader = errors.New("cluster: not the leader")
-
-	// ErrOutcomeUnknown means a write was proposed but its fate is unknown:
-	// leadership was lost, the apply timed out or the caller gave up. The
-	// command may or may not commit; callers must not report a definite
-	// failure.
-	ErrOutcomeUnknown = errors.New("cluster: outcome of write unknown")
-
-	// ErrNoLeader means the cluster currently has no known leader.
-	ErrNoLeader = errors.New("cluster: no leader")
-
-	// ErrShutdown means the node has been shut down.
-	ErrShutdown = errors.New("cluster: node is shut down")
-
-	// ErrUnknownServer means a membership operation named a server that is
-	// not in the raft configuration.
-	ErrUnknownServer = errors.New("cluster: unknown server")
-
 	// ErrCorruptStore means the on-disk raft store failed its consistency
 	// check; the node refuses to start rather than serve or vote with it.
 	ErrCorruptStore = errors.New("cluster: raft store failed consistency check")
-
-	// ErrInvalidConfig means Config.Validate rejected the configuration.
-	ErrInvalidConfig = errors.New("cluster: invalid config")
 )
 
 // translateProposeErr maps the error of a proposal future (Apply) into this

@@ -34,25 +34,6 @@ import (
 // keyringFile is the keyring's file in the data directory.
 const keyringFile = "keyring.json"
 
-// ErrNoEncryption: keyring operations on a node started without a key.
-var ErrNoEncryption = errors.New("gossip encryption is off on this node (start it with --gossip-key)")
-
-// ErrJoinProof: a join whose gossip-key proof is missing or matches no key.
-var ErrJoinProof = errors.New("the joining node does not hold a gossip key of this cluster")
-
-// ParseGossipKey decodes a base64 key of 16, 24 or 32 bytes (AES-128, -192,
-// -256).
-func ParseGossipKey(s string) ([]byte, error) {
-	k, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, fmt.Errorf("gossip key: not base64: %w", err)
-	}
-	if l := len(k); l != 16 && l != 24 && l != 32 {
-		return nil, fmt.Errorf("gossip key: %d bytes; want 16, 24 or 32 (spine keyring generate makes one)", l)
-	}
-	return k, nil
-}
-
 // GenerateGossipKey returns a new random 32-byte key, base64.
 func GenerateGossipKey() string {
 	k := make([]byte, 32)
@@ -65,12 +46,6 @@ func GenerateGossipKey() string {
 func KeyFingerprint(k []byte) string {
 	s := sha256.Sum256(k)
 	return hex.EncodeToString(s[:8])
-}
-
-// KeyInfo is one key of a node's ring, by fingerprint.
-type KeyInfo struct {
-	Fingerprint string `json:"fingerprint"`
-	Primary     bool   `json:"primary"`
 }
 
 // keyring is the node's gossip keys and their file.

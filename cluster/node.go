@@ -14,22 +14,6 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Member identifies a node for membership changes and join requests. Its JSON
-// form is the body of POST /cluster/join.
-type Member struct {
-	// ID is the node's raft server id and memberlist name.
-	ID string `json:"node_id"`
-	// RaftAddr is the node's raft transport address (host:port).
-	RaftAddr string `json:"raft_addr"`
-	// HTTPAddr is the node's advertised HTTP base URL.
-	HTTPAddr string `json:"http_addr"`
-	// GossipAddr is the node's memberlist address (host:port).
-	GossipAddr string `json:"gossip_addr"`
-	// GossipProof, on a join, proves the node holds a gossip key of the
-	// cluster's ring (keyring.go); required when gossip is encrypted.
-	GossipProof string `json:"gossip_proof,omitempty"`
-}
-
 // Node is one member of a Spine cluster: it owns the raft instance, its
 // stores, the transport and memberlist. All methods are safe for concurrent
 // use.

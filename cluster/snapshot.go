@@ -16,7 +16,7 @@ import (
 // SaveSnapshot takes a snapshot of the state on the leader, holding every
 // entry committed before the call, and opens it. The caller closes the
 // reader.
-func (n *Node) SaveSnapshot(ctx context.Context) (*raft.SnapshotMeta, io.ReadCloser, error) {
+func (n *Node) SaveSnapshot(ctx context.Context) (*SnapshotMeta, io.ReadCloser, error) {
 	if n.isShutdown() {
 		return nil, nil, ErrShutdown
 	}
@@ -37,7 +37,11 @@ func (n *Node) SaveSnapshot(ctx context.Context) (*raft.SnapshotMeta, io.ReadClo
 		}
 		return nil, nil, fmt.Errorf("take snapshot: %w", translateOpErr(err))
 	}
-	return f.Open()
+	meta, rc, err := f.Open()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &SnapshotMeta{Index: meta.Index, Term: meta.Term, Size: meta.Size, Version: int(meta.Version)}, rc, nil
 }
 
 // RestoreSnapshot replaces the cluster's state with a snapshot's (size

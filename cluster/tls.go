@@ -160,10 +160,6 @@ func newTLSTransport(bind string, conf *tls.Config, logger hclog.Logger) (*raft.
 	}), nil
 }
 
-// ErrPeerTLS: a node asked to be added, but its raft address does not
-// complete a mutual-TLS handshake with a certificate of the cluster CA.
-var ErrPeerTLS = errors.New("the node's raft address does not present a certificate of the cluster CA")
-
 // peerProbeTimeout bounds checkPeerTLS's dial and handshake.
 const peerProbeTimeout = 3 * time.Second
 

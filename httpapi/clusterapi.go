@@ -9,7 +9,7 @@ import (
 
 	spine "github.com/spine-queue/spine"
 	"github.com/spine-queue/spine/api"
-	"github.com/spine-queue/spine/cluster"
+	"github.com/spine-queue/spine/cluster/clusterinfo"
 )
 
 // The public and cluster routes: health, the skill file, status and
@@ -119,7 +119,7 @@ func (s *Server) handleClusterStatus(w http.ResponseWriter, r *http.Request, c *
 }
 
 // viewStatus is the API's view of a cluster status.
-func viewStatus(st cluster.Status) api.ClusterStatus {
+func viewStatus(st clusterinfo.Status) api.ClusterStatus {
 	out := api.ClusterStatus{
 		Leader: api.ClusterLeader{ID: st.Leader.ID, HTTPAddr: st.Leader.HTTPAddr},
 		Nodes:  make([]*api.ClusterNode, 0, len(st.Nodes)),
@@ -173,12 +173,12 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, c *call) err
 	if err := checkNodeID("node_id", m.NodeID); err != nil {
 		return err
 	}
-	if err := s.cluster.AddVoter(r.Context(), cluster.Member{ID: m.NodeID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr,
+	if err := s.cluster.AddVoter(r.Context(), clusterinfo.Member{ID: m.NodeID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr,
 		GossipAddr: m.GossipAddr, GossipProof: m.GossipProof}); err != nil {
-		if errors.Is(err, cluster.ErrPeerTLS) {
+		if errors.Is(err, clusterinfo.ErrPeerTLS) {
 			return errorf(http.StatusForbidden, api.CodeForbidden, "%v: give the node a certificate of the cluster CA, with its raft address as a SAN", err)
 		}
-		if errors.Is(err, cluster.ErrJoinProof) {
+		if errors.Is(err, clusterinfo.ErrJoinProof) {
 			return errorf(http.StatusForbidden, api.CodeForbidden, "%v: gossip_proof must be made with one of the cluster's gossip keys (the joining node's own, when it asks to join)", err)
 		}
 		return err
@@ -224,15 +224,15 @@ func (s *Server) handleTransfer(w http.ResponseWriter, r *http.Request, c *call)
 // checkNodeID refuses a node id that --node-id would not take, without
 // echoing it (it may be huge or hold control characters).
 func checkNodeID(field, id string) error {
-	if cluster.ValidNodeID(id) {
+	if clusterinfo.ValidNodeID(id) {
 		return nil
 	}
-	return badRequest("%s must be a node id: %s (got %d bytes)", field, cluster.NodeIDRule, len(id))
+	return badRequest("%s must be a node id: %s (got %d bytes)", field, clusterinfo.NodeIDRule, len(id))
 }
 
 // keyringer is what the keyring routes need of the cluster (*cluster.Node).
 type keyringer interface {
-	Keyring() ([]cluster.KeyInfo, error)
+	Keyring() ([]clusterinfo.KeyInfo, error)
 	KeyringChange(op string, key []byte) error
 }
 
@@ -247,7 +247,7 @@ func (s *Server) answerKeyring(w http.ResponseWriter) error {
 	out := api.KeyringAnswer{NodeID: s.cluster.ID(), Keys: []api.KeyInfo{}}
 	if kr, ok := s.cluster.(keyringer); ok {
 		keys, err := kr.Keyring()
-		if err != nil && !errors.Is(err, cluster.ErrNoEncryption) {
+		if err != nil && !errors.Is(err, clusterinfo.ErrNoEncryption) {
 			return err
 		}
 		out.Encrypted = err == nil
@@ -273,19 +273,19 @@ func (s *Server) handleKeyringChange(w http.ResponseWriter, r *http.Request, c *
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	key, err := cluster.ParseGossipKey(req.Key)
+	key, err := clusterinfo.ParseGossipKey(req.Key)
 	if err != nil {
 		return badRequest("%v", err)
 	}
 	kr, ok := s.cluster.(keyringer)
 	if !ok {
-		return errorf(http.StatusConflict, api.CodeIllegalTransition, "%v", cluster.ErrNoEncryption)
+		return errorf(http.StatusConflict, api.CodeIllegalTransition, "%v", clusterinfo.ErrNoEncryption)
 	}
 	if err := kr.KeyringChange(op, key); err != nil {
-		if errors.Is(err, cluster.ErrNoEncryption) {
+		if errors.Is(err, clusterinfo.ErrNoEncryption) {
 			return errorf(http.StatusConflict, api.CodeIllegalTransition, "%v", err)
 		}
-		if errors.Is(err, cluster.ErrInvalidConfig) {
+		if errors.Is(err, clusterinfo.ErrInvalidConfig) {
 			return badRequest("%v", err)
 		}
 		return err

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/spine-queue/spine/api"
-	"github.com/spine-queue/spine/cluster"
+	"github.com/spine-queue/spine/cluster/clusterinfo"
 	"github.com/spine-queue/spine/fsm"
 	"github.com/spine-queue/spine/queue"
 )
@@ -121,14 +121,14 @@ func classify(err error) *apiError {
 		return errorf(http.StatusForbidden, api.CodeWorkerIDTaken, "%v", err)
 	case errors.Is(err, fsm.ErrInvalid):
 		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err)
-	case errors.Is(err, cluster.ErrUnknownServer):
+	case errors.Is(err, clusterinfo.ErrUnknownServer):
 		return errorf(http.StatusNotFound, api.CodeNotFound, "%v", err)
 	// Outcome-unknown first: a proposal cut short by shutdown wraps both
 	// ErrOutcomeUnknown and ErrShutdown, and must not read as "not applied".
-	case errors.Is(err, cluster.ErrOutcomeUnknown):
+	case errors.Is(err, clusterinfo.ErrOutcomeUnknown):
 		return errorf(http.StatusServiceUnavailable, api.CodeOutcomeUnknown,
 			"the write was proposed but its outcome is unknown (%v); retry with the same idempotency key or lease token", err)
-	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrShutdown):
+	case errors.Is(err, clusterinfo.ErrNotLeader), errors.Is(err, clusterinfo.ErrNoLeader), errors.Is(err, clusterinfo.ErrShutdown):
 		return errorf(http.StatusServiceUnavailable, api.CodeNoLeader, "no leader is available to take the write: %v; retry shortly", err)
 	}
 	// A bug: what went wrong is in the node's log (writeError logs it),

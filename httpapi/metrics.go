@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/spine-queue/spine/cluster"
+	"github.com/spine-queue/spine/cluster/clusterinfo"
 )
 
 // Prometheus metrics (GET /metrics): the queue as this node's state machine
@@ -234,7 +234,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descWaiters, prometheus.GaugeValue, float64(s.queue.Stats().ClaimWaiters))
 
-	node, ok := s.cluster.(interface{ Metrics() cluster.Metrics })
+	node, ok := s.cluster.(interface{ Metrics() clusterinfo.Metrics })
 	if !ok {
 		return
 	}

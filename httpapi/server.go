@@ -16,21 +16,23 @@ import (
 
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/api/wire"
-	"github.com/spine-queue/spine/cluster"
+	"github.com/spine-queue/spine/cluster/clusterinfo"
 	"github.com/spine-queue/spine/queue"
 )
 
 // Cluster is what the API needs of the replication layer (*cluster.Node):
-// where the leader is, to route requests, and membership. Everything about
-// the queue goes through the service (package queue).
+// where the leader is, to route requests, and membership. Its types and
+// errors are package clusterinfo's, so this package imports neither cluster
+// nor raft (internal/layers). Everything about the queue goes through the
+// service (package queue).
 type Cluster interface {
 	ID() string
 	IsLeader() bool
 	Leader() (id, httpAddr string)
 	LeaderCh() <-chan struct{}
 	AppliedIndex() uint64
-	Status(ctx context.Context) (cluster.Status, error)
-	AddVoter(ctx context.Context, m cluster.Member) error
+	Status(ctx context.Context) (clusterinfo.Status, error)
+	AddVoter(ctx context.Context, m clusterinfo.Member) error
 	RemoveServer(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, to string) error
 }

@@ -12,10 +12,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/spine-queue/spine/api"
-	"github.com/spine-queue/spine/cluster"
+	"github.com/spine-queue/spine/cluster/clusterinfo"
 	"github.com/spine-queue/spine/fsm"
 	"github.com/spine-queue/spine/internal/snapfile"
 )
@@ -26,7 +24,7 @@ import (
 
 // snapshotter is what the backup routes need of the cluster (*cluster.Node).
 type snapshotter interface {
-	SaveSnapshot(ctx context.Context) (*raft.SnapshotMeta, io.ReadCloser, error)
+	SaveSnapshot(ctx context.Context) (*clusterinfo.SnapshotMeta, io.ReadCloser, error)
 	RestoreSnapshot(r io.Reader, size int64, timeout time.Duration) (uint64, error)
 }
 
@@ -54,7 +52,7 @@ func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request, c *c
 		return s.proxyToLeader(w, r)
 	}
 	meta, rc, err := sn.SaveSnapshot(r.Context())
-	if errors.Is(err, cluster.ErrNotLeader) {
+	if errors.Is(err, clusterinfo.ErrNotLeader) {
 		return s.proxyToLeader(w, r)
 	}
 	if err != nil {
@@ -66,7 +64,7 @@ func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request, c *c
 	h.Set("Content-Type", "application/x-tar")
 	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="spine-%d.snap"`, meta.Index))
 	h.Set(api.HeaderIndex, strconv.FormatUint(meta.Index, 10))
-	info := snapfile.Meta{Index: meta.Index, Term: meta.Term, Size: meta.Size, RaftVersion: int(meta.Version),
+	info := snapfile.Meta{Index: meta.Index, Term: meta.Term, Size: meta.Size, RaftVersion: meta.Version,
 		TakenAt: time.Now().UTC(), NodeID: s.cluster.ID()}
 	if err := snapfile.Write(w, info, rc); err != nil {
 		// The answer has begun: the archive ends without its checksums,
@@ -125,7 +123,7 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request, c
 		return err
 	}
 	idx, err := sn.RestoreSnapshot(tmp, meta.Size, 30*time.Second)
-	if errors.Is(err, cluster.ErrNotLeader) {
+	if errors.Is(err, clusterinfo.ErrNotLeader) {
 		return errorf(http.StatusServiceUnavailable, api.CodeNoLeader, "leadership changed before the restore began; nothing was restored, send it again")
 	}
 	if err != nil {

@@ -74,3 +74,18 @@ func TestClientImportsOnlyTheAPI(t *testing.T) {
 		}
 	}
 }
+
+// The HTTP API reaches the replication layer through an interface
+// (httpapi.Cluster) and the vocabulary of cluster/clusterinfo: it imports
+// neither package cluster nor raft.
+func TestHTTPAPIImportsNoClusterOrRaft(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, "github.com/spine-queue/spine/httpapi").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p == "github.com/spine-queue/spine/cluster" || p == "github.com/hashicorp/raft" || strings.HasPrefix(p, "github.com/hashicorp/raft/") {
+			t.Errorf("httpapi imports %s: reach the cluster through httpapi.Cluster and cluster/clusterinfo", p)
+		}
+	}
+}
