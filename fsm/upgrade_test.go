@@ -1,0 +1,348 @@
+package fsm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+)
+
+// Upgrade fixtures: logs and snapshots written by earlier builds, kept in
+// testdata/upgrade, and what applying or restoring them must give. They are
+// recorded once, by the build whose formats they keep (-record-upgrade), and
+// never rewritten by a later one: a later build must read them to the same
+// state, or a cluster upgraded onto it would diverge from its own past.
+//
+//	log-<name>.bin     entries, each a uvarint length and the entry's data
+//	log-<name>.txt     per entry a digest of its result, then the state
+//	snap-v<N>.bin      a snapshot of version N
+//	snap-v<N>.txt      the state it restores to
+var recordUpgrade = flag.Bool("record-upgrade", false, "record the upgrade fixtures in testdata/upgrade (only for a build whose formats they do not hold yet)")
+
+const upgradeDir = "testdata/upgrade"
+
+// TestUpgradeFixtures replays every recorded log and restores every recorded
+// snapshot, and compares the results and the state with what the build that
+// wrote them got.
+func TestUpgradeFixtures(t *testing.T) {
+	if *recordUpgrade {
+		recordUpgradeFixtures(t)
+	}
+	logs, _ := filepath.Glob(filepath.Join(upgradeDir, "log-*.bin"))
+	snaps, _ := filepath.Glob(filepath.Join(upgradeDir, "snap-v*.bin"))
+	if len(logs) == 0 || len(snaps) == 0 {
+		t.Fatal("no upgrade fixtures in " + upgradeDir)
+	}
+	for _, path := range logs {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := readGolden(t, strings.TrimSuffix(path, ".bin")+".txt")
+		if got := replayDump(t, splitFixture(t, raw)); got != want {
+			t.Errorf("%s: replaying the log gives another state than the build that wrote it:\n%s", path, firstDiff(want, got))
+		}
+	}
+	for _, path := range snaps {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := readGolden(t, strings.TrimSuffix(path, ".bin")+".txt")
+		if got := restoreDump(t, raw); got != want {
+			t.Errorf("%s: restores to another state than the build that wrote it:\n%s", path, firstDiff(want, got))
+		}
+	}
+}
+
+func readGolden(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func firstDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var a, b string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			b = g[i]
+		}
+		if a != b {
+			return fmt.Sprintf("line %d\nwant %s\ngot  %s", i+1, a, b)
+		}
+	}
+	return "(equal)"
+}
+
+func splitFixture(t *testing.T, raw []byte) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for len(raw) > 0 {
+		n, k := binary.Uvarint(raw)
+		if k <= 0 || uint64(len(raw)-k) < n {
+			t.Fatal("corrupt fixture log")
+		}
+		out = append(out, raw[k:k+int(n)])
+		raw = raw[k+int(n):]
+	}
+	return out
+}
+
+// replayDump applies a log entry by entry and returns a line per entry (a
+// digest of its result) and the state it ends in.
+func replayDump(t *testing.T, log [][]byte) string {
+	t.Helper()
+	f, _ := New(Config{})
+	var b strings.Builder
+	for i, d := range log {
+		r := f.Apply(&raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: d})
+		sum := sha256.Sum256([]byte(dumpValue(reflect.ValueOf(r))))
+		fmt.Fprintf(&b, "%d %s\n", i+1, hex.EncodeToString(sum[:8]))
+	}
+	checkIndexes(t, f)
+	b.WriteString(dumpState(f))
+	return b.String()
+}
+
+func restoreDump(t *testing.T, raw []byte) string {
+	t.Helper()
+	f, _ := New(Config{})
+	if err := f.Restore(io.NopCloser(bytes.NewReader(raw))); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	checkIndexes(t, f)
+	return dumpState(f)
+}
+
+// dumpState writes every object of the state, in key order, and what the
+// state machine keeps beside them: the text two builds must agree on.
+func dumpState(f *FSM) string {
+	v := f.current()
+	var b strings.Builder
+	line := func(kind string, x interface{}) {
+		fmt.Fprintf(&b, "%s %s\n", kind, dumpValue(reflect.ValueOf(x)))
+	}
+	fmt.Fprintf(&b, "applied %d level %d\n", f.AppliedIndex(), v.level)
+	p, known := f.chain.latest()
+	fmt.Fprintf(&b, "hash %x at %d known %v\n", p.hash, p.index, known)
+	v.byID.Ascend(func(it idItem) bool { line("job", it.j); return true })
+	v.blobs.Ascend(func(it blobItem) bool { line("blob", it.b); return true })
+	v.chunks.Ascend(func(it chunkItem) bool { line("chunk", it.c); return true })
+	v.sessions.Ascend(func(it sessionItem) bool { line("session", it.s); return true })
+	v.streams.Ascend(func(it streamItem) bool { line("stream", it.s); return true })
+	if v.registry != nil {
+		line("registry", v.registry)
+	}
+	v.gateways.Ascend(func(it gatewayItem) bool { line("gateway", it.g); return true })
+	v.workers.Ascend(func(it workerItem) bool { line("worker", it.w); return true })
+	fmt.Fprintf(&b, "feed on %v latest %d\n", v.feed.on, v.feed.latest)
+	for seq := v.feed.oldest(); seq != 0 && seq <= v.feed.latest; seq++ {
+		line("feed", v.feed.get(seq))
+	}
+	for _, p := range v.pausedList() {
+		line("paused", p)
+	}
+	for _, c := range v.capsSeenList() {
+		line("caps", c)
+	}
+	for _, d := range v.defaultsList() {
+		line("defaults", d)
+	}
+	v.workerIDs.Ascend(func(it bindingItem) bool { line("workerid", it.b); return true })
+	return b.String()
+}
+
+// dumpValue prints a value whole, unexported fields included, maps in key
+// order and pointers followed: two equal states print the same text.
+func dumpValue(v reflect.Value) string {
+	var b strings.Builder
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Invalid:
+			b.WriteString("nil")
+		case reflect.Pointer, reflect.Interface:
+			if v.IsNil() {
+				b.WriteString("nil")
+				return
+			}
+			if v.Kind() == reflect.Interface && v.Elem().Type().Implements(reflect.TypeOf((*error)(nil)).Elem()) && v.CanInterface() {
+				fmt.Fprintf(&b, "error(%q)", v.Interface().(error).Error())
+				return
+			}
+			walk(v.Elem())
+		case reflect.Struct:
+			// Zero fields are left out, so a field a later build adds
+			// prints nothing until it is used.
+			b.WriteString("{")
+			sep := ""
+			for i := 0; i < v.NumField(); i++ {
+				if v.Field(i).IsZero() {
+					continue
+				}
+				b.WriteString(sep + v.Type().Field(i).Name + ":")
+				sep = " "
+				walk(v.Field(i))
+			}
+			b.WriteString("}")
+		case reflect.Slice:
+			if v.IsNil() {
+				b.WriteString("nil")
+				return
+			}
+			if v.Type().Elem().Kind() == reflect.Uint8 {
+				fmt.Fprintf(&b, "%q", v.Bytes())
+				return
+			}
+			fallthrough
+		case reflect.Array:
+			b.WriteString("[")
+			for i := 0; i < v.Len(); i++ {
+				if i > 0 {
+					b.WriteString(" ")
+				}
+				walk(v.Index(i))
+			}
+			b.WriteString("]")
+		case reflect.Map:
+			if v.IsNil() {
+				b.WriteString("nil")
+				return
+			}
+			keys := v.MapKeys()
+			ks := make([]string, len(keys))
+			idx := map[string]reflect.Value{}
+			for i, k := range keys {
+				ks[i] = dumpValue(k)
+				idx[ks[i]] = v.MapIndex(k)
+			}
+			sort.Strings(ks)
+			b.WriteString("map[")
+			for i, k := range ks {
+				if i > 0 {
+					b.WriteString(" ")
+				}
+				b.WriteString(k + ":")
+				walk(idx[k])
+			}
+			b.WriteString("]")
+		case reflect.String:
+			fmt.Fprintf(&b, "%q", v.String())
+		case reflect.Bool:
+			fmt.Fprintf(&b, "%v", v.Bool())
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			fmt.Fprintf(&b, "%d", v.Int())
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+			fmt.Fprintf(&b, "%d", v.Uint())
+		case reflect.Float32, reflect.Float64:
+			fmt.Fprintf(&b, "%v", v.Float())
+		default:
+			fmt.Fprintf(&b, "<%s>", v.Kind())
+		}
+	}
+	walk(v)
+	return b.String()
+}
+
+// recordUpgradeFixtures writes the fixtures of this build's formats: a
+// long random log of every command type in its current encoding, a short
+// one in the msgpack bodies of the first builds, and one snapshot of each
+// version this build writes (the oldest, version 1, from snapshotV1).
+func recordUpgradeFixtures(t *testing.T) {
+	if err := os.MkdirAll(upgradeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) {
+		if err := os.WriteFile(filepath.Join(upgradeDir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	joinLog := func(log [][]byte) []byte {
+		var out []byte
+		for _, d := range log {
+			out = binary.AppendUvarint(out, uint64(len(d)))
+			out = append(out, d...)
+		}
+		return out
+	}
+	log := randomLog(7, 3000)
+	write("log-binary.bin", joinLog(log))
+	write("log-binary.txt", []byte(replayDump(t, log)))
+
+	// The first builds wrote msgpack bodies for the job commands.
+	var mp [][]byte
+	for _, d := range randomLog(8, 1500) {
+		ct, cmd, err := DecodeCommand(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct > CmdClaimNext || ct == CmdBlobChunk || ct == CmdBlobCommit {
+			continue
+		}
+		mp = append(mp, msgpackEntry(t, ct, cmd))
+	}
+	write("log-msgpack.bin", joinLog(mp))
+	write("log-msgpack.txt", []byte(replayDump(t, mp)))
+
+	// One snapshot per version: a random log cut down to the commands whose
+	// state the version holds, checked to write that version.
+	upTo := map[int]CommandType{2: CmdClaimNextKeyed, 3: CmdTaskPurge, 4: CmdRoute, 5: CmdFeedOn, 6: CmdClaimBatch, 7: CmdReleaseNotFor, 8: CmdCreateOpts, 9: CmdDispatch}
+	for version := 2; version <= snapshotVersion; version++ {
+		var sub [][]byte
+		for _, d := range randomLog(uint64(100+version), 2500) {
+			ct := CommandType(d[0])
+			if ct > upTo[version] || ct == CmdTaskStep && version < 5 || ct == CmdLevel && version < 9 {
+				continue
+			}
+			// Version 2 predates the developer queue's and the
+			// control plane's commands.
+			if version == 2 && ct > CmdClaimNext && ct != CmdClaimNextKeyed {
+				continue
+			}
+			sub = append(sub, d)
+		}
+		f, _ := New(Config{})
+		for i, d := range sub {
+			f.Apply(&raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: d})
+		}
+		raw := writeSnapshot(t, f)
+		_, h, err := readSnapshot(bytes.NewReader(raw))
+		if err != nil || h.Version != version {
+			t.Fatalf("the version %d fixture wrote version %d (%v)", version, h.Version, err)
+		}
+		write(fmt.Sprintf("snap-v%d.bin", version), raw)
+		write(fmt.Sprintf("snap-v%d.txt", version), []byte(restoreDump(t, raw)))
+	}
+	v1 := snapshotV1(t)
+	write("snap-v1.bin", v1)
+	write("snap-v1.txt", []byte(restoreDump(t, v1)))
+}
+
+// msgpackEntry is the entry a first build wrote for cmd: its type byte
+// and a msgpack body.
+func msgpackEntry(t *testing.T, ct CommandType, cmd interface{}) []byte {
+	var body []byte
+	if err := codec.NewEncoderBytes(&body, msgpackHandle).Encode(cmd); err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte{byte(ct)}, body...)
+}
