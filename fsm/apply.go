@@ -21,7 +21,7 @@ type applier struct {
 	in          *interner
 	events      *eventCounts // nil: not counted
 	// caps (sorted) and capsKey are the capabilities of the claim being
-	// applied (CapableCommand), nil outside one.
+	// applied (a ClaimCommand with capabilities), nil outside one.
 	caps    []string
 	capsKey string
 }

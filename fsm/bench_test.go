@@ -277,30 +277,24 @@ func BenchmarkClaimNextAmongScheduled(b *testing.B) {
 			}
 			for i := 0; i < c.sched; i++ {
 				idx++
-				batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreateEx, &CreateExCommand{
-					CreateCommand: CreateCommand{Now: int64(idx), ID: fmt.Sprintf("s%08d", idx), Stream: DefaultStream, Payload: payload256, Actor: head},
-					RunAt:         1 << 62})})
+				batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreate, &CreateCommand{Now: int64(idx), ID: fmt.Sprintf("s%08d", idx), Stream: DefaultStream, Payload: payload256, Actor: head, RunAt: 1 << 62})})
 				flush(false)
 			}
 			// Each key: one job claimed (the key full), one queued behind it.
 			for k := 0; k < c.keys; k++ {
 				for range 2 {
 					idx++
-					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreateEx, &CreateExCommand{
-						CreateCommand:  CreateCommand{Now: int64(idx), ID: fmt.Sprintf("k%08d", idx), Stream: DefaultStream, Payload: payload256, Actor: head},
-						ConcurrencyKey: fmt.Sprintf("key-%d", k), ConcurrencyLimit: 1})})
+					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreate, &CreateCommand{Now: int64(idx), ID: fmt.Sprintf("k%08d", idx), Stream: DefaultStream, Payload: payload256, Actor: head, ConcurrencyKey: fmt.Sprintf("key-%d", k), ConcurrencyLimit: 1})})
 				}
 				idx++
-				batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaimNext, &ClaimNextCommand{
-					Now: int64(idx), Streams: []string{DefaultStream}, Targets: []string{"left_claw"}, Actor: left,
-					AttemptID: fmt.Sprintf("ka%d", idx), LeaseToken: fmt.Sprintf("kt%d", idx), LeaseNanos: lease})})
+				batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaim, &ClaimCommand{Now: int64(idx), Streams: []string{DefaultStream}, Targets: []string{"left_claw"}, Actor: left, AttemptID: fmt.Sprintf("ka%d", idx), LeaseToken: fmt.Sprintf("kt%d", idx), LeaseNanos: lease})})
 				flush(false)
 			}
 			for i := 0; i < 10_000+b.N; i++ {
 				idx++
 				cc := CreateCommand{Now: int64(idx), ID: fmt.Sprintf("q%08d", idx), Stream: DefaultStream, Payload: payload256, Actor: head}
 				if c.prio {
-					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreateEx, &CreateExCommand{CreateCommand: cc, Priority: i % 7})})
+					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreate, func() *CreateCommand { c := cc; c.Priority = i % 7; return &c }())})
 				} else {
 					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreate, &cc)})
 				}
@@ -310,9 +304,7 @@ func BenchmarkClaimNextAmongScheduled(b *testing.B) {
 			logs := make([]*raft.Log, b.N)
 			for i := range logs {
 				idx++
-				logs[i] = &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaimNext, &ClaimNextCommand{
-					Now: int64(idx), Streams: []string{DefaultStream}, Targets: []string{"left_claw"}, Actor: left,
-					AttemptID: fmt.Sprintf("a%d", i), LeaseToken: fmt.Sprintf("t%d", i), LeaseNanos: lease})}
+				logs[i] = &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaim, &ClaimCommand{Now: int64(idx), Streams: []string{DefaultStream}, Targets: []string{"left_claw"}, Actor: left, AttemptID: fmt.Sprintf("a%d", i), LeaseToken: fmt.Sprintf("t%d", i), LeaseNanos: lease})}
 			}
 			runtime.GC()
 			b.ResetTimer()
@@ -365,8 +357,8 @@ func BenchmarkClaimWithCapabilities(b *testing.B) {
 				if c.caps == nil {
 					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreate, &cc)})
 				} else {
-					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreateRequires,
-						&CreateRequiresCommand{CreateExCommand: CreateExCommand{CreateCommand: cc}, Requires: set(i)})})
+					batch = append(batch, &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCreate,
+						func() *CreateCommand { c := cc; c.Requires = set(i); return &c }())})
 				}
 				flush(false)
 			}
@@ -374,13 +366,11 @@ func BenchmarkClaimWithCapabilities(b *testing.B) {
 			logs := make([]*raft.Log, b.N)
 			for i := range logs {
 				idx++
-				cn := &ClaimNextCommand{Now: int64(idx), Streams: []string{DefaultStream}, Targets: []string{"left_claw"}, Actor: left,
-					AttemptID: fmt.Sprintf("a%d", i), LeaseToken: fmt.Sprintf("t%d", i), LeaseNanos: lease}
+				cn := &ClaimCommand{Now: int64(idx), Streams: []string{DefaultStream}, Targets: []string{"left_claw"}, Actor: left, AttemptID: fmt.Sprintf("a%d", i), LeaseToken: fmt.Sprintf("t%d", i), LeaseNanos: lease}
 				if c.caps == nil {
-					logs[i] = &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaimNext, cn)}
+					logs[i] = &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaim, cn)}
 				} else {
-					logs[i] = &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdCapable,
-						&CapableCommand{Now: int64(idx), Capabilities: c.caps, Type: CmdClaimNext, Inner: cn})}
+					logs[i] = &raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaim, withCaps(cn, c.caps))}
 				}
 			}
 			runtime.GC()

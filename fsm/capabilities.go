@@ -10,7 +10,7 @@ import (
 
 // Capabilities. A job may require capabilities: labels such as gpu,
 // gpu:a100 or lang:python (Job.Requires). A claim may name the capabilities
-// its worker has (CapableCommand); it is handed only jobs whose every
+// its worker has (ClaimCommand.Capabilities); it is handed only jobs whose every
 // requirement is among them, oldest first as always among those, and a
 // claim that names none only jobs that require nothing.
 //
@@ -324,116 +324,6 @@ func (t *tables) capsSeenList() []CapsSeen {
 	}
 	slices.SortFunc(out, func(a, b CapsSeen) int { return cmp.Compare(a.Key, b.Key) })
 	return out
-}
-
-// CapableCommand is a claim made with the capabilities its worker has:
-// Inner is a claim by id (CmdClaim), a claim-next (CmdClaimNext or
-// CmdClaimNextKeyed) or a batch claim (CmdClaimBatch) of that type,
-// applied as it would be alone except that it may take jobs whose
-// requirements Capabilities cover. Type 0 with no Inner only records that
-// a worker with these capabilities is alive (a long-poll that found
-// nothing).
-type CapableCommand struct {
-	Now          int64
-	Capabilities []string
-	Type         CommandType
-	Inner        any
-}
-
-func init() {
-	register(CmdCapable, "capable", func() command { return new(CapableCommand) })
-}
-
-// capableInner lists the command types a CapableCommand may carry.
-func capableInner(t CommandType) bool {
-	switch t {
-	case CmdClaim, CmdClaimNext, CmdClaimNextKeyed, CmdClaimBatch:
-		return true
-	}
-	return false
-}
-
-func (c *CapableCommand) encode(e *enc) {
-	e.varint(c.Now)
-	e.strs(c.Capabilities)
-	e.byte1(byte(c.Type))
-	if c.Type == 0 {
-		return
-	}
-	inner, ok, err := asCommand(c.Type, c.Inner)
-	if !ok || err != nil || !capableInner(c.Type) {
-		panic(fmt.Sprintf("fsm: a capable command carries a %T as %s", c.Inner, c.Type))
-	}
-	inner.encode(e)
-}
-
-func (c *CapableCommand) decode(d *dec) {
-	c.Now = d.varint()
-	c.Capabilities = d.strs()
-	c.Type = CommandType(d.byte1())
-	if c.Type == 0 {
-		return
-	}
-	if !capableInner(c.Type) {
-		d.fail(fmt.Sprintf("a capable command carries command type %d", c.Type))
-		return
-	}
-	inner := newCommand(c.Type)
-	inner.decode(d)
-	c.Inner = inner
-}
-
-func (c *CapableCommand) apply(a *applier) *Result {
-	key, err := CapabilityKey(c.Capabilities, MaxCapabilities)
-	if err != nil {
-		return fail(fmt.Errorf("claim: %w", err))
-	}
-	if key == "" {
-		return fail(fmt.Errorf("claim: %w: a capable claim names at least one capability", ErrInvalid))
-	}
-	a.seeCaps(key, c.Now)
-	if c.Type == 0 {
-		return &Result{}
-	}
-	inner, ok, err := asCommand(c.Type, c.Inner)
-	if !ok || err != nil || !capableInner(c.Type) {
-		return fail(fmt.Errorf("claim: %w: a capable command carries %s", ErrInvalid, c.Type))
-	}
-	a.caps, a.capsKey = Labels(key), key
-	defer func() { a.caps, a.capsKey = nil, "" }()
-	return inner.apply(a)
-}
-
-// CreateRequiresCommand is a create (with the options of CreateExCommand)
-// of a job only claims with the capabilities Requires may take.
-type CreateRequiresCommand struct {
-	CreateExCommand
-	Requires []string
-}
-
-func init() {
-	register(CmdCreateRequires, "create-requires", func() command { return new(CreateRequiresCommand) })
-}
-
-func (c *CreateRequiresCommand) encode(e *enc) {
-	c.CreateExCommand.encode(e)
-	e.strs(c.Requires)
-}
-
-func (c *CreateRequiresCommand) decode(d *dec) {
-	c.CreateExCommand.decode(d)
-	c.Requires = d.strs()
-}
-
-func (c *CreateRequiresCommand) apply(a *applier) *Result {
-	key, err := CapabilityKey(c.Requires, MaxRequires)
-	if err != nil {
-		return fail(fmt.Errorf("create: requires: %w", err))
-	}
-	a.t.capabilities = true
-	ex := c.CreateExCommand
-	ex.requires = key
-	return ex.apply(a)
 }
 
 // Unmatched is a requirement set of queued, claimable jobs in a stream, and

@@ -9,15 +9,12 @@ import (
 
 func (h *harness) createRequiring(stream string, requires ...string) *Result {
 	h.t.Helper()
-	return h.apply(CmdCreateRequires, &CreateRequiresCommand{CreateExCommand: CreateExCommand{CreateCommand: CreateCommand{
-		Now: h.now, ID: h.nextID("job"), Stream: stream, Payload: []byte(`{}`), Actor: head}}, Requires: requires})
+	return h.apply(CmdCreate, &CreateCommand{Now: h.now, ID: h.nextID("job"), Stream: stream, Payload: []byte(`{}`), Actor: head, Requires: requires})
 }
 
 func (h *harness) claimNextWith(streams []string, a Actor, caps ...string) *Result {
 	h.t.Helper()
-	return h.apply(CmdCapable, &CapableCommand{Now: h.now, Capabilities: caps, Type: CmdClaimNext, Inner: &ClaimNextCommand{
-		Now: h.now, Streams: streams, Targets: []string{a.Role, a.WorkerID}, Actor: a,
-		AttemptID: h.nextID("att"), LeaseToken: h.nextID("tok"), LeaseNanos: lease}})
+	return h.apply(CmdClaim, &ClaimCommand{Now: h.now, Streams: streams, Targets: []string{a.Role, a.WorkerID}, Actor: a, AttemptID: h.nextID("att"), LeaseToken: h.nextID("tok"), LeaseNanos: lease, Capabilities: caps})
 }
 
 // A claim is handed only jobs whose requirements its capabilities cover,
@@ -55,8 +52,11 @@ func TestCapabilitiesMatchClaims(t *testing.T) {
 	if r := h.createRequiring("s", "has space"); !errors.Is(r.Err, ErrInvalid) {
 		t.Fatalf("a bad label: %v", r.Err)
 	}
-	if r := h.claimNextWith([]string{"s"}, left); !errors.Is(r.Err, ErrInvalid) {
-		t.Fatalf("a capable claim with no capabilities: %v", r.Err)
+	if r := h.apply(CmdClaim, &ClaimCommand{Now: h.now, Capabilities: []string{"has space"}, Probe: true}); !errors.Is(r.Err, ErrInvalid) {
+		t.Fatalf("a probe with a bad capability: %v", r.Err)
+	}
+	if r := h.apply(CmdClaim, &ClaimCommand{Now: h.now, Probe: true}); !errors.Is(r.Err, ErrInvalid) {
+		t.Fatalf("a probe with no capabilities: %v", r.Err)
 	}
 	checkIndexes(t, h.f)
 }
@@ -136,8 +136,7 @@ func TestReleaseNotForThisWorker(t *testing.T) {
 		t.Fatalf("first claim %+v", r.Job)
 	}
 	l := r.Job.Lease
-	rel := h.apply(CmdReleaseNotFor, &ReleaseNotForCommand{ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: h.now,
-		Ref: LeaseRef{JobID: hard.ID, AttemptID: l.AttemptID, Token: l.Token}, Actor: w1, Reason: "no gpu"}}})
+	rel := h.apply(CmdRelease, &ReleaseCommand{Now: h.now, Ref: LeaseRef{JobID: hard.ID, AttemptID: l.AttemptID, Token: l.Token}, Actor: w1, Reason: "no gpu", NotFor: true})
 	mustOK(t, rel)
 	if !rel.Requeued || len(rel.Job.NotFor) != 1 || rel.Job.NotFor[0] != "w1" || rel.Job.Attempts != 0 {
 		t.Fatalf("released %+v", rel.Job)
@@ -155,8 +154,7 @@ func TestReleaseNotForThisWorker(t *testing.T) {
 	gpu := h.createRequiring("g", "gpu").Job
 	r = h.claimNextWith([]string{"g"}, w1, "gpu")
 	l = r.Job.Lease
-	mustOK(t, h.apply(CmdReleaseNotFor, &ReleaseNotForCommand{ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: h.now,
-		Ref: LeaseRef{JobID: gpu.ID, AttemptID: l.AttemptID, Token: l.Token}, Actor: w1}}}))
+	mustOK(t, h.apply(CmdRelease, &ReleaseCommand{Now: h.now, Ref: LeaseRef{JobID: gpu.ID, AttemptID: l.AttemptID, Token: l.Token}, Actor: w1, NotFor: true}))
 	if r := h.claimNextWith([]string{"g"}, w1, "gpu"); r.Claimed {
 		t.Fatalf("w1 was handed the gpu job %s again", r.Job.ID)
 	}
@@ -177,8 +175,14 @@ func TestReleaseNotForThisWorker(t *testing.T) {
 		t.Fatalf("w2 with gpu took %+v, want %s", r.Job, gpu.ID)
 	}
 	// A release not for a worker names one.
-	if r := h2.apply(CmdReleaseNotFor, &ReleaseNotForCommand{ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: h.now,
-		Ref: LeaseRef{JobID: gpu.ID}, Actor: left}}}); !errors.Is(r.Err, ErrInvalid) {
+	if r := h2.apply(CmdRelease, &ReleaseCommand{Now: h.now, Ref: LeaseRef{JobID: gpu.ID}, Actor: left, NotFor: true}); !errors.Is(r.Err, ErrInvalid) {
 		t.Fatalf("a release not for no worker: %v", r.Err)
 	}
+}
+
+// withCaps is claim c made with capabilities caps.
+func withCaps(c *ClaimCommand, caps []string) *ClaimCommand {
+	cc := *c
+	cc.Capabilities = caps
+	return &cc
 }

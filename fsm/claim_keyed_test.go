@@ -15,8 +15,7 @@ func TestKeyedClaimRepeatFindsItsJob(t *testing.T) {
 	w := Actor{Role: left.Role, WorkerID: "w1"}
 	keyed := func(key, token string, who Actor) *Result {
 		t.Helper()
-		return h.apply(CmdClaimNextKeyed, &ClaimNextKeyedCommand{ClaimNextCommand{Now: h.now, Streams: []string{a.Stream},
-			Targets: []string{who.Role, who.WorkerID}, Actor: who, AttemptID: key, LeaseToken: token, LeaseNanos: lease}})
+		return h.apply(CmdClaim, &ClaimCommand{Now: h.now, Streams: []string{a.Stream}, Targets: []string{who.Role, who.WorkerID}, Actor: who, AttemptID: key, LeaseToken: token, LeaseNanos: lease, Keyed: true})
 	}
 	first := keyed("k_1", "tok-1", w)
 	if first.Err != nil || !first.Claimed || first.Job.ID != a.ID || first.Duplicate {

@@ -23,4 +23,10 @@ func (c *BlobChunkCommand) decode(d *dec) {
 	c.Data = d.bytes()
 }
 
+func (c *BlobChunkCommand) fields(f *fields) {
+	f.str(1, &c.BlobID)
+	f.int(2, &c.Seq)
+	f.bytes(3, &c.Data)
+}
+
 func (c *BlobChunkCommand) apply(a *applier) *Result { return a.blobChunk(c) }

@@ -30,4 +30,12 @@ func (c *BlobCommitCommand) decode(d *dec) {
 	c.Chunks = d.int()
 }
 
+func (c *BlobCommitCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.BlobID)
+	f.i64(3, &c.Size)
+	f.istr(4, &c.ContentType)
+	f.int(5, &c.Chunks)
+}
+
 func (c *BlobCommitCommand) apply(a *applier) *Result { return a.blobCommit(c) }

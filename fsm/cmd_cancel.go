@@ -38,6 +38,13 @@ func (c *CancelCommand) decode(d *dec) {
 	c.Actor = d.actor()
 }
 
+func (c *CancelCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.JobID)
+	f.str(3, &c.Reason)
+	f.actor(4, &c.Actor)
+}
+
 func (c *CancelCommand) apply(a *applier) *Result {
 	old := a.t.job(c.JobID)
 	if old == nil {

@@ -26,4 +26,11 @@ func (c *CommentCommand) decode(d *dec) {
 	c.Text = d.str()
 }
 
+func (c *CommentCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.JobID)
+	f.actor(3, &c.Actor)
+	f.str(4, &c.Text)
+}
+
 func (c *CommentCommand) apply(a *applier) *Result { return a.comment(c) }

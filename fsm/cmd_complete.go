@@ -32,4 +32,13 @@ func (c *CompleteCommand) decode(d *dec) {
 	c.Stderr = d.str()
 }
 
+func (c *CompleteCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.ref(2, &c.Ref)
+	f.actor(3, &c.Actor)
+	f.bytes(4, &c.Result)
+	f.str(5, &c.Stdout)
+	f.str(6, &c.Stderr)
+}
+
 func (c *CompleteCommand) apply(a *applier) *Result { return a.complete(c) }

@@ -15,15 +15,10 @@ type CreateCommand struct {
 	TaskClass      string
 	IdempotencyKey string
 	Actor          Actor
-}
 
-// CreateExCommand is a create with options CreateCommand has no fields
-// for: a priority, a time before which the job is not claimable (RunAt,
-// unix nanoseconds; 0 or past: at once) and a retry backoff (seconds). A
-// leader proposes it only for a job that uses one, and only once every
-// server applies it.
-type CreateExCommand struct {
-	CreateCommand
+	// The options (each optional): a priority, a time before which the job
+	// is not claimable (RunAt, unix nanoseconds; 0 or past: at once) and a
+	// retry backoff (seconds).
 	Priority                int
 	RunAt                   int64
 	BackoffBase, BackoffMax int64
@@ -32,70 +27,79 @@ type CreateExCommand struct {
 	ConcurrencyKey   string
 	ConcurrencyLimit int
 	// DependsOn names jobs that must be done before this one is claimable
-	// (depends.go).
-	DependsOn []string
+	// (depends.go); RunOnDepFailure makes the job run once every one of
+	// them has ended, however each ended.
+	DependsOn       []string
+	RunOnDepFailure bool
+	// Requires: only claims with these capabilities take the job
+	// (capabilities.go).
+	Requires []string
 
-	// requires is the requirement key CreateRequiresCommand adds;
-	// runOnDepFailure the dependency policy CreateOptsCommand adds.
-	requires        string
-	runOnDepFailure bool
+	// form is the command type of an entry of a build before LevelTagged
+	// (0: a tagged entry): create, create-ex, create-requires or
+	// create-opts, one per set of options, each with side effects of its
+	// own on the snapshot flags.
+	form CommandType
 }
 
 func init() {
-	register(CmdCreate, "create", func() command { return new(CreateCommand) })
-	register(CmdCreateEx, "create-ex", func() command { return new(CreateExCommand) })
-}
-
-func (c *CreateExCommand) encode(e *enc) {
-	c.CreateCommand.encode(e)
-	e.int(c.Priority)
-	e.varint(c.RunAt)
-	e.varint(c.BackoffBase)
-	e.varint(c.BackoffMax)
-	e.str(c.ConcurrencyKey)
-	e.int(c.ConcurrencyLimit)
-	e.strs(c.DependsOn)
-}
-
-func (c *CreateExCommand) decode(d *dec) {
-	d.create(&c.CreateCommand)
-	c.Priority = d.int()
-	c.RunAt = d.varint()
-	c.BackoffBase = d.varint()
-	c.BackoffMax = d.varint()
-	c.ConcurrencyKey = d.istr()
-	c.ConcurrencyLimit = d.int()
-	c.DependsOn = d.strs()
-}
-
-func (c *CreateExCommand) apply(a *applier) *Result {
-	if c.Priority < MinPriority || c.Priority > MaxPriority {
-		return fail(fmt.Errorf("create: %w: priority %d out of %d..%d", ErrInvalid, c.Priority, MinPriority, MaxPriority))
-	}
-	if c.BackoffBase < 0 || c.BackoffMax < 0 {
-		return fail(fmt.Errorf("create: %w: a negative backoff", ErrInvalid))
-	}
-	if c.ConcurrencyLimit < 0 || (c.ConcurrencyKey == "" && c.ConcurrencyLimit != 0) {
-		return fail(fmt.Errorf("create: %w: a concurrency limit needs a key and may not be negative", ErrInvalid))
-	}
-	deps, pending, err := a.dependencies(c.DependsOn, c.runOnDepFailure)
-	if err != nil {
-		return fail(err)
-	}
-	a.t.jobControl = true
-	return a.createWith(&c.CreateCommand, func(j *Job) {
-		j.DependsOn, j.DepsPending, j.RunOnDepFailure = deps, pending, c.runOnDepFailure
-		j.Priority = c.Priority
-		j.BackoffBase, j.BackoffMax = c.BackoffBase, c.BackoffMax
-		j.ConcurrencyKey, j.ConcurrencyLimit = c.ConcurrencyKey, c.ConcurrencyLimit
-		j.Requires = c.requires
-		if c.RunAt > c.Now {
-			j.NotBefore = c.RunAt
+	for _, f := range []struct {
+		t    CommandType
+		name string
+	}{{CmdCreate, "create"}, {CmdCreateEx, "create-ex"}, {CmdCreateRequires, "create-requires"}, {CmdCreateOpts, "create-opts"}} {
+		if f.t == CmdCreate {
+			register(CmdCreate, "create", func() command { return new(CreateCommand) })
 		}
-	})
+		registerForm(f.t, f.name, CmdCreate, func() command { return new(CreateCommand) }, decodeCreateV1)
+	}
 }
 
-func (c *CreateCommand) encode(e *enc) {
+func (c *CreateCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.ID)
+	f.istr(3, &c.Stream)
+	f.istr(4, &c.Target)
+	f.bytes(5, &c.Payload)
+	f.int(6, &c.MaxAttempts)
+	f.i64(7, &c.LeaseSeconds)
+	f.istr(8, &c.TaskClass)
+	f.str(9, &c.IdempotencyKey)
+	f.actor(10, &c.Actor)
+	f.int(11, &c.Priority)
+	f.i64(12, &c.RunAt)
+	f.i64(13, &c.BackoffBase)
+	f.i64(14, &c.BackoffMax)
+	f.istr(15, &c.ConcurrencyKey)
+	f.int(16, &c.ConcurrencyLimit)
+	f.strs(17, &c.DependsOn)
+	f.bool(18, &c.RunOnDepFailure)
+	f.strs(19, &c.Requires)
+}
+
+func (c *CreateCommand) setForm(t CommandType) { c.form = t }
+
+// exOptions reports whether the create uses an option of create-ex.
+func (c *CreateCommand) exOptions() bool {
+	return c.Priority != 0 || c.RunAt != 0 || c.BackoffBase != 0 || c.ConcurrencyKey != "" || len(c.DependsOn) > 0
+}
+
+// v1Form is the oldest form that carries the create's options.
+func (c *CreateCommand) v1Form() CommandType {
+	switch {
+	case c.RunOnDepFailure:
+		return CmdCreateOpts
+	case len(c.Requires) > 0:
+		return CmdCreateRequires
+	case c.exOptions():
+		return CmdCreateEx
+	}
+	return CmdCreate
+}
+
+// encodeV1 writes the positional body of the create's form: each form is
+// the one before it and its own fields at the end.
+func (c *CreateCommand) encodeV1(e *enc) CommandType {
+	form := c.v1Form()
 	e.varint(c.Now)
 	e.str(c.ID)
 	e.str(c.Stream)
@@ -106,10 +110,96 @@ func (c *CreateCommand) encode(e *enc) {
 	e.str(c.TaskClass)
 	e.str(c.IdempotencyKey)
 	e.actor(c.Actor)
+	if form == CmdCreate {
+		return form
+	}
+	e.int(c.Priority)
+	e.varint(c.RunAt)
+	e.varint(c.BackoffBase)
+	e.varint(c.BackoffMax)
+	e.str(c.ConcurrencyKey)
+	e.int(c.ConcurrencyLimit)
+	e.strs(c.DependsOn)
+	if form == CmdCreateEx {
+		return form
+	}
+	e.strs(c.Requires)
+	if form == CmdCreateOpts {
+		e.bool(c.RunOnDepFailure)
+	}
+	return form
 }
 
-func (c *CreateCommand) decode(d *dec) {
+func decodeCreateV1(d *dec, t CommandType) command {
+	c := &CreateCommand{form: t}
 	d.create(c)
+	if t == CmdCreate {
+		return c
+	}
+	c.Priority = d.int()
+	c.RunAt = d.varint()
+	c.BackoffBase = d.varint()
+	c.BackoffMax = d.varint()
+	c.ConcurrencyKey = d.istr()
+	c.ConcurrencyLimit = d.int()
+	c.DependsOn = d.strs()
+	if t == CmdCreateEx {
+		return c
+	}
+	c.Requires = d.strs()
+	if t == CmdCreateOpts {
+		c.RunOnDepFailure = d.bool()
+	}
+	return c
 }
 
-func (c *CreateCommand) apply(a *applier) *Result { return a.create(c) }
+func (c *CreateCommand) apply(a *applier) *Result {
+	form := c.form
+	if form == 0 {
+		form = c.v1Form()
+	}
+	if form == CmdCreate {
+		return a.create(c)
+	}
+	// The checks and flags in the order the forms applied them: the
+	// dependency policy, the requirements, then the other options.
+	if c.RunOnDepFailure && len(c.DependsOn) == 0 {
+		return fail(fmt.Errorf("create: %w: a dependency policy needs dependencies", ErrInvalid))
+	}
+	var requires string
+	if len(c.Requires) > 0 || form == CmdCreateRequires {
+		key, err := CapabilityKey(c.Requires, MaxRequires)
+		if err != nil {
+			return fail(fmt.Errorf("create: requires: %w", err))
+		}
+		a.t.capabilities = true
+		requires = key
+	}
+	if form == CmdCreateOpts {
+		a.t.version8 = true
+	}
+	if c.Priority < MinPriority || c.Priority > MaxPriority {
+		return fail(fmt.Errorf("create: %w: priority %d out of %d..%d", ErrInvalid, c.Priority, MinPriority, MaxPriority))
+	}
+	if c.BackoffBase < 0 || c.BackoffMax < 0 {
+		return fail(fmt.Errorf("create: %w: a negative backoff", ErrInvalid))
+	}
+	if c.ConcurrencyLimit < 0 || (c.ConcurrencyKey == "" && c.ConcurrencyLimit != 0) {
+		return fail(fmt.Errorf("create: %w: a concurrency limit needs a key and may not be negative", ErrInvalid))
+	}
+	deps, pending, err := a.dependencies(c.DependsOn, c.RunOnDepFailure)
+	if err != nil {
+		return fail(err)
+	}
+	a.t.jobControl = true
+	return a.createWith(c, func(j *Job) {
+		j.DependsOn, j.DepsPending, j.RunOnDepFailure = deps, pending, c.RunOnDepFailure
+		j.Priority = c.Priority
+		j.BackoffBase, j.BackoffMax = c.BackoffBase, c.BackoffMax
+		j.ConcurrencyKey, j.ConcurrencyLimit = c.ConcurrencyKey, c.ConcurrencyLimit
+		j.Requires = requires
+		if c.RunAt > c.Now {
+			j.NotBefore = c.RunAt
+		}
+	})
+}

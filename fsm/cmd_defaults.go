@@ -54,6 +54,14 @@ func (c *StreamDefaultsCommand) decode(d *dec) {
 	c.Actor = d.actor()
 }
 
+func (c *StreamDefaultsCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.Stream)
+	f.istr(3, &c.ConcurrencyKey)
+	f.int(4, &c.ConcurrencyLimit)
+	f.actor(5, &c.Actor)
+}
+
 func (c *StreamDefaultsCommand) apply(a *applier) *Result {
 	if c.Stream == "" || c.ConcurrencyLimit < 0 {
 		return fail(fmt.Errorf("stream defaults: %w: a stream name is required and a limit may not be negative", ErrInvalid))

@@ -37,4 +37,14 @@ func (c *FailCommand) decode(d *dec) {
 	c.Stderr = d.str()
 }
 
+func (c *FailCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.ref(2, &c.Ref)
+	f.actor(3, &c.Actor)
+	f.jobError(4, &c.Error)
+	f.bool(5, &c.Requeue)
+	f.str(6, &c.Stdout)
+	f.str(7, &c.Stderr)
+}
+
 func (c *FailCommand) apply(a *applier) *Result { return a.fail(c) }

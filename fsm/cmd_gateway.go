@@ -113,6 +113,12 @@ func (c *GatewayDeregisterCommand) decode(d *dec) {
 	c.Actor = d.actor()
 }
 
+func (c *GatewayDeregisterCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.ID)
+	f.actor(3, &c.Actor)
+}
+
 // apply removes the gateway and its workers (answered in Workers).
 func (c *GatewayDeregisterCommand) apply(a *applier) *Result {
 	g := a.t.gateway(c.ID)

@@ -50,6 +50,14 @@ func (c *StreamPauseCommand) decode(d *dec) {
 	c.Actor = d.actor()
 }
 
+func (c *StreamPauseCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.Stream)
+	f.bool(3, &c.Pause)
+	f.str(4, &c.Reason)
+	f.actor(5, &c.Actor)
+}
+
 func (c *StreamPauseCommand) apply(a *applier) *Result {
 	if c.Stream == "" {
 		return fail(fmt.Errorf("stream pause: %w: a stream name is required", ErrInvalid))

@@ -29,6 +29,11 @@ func (c *PromoteCommand) decode(d *dec) {
 	c.Max = d.int()
 }
 
+func (c *PromoteCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.int(2, &c.Max)
+}
+
 func (c *PromoteCommand) apply(a *applier) *Result {
 	if c.Max <= 0 {
 		return fail(fmt.Errorf("promote: %w: max must be positive", ErrInvalid))

@@ -27,4 +27,10 @@ func (c *PurgeCommand) decode(d *dec) {
 	c.Max = d.int()
 }
 
+func (c *PurgeCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.i64(2, &c.Before)
+	f.int(3, &c.Max)
+}
+
 func (c *PurgeCommand) apply(a *applier) *Result { return a.purge(c) }

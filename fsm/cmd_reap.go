@@ -22,4 +22,9 @@ func (c *ReapCommand) decode(d *dec) {
 	c.Max = d.int()
 }
 
+func (c *ReapCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.int(2, &c.Max)
+}
+
 func (c *ReapCommand) apply(a *applier) *Result { return a.reap(c) }

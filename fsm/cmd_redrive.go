@@ -24,4 +24,10 @@ func (c *RedriveCommand) decode(d *dec) {
 	c.Actor = d.actor()
 }
 
+func (c *RedriveCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.JobID)
+	f.actor(3, &c.Actor)
+}
+
 func (c *RedriveCommand) apply(a *applier) *Result { return a.redrive(c) }

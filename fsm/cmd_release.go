@@ -3,74 +3,90 @@ package fsm
 import "fmt"
 
 // ReleaseCommand gives a running job back to the queue without counting it
-// as a failure.
+// as a failure. NotBefore keeps it from being claimed again before then (a
+// cooldown: the worker could not do it now, and should not get it straight
+// back). NotFor says the worker cannot do the job at all: the job records
+// the worker (Job.NotFor), and no claim-next of that worker takes it again.
 type ReleaseCommand struct {
-	Now    int64
-	Ref    LeaseRef
-	Actor  Actor
-	Reason string
-}
-
-// ReleaseExCommand is a release that also keeps the job from being claimed
-// again before NotBefore (a cooldown: the worker could not do it now, and
-// should not get it straight back). A leader proposes it only with a
-// cooldown, and only once every server applies it.
-type ReleaseExCommand struct {
-	ReleaseCommand
+	Now       int64
+	Ref       LeaseRef
+	Actor     Actor
+	Reason    string
 	NotBefore int64
+	NotFor    bool
+
+	// form: release, release-ex or release-not-for, the entry's type in a
+	// build before LevelTagged (0: a tagged entry).
+	form CommandType
 }
 
 func init() {
-	register(CmdRelease, "release", func() command { return new(ReleaseCommand) })
-	register(CmdReleaseEx, "release-ex", func() command { return new(ReleaseExCommand) })
+	newRelease := func() command { return new(ReleaseCommand) }
+	register(CmdRelease, "release", newRelease)
+	registerForm(CmdRelease, "release", CmdRelease, newRelease, decodeReleaseV1)
+	registerForm(CmdReleaseEx, "release-ex", CmdRelease, newRelease, decodeReleaseV1)
+	registerForm(CmdReleaseNotFor, "release-not-for", CmdRelease, newRelease, decodeReleaseV1)
 }
 
-func (c *ReleaseExCommand) encode(e *enc) {
-	c.ReleaseCommand.encode(e)
-	e.varint(c.NotBefore)
+func (c *ReleaseCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.ref(2, &c.Ref)
+	f.actor(3, &c.Actor)
+	f.str(4, &c.Reason)
+	f.i64(5, &c.NotBefore)
+	f.bool(6, &c.NotFor)
 }
 
-func (c *ReleaseExCommand) decode(d *dec) {
-	c.ReleaseCommand.decode(d)
-	c.NotBefore = d.varint()
-}
+func (c *ReleaseCommand) setForm(t CommandType) { c.form = t }
 
-func (c *ReleaseExCommand) apply(a *applier) *Result {
-	a.t.jobControl = true
-	return a.releaseUntil(&c.ReleaseCommand, c.NotBefore, false)
-}
-
-// ReleaseNotForCommand is a release (with a cooldown, or NotBefore 0)
-// by a worker that cannot do the job: the job records the worker
-// (Job.NotFor), and no claim-next of that worker takes it again.
-type ReleaseNotForCommand struct {
-	ReleaseExCommand
-}
-
-func init() {
-	register(CmdReleaseNotFor, "release-not-for", func() command { return new(ReleaseNotForCommand) })
-}
-
-func (c *ReleaseNotForCommand) apply(a *applier) *Result {
-	if c.Actor.WorkerID == "" {
-		return fail(fmt.Errorf("release: %w: a release not for this worker names the worker", ErrInvalid))
+func (c *ReleaseCommand) v1Form() CommandType {
+	switch {
+	case c.form != 0:
+		return c.form
+	case c.NotFor:
+		return CmdReleaseNotFor
+	case c.NotBefore != 0:
+		return CmdReleaseEx
 	}
-	a.t.jobControl, a.t.capabilities = true, true
-	return a.releaseUntil(&c.ReleaseCommand, c.NotBefore, true)
+	return CmdRelease
 }
 
-func (c *ReleaseCommand) encode(e *enc) {
+func (c *ReleaseCommand) encodeV1(e *enc) CommandType {
+	form := c.v1Form()
 	e.varint(c.Now)
 	e.ref(c.Ref)
 	e.actor(c.Actor)
 	e.str(c.Reason)
+	if form != CmdRelease {
+		e.varint(c.NotBefore)
+	}
+	return form
 }
 
-func (c *ReleaseCommand) decode(d *dec) {
+func decodeReleaseV1(d *dec, t CommandType) command {
+	c := &ReleaseCommand{form: t}
 	c.Now = d.varint()
 	c.Ref = d.ref()
 	c.Actor = d.actor()
 	c.Reason = d.str()
+	if t != CmdRelease {
+		c.NotBefore = d.varint()
+	}
+	c.NotFor = t == CmdReleaseNotFor
+	return c
 }
 
-func (c *ReleaseCommand) apply(a *applier) *Result { return a.release(c) }
+func (c *ReleaseCommand) apply(a *applier) *Result {
+	switch c.v1Form() {
+	case CmdReleaseNotFor:
+		if c.Actor.WorkerID == "" {
+			return fail(fmt.Errorf("release: %w: a release not for this worker names the worker", ErrInvalid))
+		}
+		a.t.jobControl, a.t.capabilities = true, true
+		return a.releaseUntil(c, c.NotBefore, true)
+	case CmdReleaseEx:
+		a.t.jobControl = true
+		return a.releaseUntil(c, c.NotBefore, false)
+	}
+	return a.release(c)
+}

@@ -78,6 +78,15 @@ func (c *RouteCommand) decode(d *dec) {
 	c.Spec.Key = d.str()
 }
 
+func (c *RouteCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.JobID)
+	f.strs(3, &c.Spec.Capabilities)
+	f.labels(4, &c.Spec.Labels)
+	f.actor(5, &c.Actor)
+	f.str(6, &c.Spec.Key)
+}
+
 func (c *RouteCommand) apply(a *applier) *Result {
 	old := a.t.job(c.JobID)
 	if old == nil {

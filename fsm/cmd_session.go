@@ -40,6 +40,14 @@ func (c *SessionCreateCommand) decode(d *dec) {
 	c.Actor = d.actor()
 }
 
+func (c *SessionCreateCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.ID)
+	f.str(3, &c.Name)
+	f.str(4, &c.Description)
+	f.actor(5, &c.Actor)
+}
+
 func (c *SessionCreateCommand) apply(a *applier) *Result {
 	if c.ID == "" || c.Name == "" {
 		return fail(fmt.Errorf("session create: %w: id and name are required", ErrInvalid))
@@ -63,6 +71,12 @@ func (c *SessionEndCommand) decode(d *dec) {
 	c.Now = d.varint()
 	c.Name = d.str()
 	c.Actor = d.actor()
+}
+
+func (c *SessionEndCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.Name)
+	f.actor(3, &c.Actor)
 }
 
 // apply ends the session and its active streams; ending an ended session

@@ -44,6 +44,15 @@ func (c *StreamCreateCommand) decode(d *dec) {
 	c.Actor = d.actor()
 }
 
+func (c *StreamCreateCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.ID)
+	f.str(3, &c.Name)
+	f.str(4, &c.Session)
+	f.str(5, &c.Instructions)
+	f.actor(6, &c.Actor)
+}
+
 func (c *StreamCreateCommand) apply(a *applier) *Result {
 	if c.ID == "" || c.Name == "" || c.Session == "" {
 		return fail(fmt.Errorf("stream create: %w: id, name and session are required", ErrInvalid))
@@ -74,6 +83,12 @@ func (c *StreamEndCommand) decode(d *dec) {
 	c.Now = d.varint()
 	c.Name = d.str()
 	c.Actor = d.actor()
+}
+
+func (c *StreamEndCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.Name)
+	f.actor(3, &c.Actor)
 }
 
 // apply ends the stream; ending an ended stream changes nothing.

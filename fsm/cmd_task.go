@@ -61,6 +61,18 @@ func (c *TaskCreateCommand) decode(d *dec) {
 	c.Actor = d.actor()
 }
 
+func (c *TaskCreateCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.ID)
+	f.str(3, &c.Stream)
+	f.str(4, &c.ToolName)
+	f.i64(5, &c.Timeout)
+	f.bytes(6, &c.Payload)
+	f.str(7, &c.IdempotencyKey)
+	f.str(8, &c.ClonedFrom)
+	f.actor(9, &c.Actor)
+}
+
 func (c *TaskCreateCommand) apply(a *applier) *Result {
 	if c.ID == "" || c.Timeout < 0 {
 		return fail(fmt.Errorf("task create: %w: an id is required and the timeout must not be negative", ErrInvalid))
@@ -137,6 +149,12 @@ func (c *TaskPurgeCommand) decode(d *dec) {
 	c.Now = d.varint()
 	c.Before = d.varint()
 	c.Max = d.int()
+}
+
+func (c *TaskPurgeCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.i64(2, &c.Before)
+	f.int(3, &c.Max)
 }
 
 func (c *TaskPurgeCommand) apply(a *applier) *Result {

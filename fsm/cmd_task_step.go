@@ -98,6 +98,19 @@ func (c *TaskStepCommand) decode(d *dec) {
 	c.Reason = d.str()
 }
 
+func (c *TaskStepCommand) fields(f *fields) {
+	f.u8(1, (*uint8)(&c.Op))
+	f.i64(2, &c.Now)
+	f.ref(3, &c.Ref)
+	f.actor(4, &c.Actor)
+	f.bytes(5, &c.Result)
+	f.str(6, &c.Stdout)
+	f.str(7, &c.Stderr)
+	f.jobError(8, &c.Error)
+	f.bool(9, &c.Requeue)
+	f.str(10, &c.Reason)
+}
+
 func (c *TaskStepCommand) apply(a *applier) *Result { return a.taskStep(c) }
 
 func (a *applier) taskStep(c *TaskStepCommand) *Result {

@@ -51,6 +51,16 @@ func (c *WorkerRegisterCommand) decode(d *dec) {
 	c.Actor = d.actor()
 }
 
+func (c *WorkerRegisterCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.ID)
+	f.str(3, &c.Gateway)
+	f.strs(4, &c.Capabilities)
+	f.labels(5, &c.Metadata)
+	f.int(6, &c.Capacity)
+	f.actor(7, &c.Actor)
+}
+
 func (c *WorkerRegisterCommand) apply(a *applier) *Result {
 	if c.ID == "" || c.Gateway == "" || c.Capacity < 1 {
 		return fail(fmt.Errorf("worker register: %w: id, gateway and a capacity of at least 1 are required", ErrInvalid))
@@ -90,6 +100,12 @@ func (c *WorkerDeregisterCommand) decode(d *dec) {
 	c.Now = d.varint()
 	c.ID = d.str()
 	c.Actor = d.actor()
+}
+
+func (c *WorkerDeregisterCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.str(2, &c.ID)
+	f.actor(3, &c.Actor)
 }
 
 func (c *WorkerDeregisterCommand) apply(a *applier) *Result {

@@ -7,17 +7,19 @@ import (
 	"math"
 )
 
-// The body of a log entry (after its type byte) and of a version-2 snapshot
-// record is a hand-written binary encoding: msgpack through reflection cost
-// more than the rest of an apply put together.
+// The body of a log entry (after its type byte) and of a version 2 to 9
+// snapshot record is a hand-written binary encoding: msgpack through
+// reflection cost more than the rest of an apply put together.
 //
-// A body starts with a format byte. bodyV1 is this encoding: fields in
-// declaration order, integers as (zig-zag) varints, strings as a uvarint
+// A body starts with a format byte. bodyV2 is the tagged encoding of
+// fields.go, written from LevelTagged on. bodyV1 is the positional one
+// before it, still read (old logs replay) and written below LevelTagged (so
+// the builds of a rolling upgrade read it): fields in declaration order, integers as (zig-zag) varints, strings as a uvarint
 // length and bytes, byte slices as uvarint(length+1) and bytes with 0 for nil
 // (so nil and empty survive a round trip), bools as one byte, slices as a
 // uvarint count and their elements. A body whose first byte is a msgpack map
 // marker is a legacy msgpack body and is still decoded, so a log written
-// before this encoding replays. New fields mean a new format byte.
+// before this encoding replays.
 const bodyV1 byte = 0x01
 
 // errCorrupt is wrapped by every decode failure.
@@ -223,56 +225,97 @@ func (d *dec) done() error {
 	return d.err
 }
 
-// encodeCommand appends the bodyV1 body of cmd, which must be the command
-// struct (or pointer to it) of type t. ok is false for a value that is no
-// command of the table.
-func encodeCommand(b []byte, t CommandType, cmd interface{}) (_ []byte, ok bool, err error) {
+// encodeCommand appends the body of cmd, which must be the command struct
+// (or pointer to it) of type t: tagged from LevelTagged on, else the
+// positional body the builds before it read, under the type of the form
+// that carries cmd's fields (so the type written may differ from t). ok is
+// false for a value that is no command of the table.
+func encodeCommand(b []byte, level int, t CommandType, cmd interface{}) (_ []byte, _ CommandType, ok bool, err error) {
 	c, ok, err := asCommand(t, cmd)
 	if !ok || err != nil {
-		return b, ok, err
+		return b, t, ok, err
 	}
-	e := enc{b: b}
-	e.byte1(bodyV1)
-	c.encode(&e)
-	return e.b, true, nil
+	if !t.current() {
+		return b, t, true, fmt.Errorf("encode %s: an old form, written only by the command it is a form of", t)
+	}
+	if level >= LevelTagged {
+		b = append(b, bodyV2)
+		return writeFields(b, c), t, true, nil
+	}
+	e := enc{b: append(b, bodyV1)}
+	switch v := c.(type) {
+	case formEncoder:
+		t = v.encodeV1(&e)
+	case v1Codec:
+		v.encode(&e)
+	default:
+		return b, t, true, fmt.Errorf("encode %s: no positional form: it needs level %d", t, LevelTagged)
+	}
+	return e.b, t, true, nil
 }
 
 // DecodeCommand decodes the log entry data (type byte then body) into a
-// pointer to its command struct. It returns an error, never panics, for any
-// input; Apply panics on that error because state must not diverge.
+// pointer to its command struct. An old form decodes into the command it is
+// a form of, whose type is returned. It returns an error, never panics, for
+// any input; Apply panics on that error because state must not diverge.
 func DecodeCommand(data []byte) (CommandType, interface{}, error) {
 	if len(data) == 0 {
 		return 0, nil, fmt.Errorf("%w: empty entry", errCorrupt)
 	}
 	t := CommandType(data[0])
 	v, err := decodeBody(t, data[1:], nil)
+	if row := commandTable[t]; err == nil && row.of != 0 {
+		t = row.of
+	}
 	return t, v, err
 }
 
 // errUnknownCommand is returned by decodeBody for a type it does not know.
 var errUnknownCommand = errors.New("unknown command type")
 
-func decodeBody(t CommandType, body []byte, in *interner) (interface{}, error) {
-	cmd := newCommand(t)
-	if cmd == nil {
+func decodeBody(t CommandType, body []byte, in *interner) (command, error) {
+	row := commandTable[t]
+	if row == nil {
 		return nil, fmt.Errorf("%w %d", errUnknownCommand, uint8(t))
 	}
 	if len(body) == 0 {
 		return nil, fmt.Errorf("%w: empty %s body", errCorrupt, t)
 	}
-	if body[0] != bodyV1 {
-		if !isMsgpackMap(body[0]) {
-			return nil, fmt.Errorf("%w: unknown body format %#x", errCorrupt, body[0])
+	switch body[0] {
+	case bodyV2:
+		if !t.current() {
+			return nil, fmt.Errorf("%w: %s is an old form, never tagged", errCorrupt, t)
 		}
-		if err := decodeMsgpack(body, cmd); err != nil {
-			return nil, fmt.Errorf("%w: %v", errCorrupt, err)
+		cmd := row.new()
+		if err := readFields(body[1:], cmd, in); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", t, err)
+		}
+		return cmd, nil
+	case bodyV1:
+		d := dec{b: body[1:], in: in}
+		var cmd command
+		if row.decodeV1 != nil {
+			cmd = row.decodeV1(&d, t)
+		} else if v1, ok := row.new().(v1Codec); ok {
+			v1.decode(&d)
+			cmd = v1.(command)
+		} else {
+			return nil, fmt.Errorf("%w: %s has no positional form", errCorrupt, t)
+		}
+		if err := d.done(); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", t, err)
 		}
 		return cmd, nil
 	}
-	d := dec{b: body[1:], in: in}
-	cmd.decode(&d)
-	if err := d.done(); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", t, err)
+	if !isMsgpackMap(body[0]) {
+		return nil, fmt.Errorf("%w: unknown body format %#x", errCorrupt, body[0])
+	}
+	cmd := row.new()
+	if err := decodeMsgpack(body, cmd); err != nil {
+		return nil, fmt.Errorf("%w: %v", errCorrupt, err)
+	}
+	if fs, ok := cmd.(formSetter); ok {
+		fs.setForm(t)
 	}
 	return cmd, nil
 }
@@ -293,7 +336,7 @@ func (d *dec) create(c *CreateCommand) {
 // decodeCreate is decodeBody for the hottest command, into a struct the
 // caller owns (so it can live on the stack).
 func decodeCreate(c *CreateCommand, body []byte, in *interner) error {
-	if len(body) == 0 || body[0] != bodyV1 {
+	if len(body) == 0 || body[0] != bodyV2 {
 		v, err := decodeBody(CmdCreate, body, in)
 		if err != nil {
 			return err
@@ -301,10 +344,12 @@ func decodeCreate(c *CreateCommand, body []byte, in *interner) error {
 		*c = *v.(*CreateCommand)
 		return nil
 	}
-	d := dec{b: body[1:], in: in}
-	d.create(c)
-	if err := d.done(); err != nil {
-		return fmt.Errorf("decode %s: %w", CmdCreate, err)
+	f := fields{d: dec{b: body[1:], in: in}}
+	f.next()
+	c.fields(&f)
+	f.finish()
+	if f.d.err != nil {
+		return fmt.Errorf("decode %s: %w", CmdCreate, f.d.err)
 	}
 	return nil
 }

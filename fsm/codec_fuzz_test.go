@@ -61,7 +61,7 @@ func FuzzDecodeCreate(f *testing.F) {
 		if !reflect.DeepEqual(normNil(&back), normNil(&fast)) {
 			t.Fatalf("round trip:\n%+v\n%+v", back, fast)
 		}
-		if len(again) > len(body)+16 && body[0] == bodyV1 {
+		if len(again) > len(body)+16 && body[0] == bodyV2 {
 			t.Fatalf("a %d-byte body re-encodes to %d bytes", len(body), len(again))
 		}
 	})
@@ -94,19 +94,6 @@ func (f *filler) u64() uint64 {
 }
 
 func (f *filler) fill(v reflect.Value) {
-	if v.Type() == reflect.TypeFor[CapableCommand]() {
-		// Its Inner is a command of the type Type names (none for 0).
-		c := v.Addr().Interface().(*CapableCommand)
-		c.Now = int64(f.u64())
-		f.fill(reflect.ValueOf(&c.Capabilities).Elem())
-		c.Type = []CommandType{0, CmdClaim, CmdClaimNext, CmdClaimNextKeyed, CmdClaimBatch}[f.byte1()%5]
-		if c.Type != 0 {
-			inner := newCommand(c.Type)
-			f.fill(reflect.ValueOf(inner).Elem())
-			c.Inner = inner
-		}
-		return
-	}
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(string(f.take(int(f.byte1() % 24))))
@@ -182,12 +169,17 @@ func (f *filler) fill(v reflect.Value) {
 // through the create fast path. A strict prefix of its encoding is refused
 // (but one that is the command without its optional tail).
 func FuzzCommandRoundTrip(f *testing.F) {
+	var types []CommandType
 	for _, ct := range registered() {
+		if ct.current() {
+			types = append(types, ct)
+		}
+	}
+	for _, ct := range types {
 		f.Add(uint8(ct), []byte{})
 		f.Add(uint8(ct), bytes.Repeat([]byte{0xff}, 64))
 		f.Add(uint8(ct), []byte("\x05\x01j\x03\x08\x01\x02\x03\x04\x05\x06\x07\x08\x02ab\x01\x03"))
 	}
-	types := registered()
 	f.Fuzz(func(t *testing.T, pick uint8, data []byte) {
 		ct := types[int(pick)%len(types)]
 		cmd := newCommand(ct)
@@ -265,7 +257,7 @@ func FuzzApply(f *testing.F) {
 		MustEncode(CmdSessionCreate, &SessionCreateCommand{Now: 3, ID: "s1", Name: "s", Actor: head}),
 		MustEncode(CmdStreamCreate, &StreamCreateCommand{Now: 4, ID: "st1", Name: "a", Session: "s", Actor: head}),
 		MustEncode(CmdTaskCreate, &TaskCreateCommand{Now: 5, ID: "t1", Stream: "a", ToolName: "run", Timeout: 30, Payload: []byte(`{}`), Actor: head}),
-		MustEncode(CmdClaimNext, &ClaimNextCommand{Now: 6, Streams: []string{"a"}, Actor: left, AttemptID: "a1", LeaseToken: "k1", LeaseNanos: lease}),
+		MustEncode(CmdClaim, &ClaimCommand{Now: 6, Streams: []string{"a"}, Actor: left, AttemptID: "a1", LeaseToken: "k1", LeaseNanos: lease}),
 		MustEncode(CmdTaskStep, &TaskStepCommand{Op: TaskStart, Now: 7, Ref: LeaseRef{JobID: "t1", AttemptID: "a1", Token: "k1"}, Actor: left}),
 		MustEncode(CmdTaskStep, &TaskStepCommand{Op: TaskComplete, Now: 8, Ref: LeaseRef{JobID: "t1", AttemptID: "a1", Token: "k1"}, Actor: left, Result: []byte(`{}`)}),
 		MustEncode(CmdTaskPurge, &TaskPurgeCommand{Now: 9, Before: 10, Max: 10}),

@@ -22,13 +22,22 @@ func commandSamples() map[CommandType][]interface{} {
 		CmdCreate: {&CreateCommand{}, &CreateCommand{Now: 1, ID: "j", Stream: "s", Payload: []byte(`{}`), Actor: head},
 			&CreateCommand{Now: -1 << 62, ID: big, Stream: big, Target: "t", Payload: bigB, MaxAttempts: -3, LeaseSeconds: 1 << 40,
 				TaskClass: "LLM_HEAVY", IdempotencyKey: big, Actor: a},
-			&CreateCommand{ID: "empty payload", Payload: []byte{}}},
+			&CreateCommand{ID: "empty payload", Payload: []byte{}},
+			&CreateCommand{Now: 1, ID: "j", Stream: "s", Payload: []byte(`{}`), Actor: a, Priority: -7,
+				RunAt: 5e9, BackoffBase: 2, BackoffMax: 60, ConcurrencyKey: "tenant-7", ConcurrencyLimit: 2},
+			&CreateCommand{Now: 1, ID: "j", Stream: "s", Payload: []byte(`{}`), Actor: a, Priority: 3, Requires: []string{"gpu:a100", "cuda"}},
+			&CreateCommand{Now: 1, ID: "j", Stream: "s", Payload: []byte(`{}`), Actor: a, DependsOn: []string{"a", "b"},
+				Requires: []string{"gpu"}, RunOnDepFailure: true}},
 		CmdClaim: {&ClaimCommand{}, &ClaimCommand{Now: 5, JobID: "j", Streams: []string{"a", "", big}, Targets: []string{"x"},
-			Actor: a, AttemptID: "a", LeaseToken: "t", LeaseNanos: 300e9}},
-		CmdClaimNext: {&ClaimNextCommand{}, &ClaimNextCommand{Now: 5, Streams: []string{"a", "", big}, Targets: []string{"x", ""},
-			Actor: a, AttemptID: "a", LeaseToken: "t", LeaseNanos: 300e9}},
-		CmdClaimNextKeyed: {&ClaimNextKeyedCommand{}, &ClaimNextKeyedCommand{ClaimNextCommand{Now: 5, Streams: []string{"a"},
-			Targets: []string{"x", ""}, Actor: a, AttemptID: "k_key", LeaseToken: "t", LeaseNanos: 300e9}}},
+			Actor: a, AttemptID: "a", LeaseToken: "t", LeaseNanos: 300e9},
+			&ClaimCommand{Now: 5, Streams: []string{"a", "", big}, Targets: []string{"x", ""}, Actor: a, AttemptID: "a", LeaseToken: "t", LeaseNanos: 300e9},
+			&ClaimCommand{Now: 5, Streams: []string{"a"}, Targets: []string{"x", ""}, Actor: a, AttemptID: "k_key", LeaseToken: "t", LeaseNanos: 300e9, Keyed: true},
+			&ClaimCommand{Now: 4, Streams: []string{"a", "b"}, Targets: []string{"left_claw", "w1"}, Actor: a,
+				AttemptIDs: []string{"a1", "a2"}, LeaseTokens: []string{"t1", "t2"}, LeaseNanos: 60e9},
+			&ClaimCommand{Now: 3, Capabilities: []string{"gpu"}, Probe: true},
+			&ClaimCommand{Now: 4, Capabilities: []string{"gpu", "lang:python"}, Streams: []string{"a"}, Targets: []string{"left_claw"}, Actor: a,
+				AttemptIDs: []string{"a1"}, LeaseTokens: []string{"t1"}, LeaseNanos: 9},
+			&ClaimCommand{Now: 5, Capabilities: []string{"x"}, JobID: "j", Actor: a, AttemptID: "a", LeaseToken: "t", LeaseNanos: 1}},
 		CmdGatewayRegister: {&GatewayRegisterCommand{}, &GatewayRegisterCommand{Now: 3, ID: "g1", Address: "http://10.0.0.1:8080",
 			Metadata: map[string]string{"zone": "eu", "": big}, Capacity: 8, Actor: a},
 			&GatewayRegisterCommand{Now: 3, ID: "g2", Address: "http://10.0.0.2:8080", Capacity: 1, Actor: head,
@@ -47,31 +56,16 @@ func commandSamples() map[CommandType][]interface{} {
 		CmdFeedOn:           {&FeedOnCommand{}, &FeedOnCommand{Now: -5}},
 		CmdLevel:            {&LevelCommand{}, &LevelCommand{Now: 7, Level: LatestLevel}},
 		CmdWorkerDeregister: {&WorkerDeregisterCommand{}, &WorkerDeregisterCommand{Now: 3, ID: "w1", Actor: a}},
-		CmdHeartbeat:        {&HeartbeatCommand{}, &HeartbeatCommand{Now: 9, Ref: ref, Actor: a, LeaseNanos: 1}},
-		CmdSessionCreate:    {&SessionCreateCommand{}, &SessionCreateCommand{Now: 9, ID: "ses_1", Name: "api-v2", Description: big, Actor: head}},
-		CmdSessionEnd:       {&SessionEndCommand{}, &SessionEndCommand{Now: 9, Name: "api-v2", Actor: head}},
+		CmdHeartbeat: {&HeartbeatCommand{}, &HeartbeatCommand{Now: 9, Ref: ref, Actor: a, LeaseNanos: 1},
+			&HeartbeatCommand{Now: 3, Ref: LeaseRef{JobID: "j", AttemptID: "a", Token: "t"}, Actor: a, LeaseNanos: 9,
+				Progress: []byte(`{"pct":40}`), Checkpoint: []byte(`{"page":7}`)}, &HeartbeatCommand{Progress: []byte{}}},
+		CmdSessionCreate: {&SessionCreateCommand{}, &SessionCreateCommand{Now: 9, ID: "ses_1", Name: "api-v2", Description: big, Actor: head}},
+		CmdSessionEnd:    {&SessionEndCommand{}, &SessionEndCommand{Now: 9, Name: "api-v2", Actor: head}},
 		CmdStreamCreate: {&StreamCreateCommand{}, &StreamCreateCommand{Now: 9, ID: "str_1", Name: "auth", Session: "api-v2",
 			Instructions: big, Actor: head}},
 		CmdStreamEnd: {&StreamEndCommand{}, &StreamEndCommand{Now: 9, Name: "auth", Actor: a}},
-		CmdCreateEx: {&CreateExCommand{}, &CreateExCommand{CreateCommand: CreateCommand{Now: 1, ID: "j", Stream: "s", Payload: []byte(`{}`), Actor: a}, Priority: -7,
-			RunAt: 5e9, BackoffBase: 2, BackoffMax: 60, ConcurrencyKey: "tenant-7", ConcurrencyLimit: 2}},
-		CmdReleaseEx: {&ReleaseExCommand{}, &ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: 2, Ref: LeaseRef{JobID: "j", AttemptID: "a", Token: "t"}, Actor: a, Reason: "no gpu"}, NotBefore: 9e9}},
 		CmdPromote:   {&PromoteCommand{}, &PromoteCommand{Now: 7e9, Max: 512}},
-		CmdCapable: {&CapableCommand{Now: 3, Capabilities: []string{"gpu"}}, &CapableCommand{Now: 4, Capabilities: []string{"gpu", "lang:python"}, Type: CmdClaimBatch,
-			Inner: &ClaimBatchCommand{Now: 4, Streams: []string{"a"}, Targets: []string{"left_claw"}, Actor: a, AttemptIDs: []string{"a1"}, LeaseTokens: []string{"t1"}, LeaseNanos: 9}},
-			&CapableCommand{Now: 5, Capabilities: []string{"x"}, Type: CmdClaim, Inner: &ClaimCommand{Now: 5, JobID: "j", Actor: a, AttemptID: "a", LeaseToken: "t", LeaseNanos: 1}}},
-		CmdReleaseNotFor: {&ReleaseNotForCommand{}, &ReleaseNotForCommand{ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: 2, Ref: LeaseRef{JobID: "j", AttemptID: "a", Token: "t"},
-			Actor: Actor{Role: "left_claw", WorkerID: "w1"}, Reason: "no gpu"}, NotBefore: 9e9}}},
-		CmdCreateRequires: {&CreateRequiresCommand{}, &CreateRequiresCommand{CreateExCommand: CreateExCommand{CreateCommand: CreateCommand{Now: 1, ID: "j", Stream: "s", Payload: []byte(`{}`), Actor: a},
-			Priority: 3}, Requires: []string{"gpu:a100", "cuda"}}},
-		CmdClaimBatch: {&ClaimBatchCommand{}, &ClaimBatchCommand{Now: 4, Streams: []string{"a", "b"}, Targets: []string{"left_claw", "w1"}, Actor: a,
-			AttemptIDs: []string{"a1", "a2"}, LeaseTokens: []string{"t1", "t2"}, LeaseNanos: 60e9}},
-		CmdProgress: {&ProgressCommand{}, &ProgressCommand{HeartbeatCommand: HeartbeatCommand{Now: 3, Ref: LeaseRef{JobID: "j", AttemptID: "a", Token: "t"}, Actor: a, LeaseNanos: 9},
-			Progress: []byte(`{"pct":40}`), Checkpoint: []byte(`{"page":7}`)}, &ProgressCommand{Progress: []byte{}}},
-		CmdCancel: {&CancelCommand{}, &CancelCommand{Now: 9, JobID: "j1", Reason: "not needed", Actor: a}},
-		CmdCreateOpts: {&CreateOptsCommand{}, &CreateOptsCommand{CreateRequiresCommand: CreateRequiresCommand{CreateExCommand: CreateExCommand{
-			CreateCommand: CreateCommand{Now: 1, ID: "j", Stream: "s", Payload: []byte(`{}`), Actor: a}, DependsOn: []string{"a", "b"}},
-			Requires: []string{"gpu"}}, RunOnDepFailure: true}},
+		CmdCancel:    {&CancelCommand{}, &CancelCommand{Now: 9, JobID: "j1", Reason: "not needed", Actor: a}},
 		CmdStreamDefaults: {&StreamDefaultsCommand{}, &StreamDefaultsCommand{Now: 9, Stream: "ml", ConcurrencyKey: "gpu-box", ConcurrencyLimit: 4, Actor: a},
 			&StreamDefaultsCommand{Now: -1, Stream: "ml", ConcurrencyLimit: 2, Actor: a}},
 		CmdStreamPause: {&StreamPauseCommand{}, &StreamPauseCommand{Now: 9, Stream: "auth", Pause: true, Reason: "deploy", Actor: a},
@@ -87,7 +81,10 @@ func commandSamples() map[CommandType][]interface{} {
 		CmdComplete:  {&CompleteCommand{}, &CompleteCommand{Now: 9, Ref: ref, Actor: a, Result: bigB, Stdout: big, Stderr: "e"}},
 		CmdFail: {&FailCommand{}, &FailCommand{Now: 9, Ref: ref, Actor: a, Requeue: true, Stdout: "o",
 			Error: JobError{Code: "E", Message: big, Stack: "s", Retryable: true}}},
-		CmdRelease:    {&ReleaseCommand{}, &ReleaseCommand{Now: 9, Ref: ref, Actor: a, Reason: "later"}},
+		CmdRelease: {&ReleaseCommand{}, &ReleaseCommand{Now: 9, Ref: ref, Actor: a, Reason: "later"},
+			&ReleaseCommand{Now: 2, Ref: LeaseRef{JobID: "j", AttemptID: "a", Token: "t"}, Actor: a, Reason: "no gpu", NotBefore: 9e9},
+			&ReleaseCommand{Now: 2, Ref: LeaseRef{JobID: "j", AttemptID: "a", Token: "t"}, Actor: Actor{Role: "left_claw", WorkerID: "w1"},
+				Reason: "no gpu", NotBefore: 9e9, NotFor: true}},
 		CmdReap:       {&ReapCommand{}, &ReapCommand{Now: 9, Max: 100}},
 		CmdComment:    {&CommentCommand{}, &CommentCommand{Now: 9, JobID: "j", Actor: a, Text: big}},
 		CmdRedrive:    {&RedriveCommand{}, &RedriveCommand{Now: 9, JobID: "j", Actor: head}},
@@ -97,9 +94,20 @@ func commandSamples() map[CommandType][]interface{} {
 	}
 }
 
+// Every command of the table round-trips in the tagged encoding, and in
+// the positional one of the builds before LevelTagged (under the type of
+// the form that carries its fields); a strict prefix is refused unless it
+// ends at a field boundary (then it reads as the command without the rest);
+// a trailing byte is refused.
 func TestCommandRoundTrip(t *testing.T) {
 	samples := commandSamples()
 	for _, ct := range registered() {
+		if !ct.current() {
+			if len(samples[ct]) != 0 {
+				t.Fatalf("%s is an old form: its samples belong to %s", ct, commandTable[ct].of)
+			}
+			continue
+		}
 		if len(samples[ct]) == 0 {
 			t.Fatalf("no sample for %s", ct)
 		}
@@ -108,7 +116,7 @@ func TestCommandRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", ct, err)
 			}
-			if data[0] != byte(ct) || data[1] != bodyV1 {
+			if data[0] != byte(ct) || data[1] != bodyV2 {
 				t.Fatalf("%s: framing %x", ct, data[:2])
 			}
 			gotT, got, err := DecodeCommand(data)
@@ -123,21 +131,44 @@ func TestCommandRoundTrip(t *testing.T) {
 			if err != nil || !bytes.Equal(byValue, data) {
 				t.Fatalf("%s: by value: %v", ct, err)
 			}
-			// Every strict prefix is refused, not misread: only one that ends
-			// where an optional tail begins reads, as the command without it.
-			for n := 1; n < len(data) && n < 200; n++ {
-				_, short, err := DecodeCommand(data[:n])
-				if err != nil {
-					continue
-				}
-				if again, _ := Encode(ct, short); !bytes.Equal(again, data[:n]) {
-					t.Fatalf("%s: prefix of %d bytes misread", ct, n)
-				}
+			checkPrefixes(t, ct, LatestLevel, data)
+
+			// The positional form: same fields back, same bytes again.
+			old, err := EncodeAt(LevelTagged-1, ct, cmd)
+			if err != nil {
+				t.Fatalf("%s: positional: %v", ct, err)
 			}
-			if _, _, err := DecodeCommand(append(data[:len(data):len(data)], 0)); err == nil {
-				t.Fatalf("%s: trailing byte accepted", ct)
+			if old[1] != bodyV1 || CommandType(old[0]) != ct && commandTable[old[0]].of != ct {
+				t.Fatalf("%s: positional framing %x", ct, old[:2])
 			}
+			gotT, back, err := DecodeCommand(old)
+			if err != nil || gotT != ct {
+				t.Fatalf("%s: positional decode: %v (type %s)", ct, err, gotT)
+			}
+			if again, _ := Encode(ct, back); !bytes.Equal(again, data) {
+				t.Fatalf("%s: positional round trip\n got %+v\nwant %+v", ct, back, cmd)
+			}
+			if again, _ := EncodeAt(LevelTagged-1, ct, back); !bytes.Equal(again, old) {
+				t.Fatalf("%s: positional re-encoding differs", ct)
+			}
+			checkPrefixes(t, ct, LevelTagged-1, old)
 		}
+	}
+}
+
+func checkPrefixes(t *testing.T, ct CommandType, level int, data []byte) {
+	t.Helper()
+	for n := 1; n < len(data) && n < 200; n++ {
+		_, short, err := DecodeCommand(data[:n])
+		if err != nil {
+			continue
+		}
+		if again, _ := EncodeAt(level, ct, short); !bytes.Equal(again, data[:n]) {
+			t.Fatalf("%s: prefix of %d bytes misread", ct, n)
+		}
+	}
+	if _, _, err := DecodeCommand(append(data[:len(data):len(data)], 0)); err == nil {
+		t.Fatalf("%s: trailing byte accepted", ct)
 	}
 }
 
@@ -185,6 +216,7 @@ func normNil(v interface{}) interface{} {
 		if len(cc.Payload) == 0 {
 			cc.Payload = nil
 		}
+		cc.form = 0
 		return &cc
 	}
 	return v
@@ -226,8 +258,11 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encode: %v", err)
 		}
 		_, cmd2, err := DecodeCommand(again)
-		if err != nil || !reflect.DeepEqual(normNil(cmd), normNil(cmd2)) {
-			t.Fatalf("re-decode: %v\n%+v\n%+v", err, cmd, cmd2)
+		if err != nil {
+			t.Fatalf("re-decode: %v", err)
+		}
+		if again2, _ := Encode(ct, cmd2); !bytes.Equal(again, again2) {
+			t.Fatalf("re-decode differs:\n%+v\n%+v", cmd, cmd2)
 		}
 	})
 }

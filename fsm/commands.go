@@ -121,14 +121,20 @@ type LeaseRef struct {
 
 var msgpackHandle = &codec.MsgpackHandle{}
 
-// Encode returns the log entry for a command: its type byte then its body.
-// cmd is the command struct of type t, or a pointer to it.
-func Encode(t CommandType, cmd interface{}) ([]byte, error) {
-	out, ok, err := encodeCommand([]byte{byte(t)}, t, cmd)
+// Encode returns the log entry for a command, as a cluster at this build's
+// latest level writes it: its type byte then its body. cmd is the command
+// struct of type t, or a pointer to it.
+func Encode(t CommandType, cmd interface{}) ([]byte, error) { return EncodeAt(LatestLevel, t, cmd) }
+
+// EncodeAt returns the log entry for a command as a cluster at level writes
+// it: below LevelTagged, in the positional form the builds before it read.
+func EncodeAt(level int, t CommandType, cmd interface{}) ([]byte, error) {
+	out, wt, ok, err := encodeCommand([]byte{byte(t)}, level, t, cmd)
 	if err != nil {
 		return nil, err
 	}
 	if ok {
+		out[0] = byte(wt)
 		return out, nil
 	}
 	// Not a command this package knows (an optional command of a newer

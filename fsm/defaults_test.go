@@ -14,8 +14,7 @@ func (h *harness) setDefaults(stream, key string, limit int) *Result {
 
 func (h *harness) createKeyed(stream, key string, limit int) *Job {
 	h.t.Helper()
-	r := h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: h.nextID("job"), Stream: stream,
-		Payload: []byte(`{}`), Actor: head}, ConcurrencyKey: key, ConcurrencyLimit: limit})
+	r := h.apply(CmdCreate, &CreateCommand{Now: h.now, ID: h.nextID("job"), Stream: stream, Payload: []byte(`{}`), Actor: head, ConcurrencyKey: key, ConcurrencyLimit: limit})
 	mustOK(h.t, r)
 	return r.Job
 }

@@ -90,6 +90,17 @@ func (c *DispatchCommand) decode(d *dec) {
 	c.Reason = d.str()
 }
 
+func (c *DispatchCommand) fields(f *fields) {
+	f.i64(1, &c.Now)
+	f.u8(2, (*uint8)(&c.Step))
+	f.str(3, &c.JobID)
+	f.str(4, &c.Gateway)
+	f.str(5, &c.AttemptID)
+	f.str(6, &c.LeaseToken)
+	f.i64(7, &c.LeaseNanos)
+	f.str(8, &c.Reason)
+}
+
 func (c *DispatchCommand) apply(a *applier) *Result {
 	if a.t.level < LevelDelivery {
 		return fail(fmt.Errorf("dispatch: %w: the cluster does not deliver tasks yet", ErrInvalid))

@@ -180,7 +180,7 @@ func (f *FSM) applyOne(w *writer, index uint64, data []byte) interface{} {
 		panic(fmt.Sprintf("fsm: empty log entry at index %d", index))
 	}
 	t := CommandType(data[0])
-	if newCommand(t) == nil {
+	if commandTable[t] == nil {
 		if t&IgnoreUnknownFlag != 0 {
 			f.logger.Warn("ignoring unknown optional command", "type", uint8(t), "index", index)
 			return nil
@@ -193,7 +193,11 @@ func (f *FSM) applyOne(w *writer, index uint64, data []byte) interface{} {
 		if err := decodeCreate(&c, data[1:], f.intern); err != nil {
 			panic(fmt.Sprintf("fsm: decode %s at index %d: %v", t, index, err))
 		}
-		return a.create(&c)
+		if c.form == CmdCreate || c.form == 0 && c.v1Form() == CmdCreate {
+			return a.create(&c) // c stays on the stack
+		}
+		opts := c
+		return opts.apply(&a)
 	}
 	cmd, err := decodeBody(t, data[1:], f.intern)
 	if err != nil {

@@ -74,8 +74,7 @@ func (h *harness) claim(id string, a Actor) *Result {
 
 func (h *harness) claimNext(streams []string, a Actor) *Result {
 	h.t.Helper()
-	return h.apply(CmdClaimNext, &ClaimNextCommand{Now: h.now, Streams: streams, Targets: []string{a.Role, a.WorkerID}, Actor: a,
-		AttemptID: h.nextID("att"), LeaseToken: h.nextID("tok"), LeaseNanos: lease})
+	return h.apply(CmdClaim, &ClaimCommand{Now: h.now, Streams: streams, Targets: []string{a.Role, a.WorkerID}, Actor: a, AttemptID: h.nextID("att"), LeaseToken: h.nextID("tok"), LeaseNanos: lease})
 }
 
 // claimNextLegacy claims the next job in the form written before
@@ -931,8 +930,8 @@ func randomLog(seed uint64, n int) [][]byte {
 				Payload: []byte(`{}`), MaxAttempts: rng.IntN(4), IdempotencyKey: key, Actor: head,
 				Target: []string{"", "", "right_claw"}[rng.IntN(3)]}
 			if rng.IntN(3) == 0 { // a priority (out of range now and then), a time, a backoff
-				ex := &CreateExCommand{CreateCommand: cc, Priority: rng.IntN(230) - 115,
-					RunAt: now + int64(rng.IntN(3)-1)*int64(rng.IntN(60e9)), BackoffBase: int64(rng.IntN(3)), BackoffMax: int64(rng.IntN(20))}
+				ex := &cc
+				ex.Priority, ex.RunAt, ex.BackoffBase, ex.BackoffMax = rng.IntN(230)-115, now+int64(rng.IntN(3)-1)*int64(rng.IntN(60e9)), int64(rng.IntN(3)), int64(rng.IntN(20))
 				if rng.IntN(2) == 0 { // a concurrency key, shared, with limits that disagree now and then
 					ex.ConcurrencyKey, ex.ConcurrencyLimit = []string{"k1", "k2"}[rng.IntN(2)], rng.IntN(3)
 				}
@@ -942,20 +941,22 @@ func randomLog(seed uint64, n int) [][]byte {
 					}
 				}
 				if rng.IntN(3) == 0 { // requirements (a bad label now and then)
-					req := &CreateRequiresCommand{CreateExCommand: *ex}
+					req := func() *CreateCommand { c := *ex; return &c }()
 					for range 1 + rng.IntN(2) {
 						req.Requires = append(req.Requires, []string{"gpu", "py", "gpu", "bad label"}[rng.IntN(4)])
 					}
-					out = append(out, MustEncode(CmdCreateRequires, req))
+					out = append(out, MustEncode(CmdCreate, req))
 				} else if rng.IntN(3) == 0 { // runs whatever its dependencies did (without any now and then: refused)
-					out = append(out, MustEncode(CmdCreateOpts, &CreateOptsCommand{CreateRequiresCommand: CreateRequiresCommand{CreateExCommand: *ex},
-						RunOnDepFailure: true}))
+					out = append(out, MustEncode(CmdCreate, func() *CreateCommand { c := *ex; c.RunOnDepFailure = true; return &c }()))
 				} else {
-					out = append(out, MustEncode(CmdCreateEx, ex))
+					out = append(out, MustEncode(CmdCreate, ex))
 				}
 			} else if rng.IntN(6) == 0 {
-				out = append(out, MustEncode(CmdCreateRequires, &CreateRequiresCommand{CreateExCommand: CreateExCommand{CreateCommand: cc},
-					Requires: [][]string{{"gpu"}, {"py"}, {"gpu", "py"}}[rng.IntN(3)]}))
+				out = append(out, MustEncode(CmdCreate, func() *CreateCommand {
+					c := cc
+					c.Requires = [][]string{{"gpu"}, {"py"}, {"gpu", "py"}}[rng.IntN(3)]
+					return &c
+				}()))
 			} else {
 				out = append(out, MustEncode(CmdCreate, &cc))
 			}
@@ -968,17 +969,16 @@ func randomLog(seed uint64, n int) [][]byte {
 				c.AttemptID = fmt.Sprintf("key%d", rng.IntN(3))
 				c.Actor = []Actor{a, {Role: "left_claw", WorkerID: "w2"}}[rng.IntN(2)]
 				tokens = append(tokens, LeaseRef{JobID: pick(), AttemptID: c.AttemptID, Token: tok})
-				out = append(out, MustEncode(CmdClaimNextKeyed, &ClaimNextKeyedCommand{ClaimNextCommand{Now: c.Now, Streams: c.Streams,
-					Targets: c.Targets, Actor: c.Actor, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos}}))
+				out = append(out, MustEncode(CmdClaim, &ClaimCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets, Actor: c.Actor, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos, Keyed: true}))
 			case 0:
 				if rng.IntN(3) == 0 { // a batch of up to three
 					n := 1 + rng.IntN(3)
-					b := &ClaimBatchCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets, Actor: c.Actor, LeaseNanos: c.LeaseNanos}
+					b := &ClaimCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets, Actor: c.Actor, LeaseNanos: c.LeaseNanos}
 					for k := range n {
 						b.AttemptIDs = append(b.AttemptIDs, fmt.Sprintf("%s-%d", att, k))
 						b.LeaseTokens = append(b.LeaseTokens, fmt.Sprintf("%s-%d", tok, k))
 					}
-					out = append(out, MustEncode(CmdClaimBatch, b))
+					out = append(out, MustEncode(CmdClaim, b))
 					break
 				}
 				c.JobID = pick()
@@ -987,31 +987,32 @@ func randomLog(seed uint64, n int) [][]byte {
 			case 1:
 				if rng.IntN(2) == 0 { // with capabilities, as a claim-next or a claim by id
 					caps := [][]string{{"gpu"}, {"py"}, {"gpu", "py"}, {"zz"}}[rng.IntN(4)]
-					cn := &ClaimNextCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets,
-						Actor: c.Actor, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos}
+					cn := &ClaimCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets, Actor: c.Actor, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos}
 					switch rng.IntN(3) {
 					case 0:
-						out = append(out, MustEncode(CmdCapable, &CapableCommand{Now: now, Capabilities: caps, Type: CmdClaimNext, Inner: cn}))
+						out = append(out, MustEncode(CmdClaim, withCaps(cn, caps)))
 					case 1:
 						c.JobID = pick()
 						tokens = append(tokens, LeaseRef{JobID: c.JobID, AttemptID: att, Token: tok})
-						out = append(out, MustEncode(CmdCapable, &CapableCommand{Now: now, Capabilities: caps, Type: CmdClaim, Inner: c}))
+						out = append(out, MustEncode(CmdClaim, withCaps(c, caps)))
 					default:
-						out = append(out, MustEncode(CmdCapable, &CapableCommand{Now: now, Capabilities: caps}))
+						out = append(out, MustEncode(CmdClaim, &ClaimCommand{Now: now, Capabilities: caps, Probe: true}))
 					}
 					break
 				}
 				// claim-next in the form written before it had its own type
 				out = append(out, MustEncode(CmdClaim, c))
 			default:
-				out = append(out, MustEncode(CmdClaimNext, &ClaimNextCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets,
-					Actor: c.Actor, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos}))
+				out = append(out, MustEncode(CmdClaim, &ClaimCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets, Actor: c.Actor, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos}))
 			}
 		case 3:
 			hb := HeartbeatCommand{Now: now, Ref: ref(), Actor: a, LeaseNanos: 60e9}
 			if rng.IntN(3) == 0 {
-				out = append(out, MustEncode(CmdProgress, &ProgressCommand{HeartbeatCommand: hb, Progress: []byte(`{"pct":1}`),
-					Checkpoint: [][]byte{nil, []byte(`{"at":2}`)}[rng.IntN(2)]}))
+				out = append(out, MustEncode(CmdHeartbeat, func() *HeartbeatCommand {
+					c := hb
+					c.Progress, c.Checkpoint = []byte(`{"pct":1}`), [][]byte{nil, []byte(`{"at":2}`)}[rng.IntN(2)]
+					return &c
+				}()))
 			} else {
 				out = append(out, MustEncode(CmdHeartbeat, &hb))
 			}
@@ -1021,10 +1022,9 @@ func randomLog(seed uint64, n int) [][]byte {
 			out = append(out, MustEncode(CmdFail, &FailCommand{Now: now, Ref: ref(), Actor: a, Requeue: rng.IntN(3) > 0, Error: JobError{Message: "e"}}))
 		case 6:
 			if rng.IntN(4) == 0 { // not for this worker, with a cooldown now and then
-				out = append(out, MustEncode(CmdReleaseNotFor, &ReleaseNotForCommand{ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: now, Ref: ref(), Actor: a},
-					NotBefore: []int64{0, now + int64(rng.IntN(30e9))}[rng.IntN(2)]}}))
+				out = append(out, MustEncode(CmdRelease, &ReleaseCommand{Now: now, Ref: ref(), Actor: a, NotBefore: []int64{0, now + int64(rng.IntN(30e9))}[rng.IntN(2)], NotFor: true}))
 			} else if rng.IntN(3) == 0 { // with a cooldown
-				out = append(out, MustEncode(CmdReleaseEx, &ReleaseExCommand{ReleaseCommand: ReleaseCommand{Now: now, Ref: ref(), Actor: a}, NotBefore: now + int64(rng.IntN(30e9))}))
+				out = append(out, MustEncode(CmdRelease, &ReleaseCommand{Now: now, Ref: ref(), Actor: a, NotBefore: now + int64(rng.IntN(30e9))}))
 			} else {
 				out = append(out, MustEncode(CmdRelease, &ReleaseCommand{Now: now, Ref: ref(), Actor: a}))
 			}

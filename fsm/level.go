@@ -29,13 +29,18 @@ const (
 	// a lease a gateway's death ended names the gateway.
 	LevelDelivery = 2
 
+	// LevelTagged: entries are written in the tagged encoding (fields.go),
+	// one command type per operation, its options as optional fields; the
+	// forms of builds before it are still read.
+	LevelTagged = 3
+
 	// LatestLevel is the highest level this build applies.
-	LatestLevel = LevelDelivery
+	LatestLevel = LevelTagged
 )
 
 // levelGates names, per level, the command type every server must apply
 // before the leader may raise the cluster to that level.
-var levelGates = [LatestLevel + 1]CommandType{LevelIdentity: CmdLevel, LevelDelivery: CmdDispatch}
+var levelGates = [LatestLevel + 1]CommandType{LevelIdentity: CmdLevel, LevelDelivery: CmdDispatch, LevelTagged: CmdDispatch}
 
 // LevelGate is the command type every server must apply before the leader
 // raises the cluster to level (0: no such level in this build).

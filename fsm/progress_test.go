@@ -16,21 +16,18 @@ func TestProgressAndCheckpoint(t *testing.T) {
 	ref := LeaseRef{JobID: j.ID, AttemptID: cl.Job.Lease.AttemptID, Token: cl.Job.Lease.Token}
 	before := cl.Job.Lease.ExpiresAt
 	h.now += 1e9
-	r := h.apply(CmdProgress, &ProgressCommand{HeartbeatCommand: HeartbeatCommand{Now: h.now, Ref: ref, Actor: left, LeaseNanos: lease},
-		Progress: []byte(`{"pct":40}`), Checkpoint: []byte(`{"page":7}`)})
+	r := h.apply(CmdHeartbeat, &HeartbeatCommand{Now: h.now, Ref: ref, Actor: left, LeaseNanos: lease, Progress: []byte(`{"pct":40}`), Checkpoint: []byte(`{"page":7}`)})
 	mustOK(t, r)
 	if string(r.Job.Progress) != `{"pct":40}` || string(r.Job.Checkpoint) != `{"page":7}` || r.Job.ProgressAt != h.now || r.Job.Lease.ExpiresAt <= before {
 		t.Fatalf("after progress: %+v", r.Job)
 	}
-	r = h.apply(CmdProgress, &ProgressCommand{HeartbeatCommand: HeartbeatCommand{Now: h.now, Ref: ref, Actor: left, LeaseNanos: lease},
-		Progress: []byte(`{"pct":60}`)})
+	r = h.apply(CmdHeartbeat, &HeartbeatCommand{Now: h.now, Ref: ref, Actor: left, LeaseNanos: lease, Progress: []byte(`{"pct":60}`)})
 	mustOK(t, r)
 	if string(r.Job.Progress) != `{"pct":60}` || string(r.Job.Checkpoint) != `{"page":7}` {
 		t.Fatalf("progress without a checkpoint: %+v", r.Job)
 	}
 	// A stale lease cannot report.
-	if r := h.apply(CmdProgress, &ProgressCommand{HeartbeatCommand: HeartbeatCommand{Now: h.now, Ref: LeaseRef{JobID: j.ID, Token: "old"}, Actor: left, LeaseNanos: lease},
-		Checkpoint: []byte(`{"page":99}`)}); r.Err == nil {
+	if r := h.apply(CmdHeartbeat, &HeartbeatCommand{Now: h.now, Ref: LeaseRef{JobID: j.ID, Token: "old"}, Actor: left, LeaseNanos: lease, Checkpoint: []byte(`{"page":99}`)}); r.Err == nil {
 		t.Fatal("a stale lease saved a checkpoint")
 	}
 	mustOK(t, h.apply(CmdFail, &FailCommand{Now: h.now, Ref: ref, Actor: left, Requeue: true, Error: JobError{Message: "oom"}}))
@@ -49,12 +46,12 @@ func TestClaimBatch(t *testing.T) {
 		want = append(want, h.create(CreateCommand{Stream: s}).ID)
 	}
 	batch := func(n int) *Result {
-		c := &ClaimBatchCommand{Now: h.now, Streams: []string{"a", "b"}, Targets: []string{"left_claw"}, Actor: left, LeaseNanos: lease}
+		c := &ClaimCommand{Now: h.now, Streams: []string{"a", "b"}, Targets: []string{"left_claw"}, Actor: left, LeaseNanos: lease}
 		for range n {
 			c.AttemptIDs = append(c.AttemptIDs, h.nextID("att"))
 			c.LeaseTokens = append(c.LeaseTokens, h.nextID("tok"))
 		}
-		return h.apply(CmdClaimBatch, c)
+		return h.apply(CmdClaim, c)
 	}
 	r := batch(3)
 	mustOK(t, r)
@@ -80,8 +77,7 @@ func TestClaimBatch(t *testing.T) {
 	if r := batch(4); r.Claimed || len(r.Jobs) != 0 || r.Err != nil {
 		t.Fatalf("batch with nothing queued: %+v", r)
 	}
-	if r := h.apply(CmdClaimBatch, &ClaimBatchCommand{Now: h.now, Streams: []string{"a"}, Actor: left, LeaseNanos: lease,
-		AttemptIDs: []string{"x"}, LeaseTokens: nil}); r.Err == nil {
+	if r := h.apply(CmdClaim, &ClaimCommand{Now: h.now, Streams: []string{"a"}, Actor: left, LeaseNanos: lease, AttemptIDs: []string{"x"}, LeaseTokens: nil}); r.Err == nil {
 		t.Fatal("a batch without its lease tokens was taken")
 	}
 }
@@ -93,7 +89,7 @@ func TestPriorityOrderAndAging(t *testing.T) {
 	h := newHarness(t)
 	create := func(p int) string {
 		id := h.nextID("job")
-		r := h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head}, Priority: p})
+		r := h.apply(CmdCreate, &CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head, Priority: p})
 		mustOK(t, r)
 		return id
 	}
@@ -117,7 +113,7 @@ func TestPriorityOrderAndAging(t *testing.T) {
 	if r := h.claimNext([]string{"s"}, left); r.Job.ID != old {
 		t.Fatalf("an old job was passed over by a newer one of higher priority: took %s", r.Job.ID)
 	}
-	if r := h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: "bad", Stream: "s", Payload: []byte(`1`), Actor: head}, Priority: MaxPriority + 1}); r.Err == nil {
+	if r := h.apply(CmdCreate, &CreateCommand{Now: h.now, ID: "bad", Stream: "s", Payload: []byte(`1`), Actor: head, Priority: MaxPriority + 1}); r.Err == nil {
 		t.Fatal("a priority out of range was taken")
 	}
 }
@@ -128,8 +124,7 @@ func TestPriorityOrderAndAging(t *testing.T) {
 // base*2^(attempts-1) seconds (less jitter) the same way.
 func TestScheduledAndBackoff(t *testing.T) {
 	h := newHarness(t)
-	r := h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: "later", Stream: "s", Payload: []byte(`1`), Actor: head},
-		RunAt: h.now + 60e9, BackoffBase: 10, BackoffMax: 15})
+	r := h.apply(CmdCreate, &CreateCommand{Now: h.now, ID: "later", Stream: "s", Payload: []byte(`1`), Actor: head, RunAt: h.now + 60e9, BackoffBase: 10, BackoffMax: 15})
 	mustOK(t, r)
 	if r.Job.NotBefore != h.now+60e9 || r.Job.State != StateQueued {
 		t.Fatalf("scheduled job %+v", r.Job)
@@ -188,8 +183,7 @@ func TestConcurrencyKey(t *testing.T) {
 	h := newHarness(t)
 	create := func(key string, limit int) string {
 		id := h.nextID("job")
-		mustOK(t, h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head},
-			ConcurrencyKey: key, ConcurrencyLimit: limit}))
+		mustOK(t, h.apply(CmdCreate, &CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head, ConcurrencyKey: key, ConcurrencyLimit: limit}))
 		return id
 	}
 	a1, a2, a3, a4 := create("tenant-a", 2), create("tenant-a", 2), create("tenant-a", 2), create("tenant-a", 2)
@@ -261,7 +255,7 @@ func TestDependencies(t *testing.T) {
 	h := newHarness(t)
 	create := func(deps ...string) *Result {
 		id := h.nextID("job")
-		return h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head}, DependsOn: deps})
+		return h.apply(CmdCreate, &CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head, DependsOn: deps})
 	}
 	a := create().Job.ID
 	b := create().Job.ID
@@ -304,7 +298,7 @@ func TestCancelAndRedriveOfAWaitingJob(t *testing.T) {
 	h := newHarness(t)
 	dep := h.create(CreateCommand{Stream: "s"}).ID
 	id := h.nextID("job")
-	mustOK(t, h.apply(CmdCreateEx, &CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head}, DependsOn: []string{dep}}))
+	mustOK(t, h.apply(CmdCreate, &CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head, DependsOn: []string{dep}}))
 	mustOK(t, h.cancel(id))
 	if j, _ := h.f.Read().Job(id); j.State != StateCancelled || j.DepsPending != 0 {
 		t.Fatalf("cancelled waiting job: %s waiting on %d", j.State, j.DepsPending)
@@ -323,11 +317,11 @@ func TestCancelAndRedriveOfAWaitingJob(t *testing.T) {
 func TestRunOnDependencyFailure(t *testing.T) {
 	h := newHarness(t)
 	create := func(anyway bool, deps ...string) *Result {
-		ex := CreateExCommand{CreateCommand: CreateCommand{Now: h.now, ID: h.nextID("job"), Stream: "s", Payload: []byte(`1`), Actor: head}, DependsOn: deps}
+		ex := CreateCommand{Now: h.now, ID: h.nextID("job"), Stream: "s", Payload: []byte(`1`), Actor: head, DependsOn: deps}
 		if !anyway {
-			return h.apply(CmdCreateEx, &ex)
+			return h.apply(CmdCreate, &ex)
 		}
-		return h.apply(CmdCreateOpts, &CreateOptsCommand{CreateRequiresCommand: CreateRequiresCommand{CreateExCommand: ex}, RunOnDepFailure: true})
+		return h.apply(CmdCreate, func() *CreateCommand { c := ex; c.RunOnDepFailure = true; return &c }())
 	}
 	end := func(want string, ok bool) { t.Helper(); h.endNext("s", want, ok) }
 	p1, p2 := create(false).Job.ID, create(false).Job.ID

@@ -60,8 +60,7 @@ func TestRoute(t *testing.T) {
 		t.Fatalf("every gateway is full, yet: %+v", r)
 	}
 	// A worker of gb claims its job: targets name its gateway.
-	c := h.apply(CmdClaimNext, &ClaimNextCommand{Now: h.now, Streams: []string{DefaultStream}, Targets: []string{"left_claw", "wb", "gb"},
-		Actor: Actor{Role: "left_claw", WorkerID: "wb"}, AttemptID: "a1", LeaseToken: "t1", LeaseNanos: lease})
+	c := h.apply(CmdClaim, &ClaimCommand{Now: h.now, Streams: []string{DefaultStream}, Targets: []string{"left_claw", "wb", "gb"}, Actor: Actor{Role: "left_claw", WorkerID: "wb"}, AttemptID: "a1", LeaseToken: "t1", LeaseNanos: lease})
 	if !c.Claimed || c.Job.ID != jobs[1].ID {
 		t.Fatalf("claim by gb's worker: %+v", c)
 	}

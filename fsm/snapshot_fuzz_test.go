@@ -42,7 +42,7 @@ func snapshotSeeds(tb testing.TB) [][]byte {
 	feed := [][]byte{
 		MustEncode(CmdFeedOn, &FeedOnCommand{Now: 14}),
 		MustEncode(CmdCreate, &CreateCommand{Now: 15, ID: "j3", Payload: []byte(`3`), Actor: head}),
-		MustEncode(CmdClaimNext, &ClaimNextCommand{Now: 16, Actor: left, AttemptID: "a2", LeaseToken: "k2", LeaseNanos: lease}),
+		MustEncode(CmdClaim, &ClaimCommand{Now: 16, Actor: left, AttemptID: "a2", LeaseToken: "k2", LeaseNanos: lease}),
 	}
 	var out [][]byte
 	var log [][]byte

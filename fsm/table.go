@@ -7,23 +7,52 @@ import (
 
 // The command table. Every command type is one row, registered by the file
 // that defines the command (cmd_*.go): its name, and a constructor for its
-// struct, which carries the body's binary codec and its apply. Encode,
-// decode, apply, String and the tests that cover every command (the codec
-// round trip, the determinism oracle, the snapshot round trip) all read the
-// table, so a new command is one new file.
+// struct, which lists the struct's fields (the tagged encoding, fields.go)
+// and applies it to the state. Encode, decode, apply, String and the tests
+// that cover every command (the codec round trip, the determinism oracle,
+// the snapshot round trip) all read the table, so a new command is one new
+// file, and a new field one line of its fields method.
+//
+// Entries of builds before LevelTagged are in the positional encoding
+// (bodyV1, codec.go), and some operations had several command types, one
+// per set of options (create, create-ex, create-requires, create-opts).
+// Those types are rows too, registered with registerForm: each names the
+// command it is now a form of and reads its positional body into that
+// command. Below LevelTagged a leader still writes entries as those builds
+// do (encodeV1), so every replica of a rolling upgrade reads them.
 
-// command is what a row's struct does: write and read its body (after the
-// body-format byte) and apply itself to the state.
+// command is what a row's struct does: list its fields and apply itself to
+// the state.
 type command interface {
-	encode(e *enc)
-	decode(d *dec)
+	fielder
 	apply(a *applier) *Result
 }
+
+// v1Codec is the positional body of a command that had one form.
+type v1Codec interface {
+	encode(e *enc)
+	decode(d *dec)
+}
+
+// formEncoder is a command that had several forms: it writes the
+// positional body of the oldest form that carries its fields, and says
+// which form that is.
+type formEncoder interface {
+	encodeV1(e *enc) CommandType
+}
+
+// formSetter is a command that records the form an old entry had: some
+// forms applied with side effects of their own (snapshot flags).
+type formSetter interface{ setForm(t CommandType) }
 
 type commandRow struct {
 	name string
 	new  func() command
 	typ  reflect.Type // the struct type (not the pointer)
+	// form: this type is an old form of command type of (decodeV1 reads
+	// its positional body into a command of that type).
+	of       CommandType
+	decodeV1 func(d *dec, t CommandType) command
 }
 
 var commandTable [256]*commandRow
@@ -34,6 +63,24 @@ func register(t CommandType, name string, newCmd func() command) {
 		panic(fmt.Sprintf("fsm: command type %d registered twice (%s, %s)", uint8(t), commandTable[t].name, name))
 	}
 	commandTable[t] = &commandRow{name: name, new: newCmd, typ: reflect.TypeOf(newCmd()).Elem()}
+}
+
+// registerForm adds an old form of command type of: entries of type t
+// (positional bodies) decode into an of command. The row of of itself
+// may set decodeV1 too (the form of its own type).
+func registerForm(t CommandType, name string, of CommandType, newOf func() command, decodeV1 func(d *dec, t CommandType) command) {
+	if t != of {
+		register(t, name, newOf)
+	}
+	row := commandTable[t]
+	row.of, row.decodeV1 = of, decodeV1
+}
+
+// current reports whether t is a type a leader writes from LevelTagged on
+// (not an old form of another).
+func (t CommandType) current() bool {
+	row := commandTable[t]
+	return row != nil && (row.of == 0 || row.of == t)
 }
 
 // LatestCommand is the newest command type without IgnoreUnknownFlag this

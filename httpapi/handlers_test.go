@@ -971,24 +971,23 @@ func TestWorkerClaimCancelled(t *testing.T) {
 	}
 }
 
-// While a server of the cluster runs a version before claim-next had its
-// own command type, a worker claim is written in the form it applies.
-func TestWorkerClaimWrittenForTheOldestNode(t *testing.T) {
+// A claim is written as every server of the cluster reads it: in the
+// positional form of a claim-next below LevelTagged, tagged from it on.
+func TestWorkerClaimWrittenForTheClusterLevel(t *testing.T) {
 	for _, c := range []struct {
-		commands uint8
-		want     fsm.CommandType
-	}{{uint8(fsm.CmdClaimNext) - 1, fsm.CmdClaim}, {uint8(fsm.CmdClaimNext), fsm.CmdClaimNext}} {
-		e := newEnv(t)
-		e.fc.commands = c.commands
+		level int
+		want  fsm.CommandType
+	}{{fsm.LevelTagged - 1, fsm.CmdClaimNext}, {fsm.LevelTagged, fsm.CmdClaim}} {
+		e := newEnv(t, atLevel(c.level))
 		var types []fsm.CommandType
 		e.fc.beforeApply = func(t fsm.CommandType) { types = append(types, t) }
 		e.create(map[string]interface{}{})
 		r := e.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w-1"}`)
 		if r.Code != http.StatusOK || !bytes.Contains(r.Body, []byte(`"claimed":true`)) {
-			t.Fatalf("claim with servers at %d: %d %s", c.commands, r.Code, r.Body)
+			t.Fatalf("claim at level %d: %d %s", c.level, r.Code, r.Body)
 		}
 		if len(types) != 2 || types[1] != c.want {
-			t.Fatalf("servers at %d: commands %v, want create then %v", c.commands, types, c.want)
+			t.Fatalf("level %d: commands %v, want create then %v", c.level, types, c.want)
 		}
 	}
 }

@@ -147,21 +147,22 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 		// A repeated keyed claim whose attempt runs: the command answers it
 		// (or refuses a clash) without waiting for a queued job.
 		if j != nil || (key != "" && r.RunningByAttempt(key) != nil) {
-			cmd := fsm.ClaimNextCommand{Now: s.now(), Streams: streams, Targets: targets, Actor: in.Actor,
-				AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
+			cmd := fsm.ClaimCommand{Now: s.now(), Streams: streams, Targets: targets, Actor: in.Actor,
+				AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds(), Capabilities: caps}
 			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), claimApplyTimeout)
 			var res *fsm.Result
 			var index uint64
 			var err error
 			if in.MaxJobs > 1 && s.allApply(fsm.CmdClaimBatch) {
-				b := fsm.ClaimBatchCommand{Now: cmd.Now, Streams: streams, Targets: targets, Actor: in.Actor, LeaseNanos: cmd.LeaseNanos}
+				b := cmd
+				b.AttemptID, b.LeaseToken = "", ""
 				for range in.MaxJobs {
 					b.AttemptIDs = append(b.AttemptIDs, s.cfg.NewID())
 					b.LeaseTokens = append(b.LeaseTokens, s.cfg.NewID())
 				}
-				res, index, err = s.proposeCapable(actx, caps, fsm.CmdClaimBatch, &b)
+				res, index, err = s.Propose(actx, fsm.CmdClaim, &b)
 			} else {
-				res, index, err = s.proposeClaimNext(actx, &cmd, key, caps)
+				res, index, err = s.proposeClaimNext(actx, &cmd, key)
 				if err == nil && res.Claimed {
 					res.Jobs = []*fsm.Job{res.Job}
 				}
@@ -196,34 +197,16 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 	}
 }
 
-// proposeClaimNext proposes a claim-next, in the form every server of the
-// cluster applies: ClaimNextCommand, or the claim without a job id older
-// nodes know, while one of them runs a version before ClaimNextCommand.
-//
-// With a key, while every server applies claim-next-keyed, the attempt is
-// keyed by it; before that the claim is an ordinary one (a repeat after a
-// lost answer then takes a second job, and the first waits for its lease
-// to expire, as every claim did before keys).
-func (s *Service) proposeClaimNext(ctx context.Context, c *fsm.ClaimNextCommand, key string, caps []string) (*fsm.Result, uint64, error) {
+// proposeClaimNext proposes a claim of the next job. With a key, while
+// every server applies keyed claims, the attempt is keyed by it; before
+// that the claim is an ordinary one (a repeat after a lost answer then
+// takes a second job, and the first waits for its lease to expire, as
+// every claim did before keys).
+func (s *Service) proposeClaimNext(ctx context.Context, c *fsm.ClaimCommand, key string) (*fsm.Result, uint64, error) {
 	if key != "" && s.allApply(fsm.CmdClaimNextKeyed) {
-		c.AttemptID = key
-		return s.proposeCapable(ctx, caps, fsm.CmdClaimNextKeyed, &fsm.ClaimNextKeyedCommand{ClaimNextCommand: *c})
+		c.AttemptID, c.Keyed = key, true
 	}
-	if s.allApply(fsm.CmdClaimNext) {
-		return s.proposeCapable(ctx, caps, fsm.CmdClaimNext, c)
-	}
-	return s.Propose(ctx, fsm.CmdClaim, &fsm.ClaimCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets, Actor: c.Actor,
-		AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos})
-}
-
-// proposeCapable proposes the claim cmd of type t, wrapped with the
-// claimant's capabilities when it has any (fsm.CapableCommand; the caller
-// checked every server applies it).
-func (s *Service) proposeCapable(ctx context.Context, caps []string, t fsm.CommandType, cmd any) (*fsm.Result, uint64, error) {
-	if len(caps) == 0 {
-		return s.Propose(ctx, t, cmd)
-	}
-	return s.Propose(ctx, fsm.CmdCapable, &fsm.CapableCommand{Now: s.now(), Capabilities: caps, Type: t, Inner: cmd})
+	return s.Propose(ctx, fsm.CmdClaim, c)
 }
 
 // capsRefresh is how old the record of a capability set may be before a
@@ -238,7 +221,7 @@ func (s *Service) seeCapabilities(ctx context.Context, key string) error {
 	if at := s.state.Peek().CapsSeenAt(key); at != 0 && s.now()-at < capsRefresh.Nanoseconds() {
 		return nil
 	}
-	_, _, err := s.Propose(ctx, fsm.CmdCapable, &fsm.CapableCommand{Now: s.now(), Capabilities: fsm.Labels(key)})
+	_, _, err := s.Propose(ctx, fsm.CmdClaim, &fsm.ClaimCommand{Now: s.now(), Capabilities: fsm.Labels(key), Probe: true})
 	return err
 }
 

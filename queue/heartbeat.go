@@ -22,7 +22,7 @@ type HeartbeatInput struct {
 	// index of its claim or of its last heartbeat's answer); 0 if unknown.
 	MinIndex uint64
 	// Progress and Checkpoint (raw JSON, nil: none) make the heartbeat a
-	// write that also reports them (fsm.ProgressCommand).
+	// write that also reports them (fsm.HeartbeatCommand with progress).
 	Progress, Checkpoint []byte
 }
 
@@ -69,7 +69,8 @@ func (s *Service) Heartbeat(ctx context.Context, in HeartbeatInput) (*fsm.Result
 		case !s.allApply(fsm.CmdProgress):
 			return nil, 0, ErrUpgradeInProgress
 		}
-		return s.Propose(ctx, fsm.CmdProgress, &fsm.ProgressCommand{HeartbeatCommand: *cmd, Progress: in.Progress, Checkpoint: in.Checkpoint})
+		cmd.Progress, cmd.Checkpoint = in.Progress, in.Checkpoint
+		return s.Propose(ctx, fsm.CmdHeartbeat, cmd)
 	}
 	f := s.cfg.LeaseRenewFraction
 	if f > 0 && !in.Consistent && (!in.Local || in.MinIndex > 0) {

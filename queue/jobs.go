@@ -149,7 +149,8 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		return nil, false, 0, invalid("priority must be between %d and %d", fsm.MinPriority, fsm.MaxPriority)
 	}
 	cmd.Now, cmd.ID = s.now(), s.cfg.NewID()
-	ex := fsm.CreateExCommand{Priority: in.Priority, BackoffBase: in.BackoffBase, BackoffMax: in.BackoffMax}
+	ex := &cmd // the options
+	ex.Priority, ex.BackoffBase, ex.BackoffMax = in.Priority, in.BackoffBase, in.BackoffMax
 	switch {
 	case in.RunAt != 0 && in.Delay != 0:
 		return nil, false, 0, invalid("give runAt or delaySeconds, not both")
@@ -207,25 +208,18 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		if !s.allApply(fsm.CmdCreateOpts) {
 			return nil, false, 0, ErrUpgradeInProgress
 		}
-		ex.CreateCommand = cmd
-		opts := &fsm.CreateOptsCommand{CreateRequiresCommand: fsm.CreateRequiresCommand{CreateExCommand: ex, Requires: fsm.Labels(reqKey)},
-			RunOnDepFailure: true}
-		res, index, err = s.Propose(ctx, fsm.CmdCreateOpts, opts)
+		cmd.RunOnDepFailure = true
 	} else if reqKey != "" {
 		if !s.allApply(fsm.CmdCreateRequires) {
 			return nil, false, 0, ErrUpgradeInProgress
 		}
-		ex.CreateCommand = cmd
-		res, index, err = s.Propose(ctx, fsm.CmdCreateRequires, &fsm.CreateRequiresCommand{CreateExCommand: ex, Requires: fsm.Labels(reqKey)})
 	} else if ex.Priority != 0 || ex.RunAt != 0 || ex.BackoffBase != 0 || ex.ConcurrencyKey != "" || len(ex.DependsOn) > 0 {
 		if !s.allApply(fsm.CmdCreateEx) || !s.allApply(fsm.CmdPromote) {
 			return nil, false, 0, ErrUpgradeInProgress
 		}
-		ex.CreateCommand = cmd
-		res, index, err = s.Propose(ctx, fsm.CmdCreateEx, &ex)
-	} else {
-		res, index, err = s.Propose(ctx, fsm.CmdCreate, &cmd)
 	}
+	cmd.Requires = fsm.Labels(reqKey)
+	res, index, err = s.Propose(ctx, fsm.CmdCreate, &cmd)
 	if err != nil {
 		return nil, false, index, err
 	}
@@ -302,8 +296,8 @@ func (s *Service) ClaimJob(ctx context.Context, id string, actor fsm.Actor, caps
 		return nil, 0, err
 	}
 	cmd := fsm.ClaimCommand{Now: s.now(), JobID: id, Targets: targets, Actor: actor,
-		AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds()}
-	res, index, err := s.proposeCapable(ctx, fsm.Labels(key), fsm.CmdClaim, &cmd)
+		AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds(), Capabilities: fsm.Labels(key)}
+	res, index, err := s.Propose(ctx, fsm.CmdClaim, &cmd)
 	if err != nil {
 		return nil, index, err
 	}
@@ -394,17 +388,17 @@ func (s *Service) ReleaseFor(ctx context.Context, ref fsm.LeaseRef, actor fsm.Ac
 		if !s.allApply(fsm.CmdReleaseNotFor) || !s.allApply(fsm.CmdPromote) {
 			return nil, 0, ErrUpgradeInProgress
 		}
-		ex := fsm.ReleaseExCommand{ReleaseCommand: cmd}
+		cmd.NotFor = true
 		if cooldown > 0 {
-			ex.NotBefore = cmd.Now + cooldown.Nanoseconds()
+			cmd.NotBefore = cmd.Now + cooldown.Nanoseconds()
 		}
-		return s.Propose(ctx, fsm.CmdReleaseNotFor, &fsm.ReleaseNotForCommand{ReleaseExCommand: ex})
+		return s.Propose(ctx, fsm.CmdRelease, &cmd)
 	}
 	if cooldown > 0 {
 		if !s.allApply(fsm.CmdReleaseEx) || !s.allApply(fsm.CmdPromote) {
 			return nil, 0, ErrUpgradeInProgress
 		}
-		return s.Propose(ctx, fsm.CmdReleaseEx, &fsm.ReleaseExCommand{ReleaseCommand: cmd, NotBefore: cmd.Now + cooldown.Nanoseconds()})
+		cmd.NotBefore = cmd.Now + cooldown.Nanoseconds()
 	}
 	return s.Propose(ctx, fsm.CmdRelease, &cmd)
 }

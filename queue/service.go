@@ -215,7 +215,8 @@ func (e *Refusal) Unwrap() error { return e.Err }
 // Propose encodes cmd, proposes it and returns the state machine's result
 // and the entry's index. A refusal is a *Refusal.
 func (s *Service) Propose(ctx context.Context, t fsm.CommandType, cmd interface{}) (*fsm.Result, uint64, error) {
-	data, err := fsm.Encode(t, cmd)
+	// Written as the cluster's level says every server reads it.
+	data, err := fsm.EncodeAt(s.state.Peek().Level(), t, cmd)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -244,7 +245,7 @@ func (s *Service) Propose(ctx context.Context, t fsm.CommandType, cmd interface{
 // speaks of the job, never of the command that carries it.
 func entryContent(t fsm.CommandType) (what, parts string) {
 	switch t {
-	case fsm.CmdCreate, fsm.CmdCreateEx, fsm.CmdCreateRequires, fsm.CmdCreateOpts, fsm.CmdTaskCreate:
+	case fsm.CmdCreate, fsm.CmdTaskCreate:
 		return "the job", "its payload and its other fields"
 	case fsm.CmdComplete:
 		return "the completion", "its result, stdout and stderr"
@@ -252,7 +253,7 @@ func entryContent(t fsm.CommandType) (what, parts string) {
 		return "the failure", "its error, stdout and stderr"
 	case fsm.CmdTaskStep:
 		return "the task's step", "its result, error, stdout and stderr"
-	case fsm.CmdHeartbeat, fsm.CmdProgress:
+	case fsm.CmdHeartbeat:
 		return "the heartbeat", "its progress and checkpoint"
 	case fsm.CmdComment:
 		return "the comment", "its text"
@@ -262,7 +263,7 @@ func entryContent(t fsm.CommandType) (what, parts string) {
 		return "the registration", "its metadata, capabilities and address"
 	case fsm.CmdSessionCreate, fsm.CmdStreamCreate, fsm.CmdStreamDefaults:
 		return "the stream or session", "its description, instructions and defaults"
-	case fsm.CmdRelease, fsm.CmdReleaseEx, fsm.CmdReleaseNotFor:
+	case fsm.CmdRelease:
 		return "the release", "its reason and fields"
 	}
 	return "the request", "its fields"
