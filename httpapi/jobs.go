@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -28,25 +30,43 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 		}
 		key = req.IdempotencyKey
 	}
-	in := queue.CreateInput{Payload: req.Payload, Target: req.Target, TaskClass: req.TaskClass, IdempotencyKey: key,
+	req.IdempotencyKey = key
+	v, index, err := s.createJob(r.Context(), c.role, &req)
+	s.setIndex(w, index)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if v.Duplicate {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, v)
+	return nil
+}
+
+// createJob creates the job req asks for, as role (the route's and the MCP
+// enqueue tool's): its view, with Duplicate set when req's idempotency key
+// named a job made before.
+func (s *Server) createJob(ctx context.Context, role string, req *api.JobCreateRequest) (*api.Job, uint64, error) {
+	in := queue.CreateInput{Payload: req.Payload, Target: req.Target, TaskClass: req.TaskClass, IdempotencyKey: req.IdempotencyKey,
 		Priority: req.Priority, ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit, DependsOn: req.DependsOn,
-		Requires: req.Requires, Actor: fsm.Actor{Role: c.role}}
+		Requires: req.Requires, Actor: fsm.Actor{Role: role}}
 	switch req.OnDependencyFailure {
 	case "", "fail":
 	case "run":
 		in.RunOnDepFailure = true
 	default:
-		return badRequest(`onDependencyFailure must be "fail" or "run"`)
+		return nil, 0, badRequest(`onDependencyFailure must be "fail" or "run"`)
 	}
 	if !req.RunAt.IsZero() {
 		n, err := queue.RunAtNanos(req.RunAt)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		in.RunAt = n
 	}
 	if req.DelaySeconds < 0 || req.DelaySeconds > queue.MaxScheduleDays*24*3600 {
-		return badRequest("delaySeconds must be 0 to %d (%d days)", queue.MaxScheduleDays*24*3600, queue.MaxScheduleDays)
+		return nil, 0, badRequest("delaySeconds must be 0 to %d (%d days)", queue.MaxScheduleDays*24*3600, queue.MaxScheduleDays)
 	}
 	in.Delay = time.Duration(req.DelaySeconds) * time.Second
 	if b := req.Backoff; b != nil {
@@ -62,17 +82,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 		ls := int64(req.LeaseSeconds)
 		in.LeaseSeconds = &ls
 	}
-	j, created, index, err := s.queue.Create(r.Context(), in)
-	s.setIndex(w, index)
+	j, created, index, err := s.queue.Create(ctx, in)
 	if err != nil {
-		return err
+		return nil, index, err
 	}
-	status := http.StatusCreated
-	if !created {
-		status = http.StatusOK
-	}
-	writeJSON(w, status, viewJob(j))
-	return nil
+	v := viewJob(j)
+	v.Duplicate = !created
+	return v, index, nil
 }
 
 // lookup reads the job of the route's {id} that the caller may see.
@@ -110,7 +126,11 @@ func (s *Server) handleAttempts(w http.ResponseWriter, r *http.Request, c *call)
 // listFilter parses the paging and filter query parameters shared by
 // GET /jobs and GET /dlq.
 func listFilter(r *http.Request) (fsm.ListFilter, error) {
-	q := r.URL.Query()
+	return listQuery(r.URL.Query())
+}
+
+// listQuery is listFilter of the query q (also the MCP list tools').
+func listQuery(q url.Values) (fsm.ListFilter, error) {
 	f := fsm.ListFilter{Limit: 100, Stream: q.Get("stream"), Target: q.Get("target")}
 	if v := q.Get("status"); v != "" {
 		st := fsm.State(strings.ToLower(v))

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -17,19 +16,19 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spine-queue/spine/api"
-	"github.com/spine-queue/spine/client"
 	"github.com/spine-queue/spine/mcpserver"
 )
 
 // The node's MCP server (docs/mcp.md): /mcp speaks MCP's streamable HTTP
 // transport, with a bearer token as on the API. Each MCP session gets a
 // server of its own (package mcpserver) whose tools are those of the
-// token's role and whose client reaches this very node, in process, under
-// the caller's token: every tool call is an API request that this node
-// authenticates, forwards to the leader and answers as usual. The session
-// keeps its claims' leases; it lives in this node's memory, so a client
-// whose node dies connects to another node and finishes a job it holds
-// there with the lease_token the claim showed.
+// token's role and whose backend (mcpBackend) calls this node's queue as
+// the token's role, the request that carries the call being authenticated
+// here: a tool call runs the code of its API route, on the leader (a
+// follower sends it there). The session keeps its claims' leases; it lives
+// in this node's memory, so a client whose node dies connects to another
+// node and finishes a job it holds there with the lease_token the claim
+// showed.
 //
 // /mcp is not an API route (docs/openapi.yaml does not list it): like the
 // web UI it is mounted beside them.
@@ -38,7 +37,7 @@ import (
 const mcpPath = "/mcp"
 
 // MCP sessions are bounded (docs/mcp.md): each holds its server, its
-// client and its leases in this node's memory, so a token may open only so
+// backend and its leases in this node's memory, so a token may open only so
 // many, the node only so many in all, and one no request used for a while
 // ends by itself.
 const (
@@ -72,11 +71,10 @@ type mcpEndpoint struct {
 	// versions answers the SDK's question, asked of every request, of which
 	// protocol versions the server speaks; it serves no session.
 	versions *mcp.Server
-	local    *http.Client
 	limits   MCPLimits
 	sessions mcpSessions
 	// built counts the session servers built (each holds a session's
-	// tools, client and leases).
+	// tools, backend and leases).
 	built atomic.Int64
 }
 
@@ -105,7 +103,6 @@ func (s *Server) mcpRoutes() {
 	}
 	m := &mcpEndpoint{s: s, schemas: mcp.NewSchemaCache(),
 		versions: mcp.NewServer(&mcp.Implementation{Name: "spine"}, nil),
-		local:    &http.Client{Transport: localTransport{h: s.Handler()}},
 		limits:   lim, sessions: mcpSessions{perToken: map[string]int{}}}
 	sdk := mcp.NewStreamableHTTPHandler(m.getServer, &mcp.StreamableHTTPOptions{
 		// Answers are JSON, not event streams: a tool call is one request
@@ -212,81 +209,22 @@ func (m *mcpEndpoint) getServer(r *http.Request) *mcp.Server {
 	return caller.srv // nil: the SDK answers 400
 }
 
-// newServer builds a session's server: the tools of the caller's role, on a
-// client of this node under the caller's token.
+// newServer builds a session's server: the tools of the caller's role, on
+// this node's queue as the caller (mcpBackend).
 func (m *mcpEndpoint) newServer(r *http.Request, caller *mcpCaller) (*mcp.Server, error) {
 	m.built.Add(1)
 	role := mcpserver.RoleClaw
 	if caller.role == RoleHead {
 		role = mcpserver.RoleHead
 	}
-	host := r.Host
-	if host == "" {
-		host = "localhost"
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
 	}
-	// The address only names this node in the client's messages: the
-	// transport hands every request to this node's own handler.
-	c, err := client.New([]string{"http://" + host}, client.WithToken(caller.token), client.WithHTTPClient(m.local))
-	if err != nil {
-		return nil, err
-	}
-	return mcpserver.New(mcpserver.Config{Client: c, Role: role, SchemaCache: m.schemas, SessionIdle: m.limits.Idle})
+	// The session outlives the request that opened it: the backend keeps
+	// a copy of its address and headers, without its body.
+	req := r.Clone(context.Background())
+	req.Body, req.ContentLength = http.NoBody, 0
+	b := &mcpBackend{s: m.s, role: caller.role, token: caller.token, self: scheme + r.Host, req: req}
+	return mcpserver.New(mcpserver.Config{Backend: b, Role: role, SchemaCache: m.schemas, SessionIdle: m.limits.Idle})
 }
-
-// localTransport serves a client's requests with this node's handler, in
-// process: the node authenticates, forwards and answers each as it would
-// over the network, without a connection to itself (and whatever TLS or
-// address it would take to make one).
-type localTransport struct{ h http.Handler }
-
-func (t localTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	in := req.Clone(req.Context())
-	in.RequestURI = req.URL.RequestURI()
-	in.Host = req.URL.Host
-	in.RemoteAddr = "mcp"
-	if in.Body == nil {
-		in.Body = http.NoBody
-	}
-	rec := &localResponse{header: http.Header{}}
-	t.h.ServeHTTP(rec, in)
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	code := rec.code
-	if code == 0 {
-		code = http.StatusOK
-	}
-	return &http.Response{
-		Status: fmt.Sprintf("%d %s", code, http.StatusText(code)), StatusCode: code,
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: rec.header, Body: &localBody{Reader: bytes.NewReader(rec.body.Bytes())},
-		ContentLength: int64(rec.body.Len()), Request: req,
-	}, nil
-}
-
-// localResponse records a handler's answer.
-type localResponse struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
-}
-
-func (w *localResponse) Header() http.Header { return w.header }
-
-func (w *localResponse) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-}
-
-func (w *localResponse) Write(b []byte) (int, error) {
-	w.WriteHeader(http.StatusOK)
-	return w.body.Write(b)
-}
-
-// Flush does nothing: the answer is handed over whole.
-func (w *localResponse) Flush() {}
-
-type localBody struct{ *bytes.Reader }
-
-func (localBody) Close() error { return nil }

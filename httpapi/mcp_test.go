@@ -64,6 +64,33 @@ func mcpTools(t *testing.T, cs *mcp.ClientSession) []string {
 	return names
 }
 
+// mcpEnqueueClaim enqueues a job in stream ("": the default) through
+// head's session and claims it through claw's, and returns its id.
+func mcpEnqueueClaim(t *testing.T, head, claw *mcp.ClientSession, stream string) string {
+	t.Helper()
+	var enq struct {
+		Job struct {
+			ID string `json:"id"`
+		} `json:"job"`
+	}
+	args, streams := map[string]any{"payload": map[string]any{"n": 1}}, []string{"default"}
+	if stream != "" {
+		args["stream"], streams = stream, []string{stream}
+	}
+	mcpCall(t, head, "enqueue", args, &enq)
+	var cl struct {
+		Claimed bool `json:"claimed"`
+		Jobs    []struct {
+			JobID string `json:"job_id"`
+		} `json:"jobs"`
+	}
+	mcpCall(t, claw, "claim", map[string]any{"streams": streams, "wait_seconds": 0}, &cl)
+	if !cl.Claimed || cl.Jobs[0].JobID != enq.Job.ID {
+		t.Fatalf("claim = %+v, want job %s", cl, enq.Job.ID)
+	}
+	return enq.Job.ID
+}
+
 // /mcp authenticates like the API; a session's tools are those of its
 // token's role, and its calls go through this node's API under that token.
 func TestMCPEndpoint(t *testing.T) {
@@ -83,27 +110,12 @@ func TestMCPEndpoint(t *testing.T) {
 		t.Errorf("claw's tools = %v", tools)
 	}
 
-	var enq struct {
-		Job struct {
-			ID string `json:"id"`
-		} `json:"job"`
-	}
-	mcpCall(t, head, "enqueue", map[string]any{"payload": map[string]any{"n": 1}}, &enq)
-	var cl struct {
-		Claimed bool `json:"claimed"`
-		Jobs    []struct {
-			JobID string `json:"job_id"`
-		} `json:"jobs"`
-	}
-	mcpCall(t, claw, "claim", map[string]any{"wait_seconds": 0}, &cl)
-	if !cl.Claimed || cl.Jobs[0].JobID != enq.Job.ID {
-		t.Fatalf("claim = %+v, want job %s", cl, enq.Job.ID)
-	}
+	id := mcpEnqueueClaim(t, head, claw, "")
 	var done struct {
 		Status string `json:"status"`
 	}
-	mcpCall(t, claw, "complete", map[string]any{"job_id": enq.Job.ID, "result": map[string]any{"summary": "ok"}}, &done)
-	if j := e.do("GET", "/jobs/"+enq.Job.ID, headTok, nil).json(t); j["status"] != "done" || j["workerId"] == "" {
+	mcpCall(t, claw, "complete", map[string]any{"job_id": id, "result": map[string]any{"summary": "ok"}}, &done)
+	if j := e.do("GET", "/jobs/"+id, headTok, nil).json(t); j["status"] != "done" || j["workerId"] == "" {
 		t.Fatalf("job after complete = %v", j)
 	}
 

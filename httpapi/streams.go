@@ -47,22 +47,38 @@ func viewStreamInfo(si queue.StreamInfo, now time.Time) api.StreamInfo {
 }
 
 func (s *Server) handleStreamInfos(w http.ResponseWriter, r *http.Request, c *call) error {
-	now := time.Now()
-	out := api.StreamList{Streams: []api.StreamInfo{}}
-	for _, si := range s.queue.StreamInfos(c.role) {
-		out.Streams = append(out.Streams, viewStreamInfo(si, now))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, s.streamInfos(c.role))
 	return nil
 }
 
-func (s *Server) handleStreamInfo(w http.ResponseWriter, r *http.Request, c *call) error {
-	name := r.PathValue("name")
-	if !queue.ValidName(name) {
-		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "stream name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+// streamInfos are the streams role sees (the route's and the MCP
+// list_streams tool's).
+func (s *Server) streamInfos(role string) api.StreamList {
+	now := time.Now()
+	out := api.StreamList{Streams: []api.StreamInfo{}}
+	for _, si := range s.queue.StreamInfos(role) {
+		out.Streams = append(out.Streams, viewStreamInfo(si, now))
 	}
-	writeJSON(w, http.StatusOK, viewStreamInfo(s.queue.StreamInfo(c.role, name), time.Now()))
+	return out
+}
+
+func (s *Server) handleStreamInfo(w http.ResponseWriter, r *http.Request, c *call) error {
+	v, err := s.streamInfo(c.role, r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
 	return nil
+}
+
+// streamInfo is stream name as role sees it (the route's and the MCP
+// tools').
+func (s *Server) streamInfo(role, name string) (*api.StreamInfo, error) {
+	if !queue.ValidName(name) {
+		return nil, errorf(http.StatusBadRequest, api.CodeInvalidRequest, "stream name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+	}
+	v := viewStreamInfo(s.queue.StreamInfo(role, name), time.Now())
+	return &v, nil
 }
 
 func (s *Server) handleStreamPause(w http.ResponseWriter, r *http.Request, c *call) error {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -21,32 +22,43 @@ import (
 func messageID(j *fsm.Job) string { return strconv.FormatUint(j.QueueIndex, 10) }
 
 // handleWorkerClaim claims the oldest job of the first stream that has one,
-// waiting up to max_wait_ms for one (queue.Service.ClaimNext).
+// waiting up to max_wait_ms for one (queue.Service.ClaimNextBatch).
 func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *call) error {
 	var req api.WorkerClaimRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if err := queue.CheckWorkerID("worker_id", req.WorkerID, true); err != nil {
-		return err
-	}
-	if req.MaxWaitMS < 0 {
-		return badRequest("max_wait_ms must not be negative")
-	}
-	// Cap in milliseconds first: a huge max_wait_ms would overflow a Duration.
-	wait := time.Duration(min(req.MaxWaitMS, s.queue.Config().MaxClaimWait.Milliseconds())) * time.Millisecond
-	if req.MaxJobs < 0 || req.MaxJobs > fsm.MaxClaimBatch {
-		return badRequest("max_jobs must be 1 to %d", fsm.MaxClaimBatch)
-	}
-	jobs, index, err := s.queue.ClaimNextBatch(r.Context(), queue.ClaimNextInput{Streams: req.Streams,
-		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Wait: wait, MaxJobs: req.MaxJobs, Capabilities: req.Capabilities})
+	a, index, err := s.workerClaim(r.Context(), c.role, &req)
 	s.setIndex(w, index)
 	if err != nil {
 		return err
 	}
+	writeJSON(w, http.StatusOK, a)
+	return nil
+}
+
+// workerClaim is the worker contract's claim, for role (the route's and
+// the MCP claim tool's).
+func (s *Server) workerClaim(ctx context.Context, role string, req *api.WorkerClaimRequest) (*api.WorkerClaim, uint64, error) {
+	if err := queue.CheckWorkerID("worker_id", req.WorkerID, true); err != nil {
+		return nil, 0, err
+	}
+	if req.MaxWaitMS < 0 {
+		return nil, 0, badRequest("max_wait_ms must not be negative")
+	}
+	// Cap in milliseconds first: a huge max_wait_ms would overflow a Duration.
+	wait := time.Duration(min(req.MaxWaitMS, s.queue.Config().MaxClaimWait.Milliseconds())) * time.Millisecond
+	if req.MaxJobs < 0 || req.MaxJobs > fsm.MaxClaimBatch {
+		return nil, 0, badRequest("max_jobs must be 1 to %d", fsm.MaxClaimBatch)
+	}
+	actor := fsm.Actor{Role: role, WorkerID: req.WorkerID}
+	jobs, index, err := s.queue.ClaimNextBatch(ctx, queue.ClaimNextInput{Streams: req.Streams,
+		Actor: actor, Wait: wait, MaxJobs: req.MaxJobs, Capabilities: req.Capabilities})
+	if err != nil {
+		return nil, index, err
+	}
 	if len(jobs) == 0 {
-		writeJSON(w, http.StatusOK, api.WorkerClaim{Claimed: false, Elsewhere: s.elsewhere(req.Streams, fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, req.Capabilities)})
-		return nil
+		return &api.WorkerClaim{Claimed: false, Elsewhere: s.elsewhere(req.Streams, actor, req.Capabilities)}, index, nil
 	}
 	a := claimAnswer(jobs[0])
 	if req.MaxJobs > 0 {
@@ -54,8 +66,7 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 			a.Jobs = append(a.Jobs, claimAnswer(j))
 		}
 	}
-	writeJSON(w, http.StatusOK, a)
-	return nil
+	return &a, index, nil
 }
 
 func claimAnswer(j *fsm.Job) api.WorkerClaim {
@@ -109,9 +120,20 @@ func workerLease(workerID, jobID, attemptID, token string, needAttempt bool) (fs
 // workerRefusal answers a fenced-off call with ok:false and the error (a
 // job the caller may not read is not found: queue.Service.ForCaller).
 func (s *Server) workerRefusal(w http.ResponseWriter, c *call, jobID string, err error) error {
-	ae := classify(s.queue.ForCaller(c.role, jobID, err))
-	if ae.Status != http.StatusConflict && ae.Status != http.StatusForbidden && ae.Status != http.StatusNotFound {
+	ae := s.workerRefused(c.role, jobID, err)
+	if ae == nil {
 		return err
+	}
+	writeJSON(w, ae.Status, api.WorkerRefusal{OK: false, Error: api.ErrorDetail{Code: ae.Code, Message: ae.Message}})
+	return nil
+}
+
+// workerRefused is a worker call's refusal in the API's terms, when err
+// fenced the call off (409, 403 or 404), else nil.
+func (s *Server) workerRefused(role, jobID string, err error) *apiError {
+	ae := classify(s.queue.ForCaller(role, jobID, err))
+	if ae.Status != http.StatusConflict && ae.Status != http.StatusForbidden && ae.Status != http.StatusNotFound {
+		return nil
 	}
 	if ae.Code == api.CodeIllegalTransition {
 		// Every worker call carries a lease token, and a job that is not
@@ -119,8 +141,7 @@ func (s *Server) workerRefusal(w http.ResponseWriter, c *call, jobID string, err
 		// reaped, released, or the job finished under another attempt).
 		ae = &apiError{Status: http.StatusConflict, Code: api.CodeStaleLease, Message: ae.Message + " (lease token is no longer current)"}
 	}
-	writeJSON(w, ae.Status, api.WorkerRefusal{OK: false, Error: api.ErrorDetail{Code: ae.Code, Message: ae.Message}})
-	return nil
+	return ae
 }
 
 func (s *Server) handleWorkerHeartbeat(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -128,19 +149,29 @@ func (s *Server) handleWorkerHeartbeat(w http.ResponseWriter, r *http.Request, c
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	ref, err := workerLease(req.WorkerID, req.JobID, req.AttemptID, req.LeaseToken, false)
-	if err != nil {
-		return err
-	}
-	in := s.heartbeatInput(c, ref, fsm.Actor{Role: c.role, WorkerID: req.WorkerID})
-	in.Progress, in.Checkpoint = reported(req.Progress), reported(req.Checkpoint)
-	res, index, err := s.queue.Heartbeat(r.Context(), in)
+	res, index, err := s.workerHeartbeat(r.Context(), c, &req)
 	s.setIndex(w, index)
 	if err != nil {
 		return s.workerRefusal(w, c, req.JobID, err)
 	}
-	writeJSON(w, http.StatusOK, api.WorkerHeartbeatResult{OK: true, LeaseExpiresAt: api.Time(res.Job.Lease.ExpiresAt), Cancel: res.Job.CancelRequested()})
+	writeJSON(w, http.StatusOK, res)
 	return nil
+}
+
+// workerHeartbeat is the worker contract's heartbeat (the route's and the
+// MCP heartbeat tool's); a refusal is the queue's error (workerRefused).
+func (s *Server) workerHeartbeat(ctx context.Context, c *call, req *api.WorkerHeartbeatRequest) (*api.WorkerHeartbeatResult, uint64, error) {
+	ref, err := workerLease(req.WorkerID, req.JobID, req.AttemptID, req.LeaseToken, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	in := s.heartbeatInput(c, ref, fsm.Actor{Role: c.role, WorkerID: req.WorkerID})
+	in.Progress, in.Checkpoint = reported(req.Progress), reported(req.Checkpoint)
+	res, index, err := s.queue.Heartbeat(ctx, in)
+	if err != nil {
+		return nil, index, err
+	}
+	return &api.WorkerHeartbeatResult{OK: true, LeaseExpiresAt: api.Time(res.Job.Lease.ExpiresAt), Cancel: res.Job.CancelRequested()}, index, nil
 }
 
 func (s *Server) handleWorkerComplete(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -148,18 +179,28 @@ func (s *Server) handleWorkerComplete(w http.ResponseWriter, r *http.Request, c 
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	ref, err := workerLease(req.WorkerID, req.JobID, req.AttemptID, req.LeaseToken, true)
-	if err != nil {
-		return err
-	}
-	res, index, err := s.queue.Complete(r.Context(), queue.CompleteInput{Ref: ref,
-		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
+	ack, index, err := s.workerComplete(r.Context(), c.role, &req)
 	s.setIndex(w, index)
 	if err != nil {
 		return s.workerRefusal(w, c, req.JobID, err)
 	}
-	writeJSON(w, http.StatusOK, api.WorkerCompleteAck{OK: true, Ack: true, Duplicate: res.Duplicate})
+	writeJSON(w, http.StatusOK, api.WorkerCompleteAck{OK: ack.OK, Ack: ack.Ack, Duplicate: ack.Duplicate})
 	return nil
+}
+
+// workerComplete is the worker contract's complete (the route's and the
+// MCP complete tool's); a refusal is the queue's error (workerRefused).
+func (s *Server) workerComplete(ctx context.Context, role string, req *api.WorkerCompleteRequest) (*api.WorkerAck, uint64, error) {
+	ref, err := workerLease(req.WorkerID, req.JobID, req.AttemptID, req.LeaseToken, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	res, index, err := s.queue.Complete(ctx, queue.CompleteInput{Ref: ref,
+		Actor: fsm.Actor{Role: role, WorkerID: req.WorkerID}, Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
+	if err != nil {
+		return nil, index, err
+	}
+	return &api.WorkerAck{OK: true, Ack: true, Duplicate: res.Duplicate}, index, nil
 }
 
 func (s *Server) handleWorkerFail(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -167,23 +208,40 @@ func (s *Server) handleWorkerFail(w http.ResponseWriter, r *http.Request, c *cal
 	if err := decode(c, &req); err != nil {
 		return err
 	}
+	return s.answerWorker(w, c, req.JobID)(s.workerFail(r.Context(), c.role, &req))
+}
+
+// answerWorker answers a worker fail or release: the ack, or the refusal
+// of job jobID.
+func (s *Server) answerWorker(w http.ResponseWriter, c *call, jobID string) func(*api.WorkerAck, uint64, error) error {
+	return func(ack *api.WorkerAck, index uint64, err error) error {
+		s.setIndex(w, index)
+		if err != nil {
+			return s.workerRefusal(w, c, jobID, err)
+		}
+		writeJSON(w, http.StatusOK, ack)
+		return nil
+	}
+}
+
+// workerFail is the worker contract's fail (the route's and the MCP fail
+// tool's); a refusal is the queue's error (workerRefused).
+func (s *Server) workerFail(ctx context.Context, role string, req *api.WorkerFailRequest) (*api.WorkerAck, uint64, error) {
 	ref, err := workerLease(req.WorkerID, req.JobID, req.AttemptID, req.LeaseToken, true)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	je := jobError(req.Error)
 	requeue := je.Retryable
 	if req.Requeue != nil {
 		requeue = *req.Requeue
 	}
-	res, index, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: ref,
-		Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, Error: je, Requeue: requeue, Stdout: req.Stdout, Stderr: req.Stderr})
-	s.setIndex(w, index)
+	res, index, err := s.queue.Fail(ctx, queue.FailInput{Ref: ref,
+		Actor: fsm.Actor{Role: role, WorkerID: req.WorkerID}, Error: je, Requeue: requeue, Stdout: req.Stdout, Stderr: req.Stderr})
 	if err != nil {
-		return s.workerRefusal(w, c, req.JobID, err)
+		return nil, index, err
 	}
-	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Requeued, DLQ: res.DLQ, Duplicate: res.Duplicate, Status: failStatus(res, req.AttemptID)})
-	return nil
+	return &api.WorkerAck{OK: true, Ack: true, Requeued: res.Requeued, DLQ: res.DLQ, Duplicate: res.Duplicate, Status: failStatus(res, req.AttemptID)}, index, nil
 }
 
 // failStatus is the status a fail left its job in: for a repeat, the first
@@ -222,36 +280,50 @@ func (s *Server) handleWorkerRelease(w http.ResponseWriter, r *http.Request, c *
 	if err := decode(c, &req); err != nil {
 		return err
 	}
+	return s.answerWorker(w, c, req.JobID)(s.workerRelease(r.Context(), c.role, &req))
+}
+
+// workerRelease is the worker contract's release (the route's and the MCP
+// release tool's); a refusal is the queue's error (workerRefused).
+func (s *Server) workerRelease(ctx context.Context, role string, req *api.WorkerReleaseRequest) (*api.WorkerAck, uint64, error) {
 	ref, err := workerLease(req.WorkerID, req.JobID, req.AttemptID, req.LeaseToken, false)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	if req.CooldownMS < 0 || req.CooldownMS > queue.MaxCooldown.Milliseconds() {
-		return badRequest("cooldown_ms must be 0 to %d", queue.MaxCooldown.Milliseconds())
+		return nil, 0, badRequest("cooldown_ms must be 0 to %d", queue.MaxCooldown.Milliseconds())
 	}
-	res, index, err := s.queue.ReleaseFor(r.Context(), ref, fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, req.Reason,
+	res, index, err := s.queue.ReleaseFor(ctx, ref, fsm.Actor{Role: role, WorkerID: req.WorkerID}, req.Reason,
 		time.Duration(req.CooldownMS)*time.Millisecond, req.NotForMe)
-	s.setIndex(w, index)
 	if err != nil {
-		return s.workerRefusal(w, c, req.JobID, err)
+		return nil, index, err
 	}
-	writeJSON(w, http.StatusOK, api.WorkerAck{OK: true, Ack: true, Requeued: res.Job.State == fsm.StateQueued, Status: api.JobStatus(res.Job.State)})
-	return nil
+	return &api.WorkerAck{OK: true, Ack: true, Requeued: res.Job.State == fsm.StateQueued, Status: api.JobStatus(res.Job.State)}, index, nil
 }
 
 // handleWorkerHeld lists the jobs the caller's role holds leases on for
 // worker_id, each as its claim answered it (lease token included): how a
 // worker that lost its claims' answers picks its work up again.
 func (s *Server) handleWorkerHeld(w http.ResponseWriter, r *http.Request, c *call) error {
-	worker := r.URL.Query().Get("worker_id")
-	if worker == "" {
-		return badRequest("worker_id is required")
-	}
-	jobs, err := s.queue.Held(c.role, worker)
+	out, err := s.workerHeld(c.role, r.URL.Query().Get("worker_id"))
 	if err != nil {
 		return err
 	}
-	out := api.WorkerHeld{WorkerID: worker, Jobs: []api.WorkerClaim{}}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// workerHeld is the worker contract's held list (the route's and the MCP
+// held_jobs tool's).
+func (s *Server) workerHeld(role, worker string) (*api.WorkerHeld, error) {
+	if worker == "" {
+		return nil, badRequest("worker_id is required")
+	}
+	jobs, err := s.queue.Held(role, worker)
+	if err != nil {
+		return nil, err
+	}
+	out := &api.WorkerHeld{WorkerID: worker, Jobs: []api.WorkerClaim{}}
 	for _, j := range jobs {
 		a := claimAnswer(j)
 		// A heartbeat moved the expiry since the claim: the lease's length
@@ -263,8 +335,7 @@ func (s *Server) handleWorkerHeld(w http.ResponseWriter, r *http.Request, c *cal
 		a.LeaseTTLSeconds, a.HeartbeatIntervalSeconds = ttl.Seconds(), (ttl / 3).Seconds()
 		out.Jobs = append(out.Jobs, a)
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 func (s *Server) handleDLQList(w http.ResponseWriter, r *http.Request, c *call) error {

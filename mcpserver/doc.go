@@ -5,13 +5,13 @@
 // resources it reads (the skill file, a stream's instructions).
 //
 // [New] builds one *mcp.Server (github.com/modelcontextprotocol/go-sdk) for
-// one MCP session. Its tools call the cluster through a [client.Client], so
-// the same code serves /mcp on every node (package httpapi, with a client
-// that reaches the node itself under the caller's token) and `spine mcp` over
-// stdio (with a client of every node of the cluster): leader forwarding and
-// retries are the client's and the API's, and the API enforces every
-// permission. The role the server is built for only decides which tools an
-// agent sees.
+// one MCP session. Its tools call the queue through a [Backend], so the same
+// tools serve /mcp on every node (package httpapi, whose backend calls the
+// node's queue service as the session's role, on the leader) and `spine mcp`
+// over stdio (whose backend is a [client.Client] of every node of the
+// cluster). Either backend enforces every permission of the API and answers
+// a refusal as the API does; the role the server is built for only decides
+// which tools an agent sees.
 //
 // A claim's leases are kept in the server, that is in the session: heartbeat,
 // complete, fail and release name only the job, and the session supplies its

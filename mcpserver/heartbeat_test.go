@@ -21,7 +21,7 @@ func TestHeartbeatIntervalKeepsTheSession(t *testing.T) {
 	}
 	call(t, head, "enqueue", map[string]any{"payload": 1, "lease_seconds": 3600}, &enq)
 
-	claw := connect(t, mcpserver.Config{Client: newClient(t, url, clawTok), Role: mcpserver.RoleClaw, SessionIdle: 2 * time.Minute})
+	claw := connect(t, mcpserver.Config{Backend: newClient(t, url, clawTok), Role: mcpserver.RoleClaw, SessionIdle: 2 * time.Minute})
 	var cl struct {
 		Jobs []struct {
 			LeaseSeconds             float64 `json:"lease_seconds"`

@@ -77,7 +77,7 @@ func sessionAs(t *testing.T, url, token, worker string) *mcp.ClientSession {
 	if worker == "" {
 		worker = "w-" + string(role)
 	}
-	return connect(t, mcpserver.Config{Client: c, Role: role, WorkerID: worker})
+	return connect(t, mcpserver.Config{Backend: c, Role: role, WorkerID: worker})
 }
 
 // connect connects an SDK client to a new server of cfg, over an in-memory
@@ -564,7 +564,7 @@ func TestUnreachableClusterNamesTheNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mcpserver.New(mcpserver.Config{Client: c, Role: mcpserver.RoleClaw})
+	srv, err := mcpserver.New(mcpserver.Config{Backend: c, Role: mcpserver.RoleClaw})
 	if err != nil {
 		t.Fatal(err)
 	}

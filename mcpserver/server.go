@@ -40,10 +40,11 @@ const (
 	InstructionsTemplate = "spine://streams/{name}/instructions"
 )
 
-// Config configures a server. Client and Role are required.
+// Config configures a server. Backend and Role are required.
 type Config struct {
-	// Client reaches the cluster under the token of the session's agent.
-	Client *client.Client
+	// Backend reaches the queue as the session's agent: a *client.Client
+	// under the agent's token (spine mcp), or a node's own queue (/mcp).
+	Backend Backend
 	// Role is the role of that token.
 	Role Role
 	// WorkerID names the session's claims that give no worker_id (default
@@ -62,10 +63,10 @@ type Config struct {
 	SessionIdle time.Duration
 }
 
-// server is the state of one MCP session: its client and the leases its
+// server is the state of one MCP session: its backend and the leases its
 // claims hold.
 type server struct {
-	c      *client.Client
+	c      Backend
 	role   Role
 	leases *leases
 	// args are the arguments of each tool, by name (set by New, then read).
@@ -87,10 +88,10 @@ func (s *server) worker() string {
 }
 
 // New returns the MCP server of one session: the tools of cfg.Role and the
-// resources, on cfg.Client.
+// resources, on cfg.Backend.
 func New(cfg Config) (*mcp.Server, error) {
-	if cfg.Client == nil {
-		return nil, errors.New("mcpserver: no client")
+	if cfg.Backend == nil {
+		return nil, errors.New("mcpserver: no backend")
 	}
 	if cfg.Role != RoleClaw && cfg.Role != RoleHead {
 		return nil, fmt.Errorf("mcpserver: role %q is neither %s nor %s", cfg.Role, RoleClaw, RoleHead)
@@ -103,7 +104,7 @@ func New(cfg Config) (*mcp.Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = moduleVersion()
 	}
-	s := &server{c: cfg.Client, role: cfg.Role, workerID: cfg.WorkerID, leases: newLeases(), args: map[string]*argSpec{},
+	s := &server{c: cfg.Backend, role: cfg.Role, workerID: cfg.WorkerID, leases: newLeases(), args: map[string]*argSpec{},
 		heartbeatCap: cfg.SessionIdle / 2}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "spine", Title: "Spine job queue", Version: cfg.Version},
 		&mcp.ServerOptions{
@@ -126,7 +127,7 @@ func New(cfg Config) (*mcp.Server, error) {
 
 // RoleOf finds the role of c's token by asking for the cluster's status,
 // which only head may read: a claw's token is refused with 403.
-func RoleOf(ctx context.Context, c *client.Client) (Role, error) {
+func RoleOf(ctx context.Context, c Backend) (Role, error) {
 	_, err := c.ClusterStatus(ctx)
 	switch {
 	case err == nil:

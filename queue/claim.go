@@ -12,8 +12,13 @@ import (
 const MaxClaimStreams = 32
 
 // ClaimNextInput asks for the oldest claimable job of the first of Streams
-// that has one, waiting up to Wait (capped by Config.MaxClaimWait) for one.
+// that has one, waiting up to Wait (capped by Config.MaxClaimWait) for one;
+// or, with JobID, for that job.
 type ClaimNextInput struct {
+	// JobID, if set, names the job to claim (the v0 claim by id): it is
+	// claimed at once or refused, and Streams, Wait, ClaimID and MaxJobs
+	// do not apply.
+	JobID   string
 	Streams []string
 	Actor   fsm.Actor
 	Wait    time.Duration
@@ -70,7 +75,9 @@ const claimKeyPrefix = "k_"
 // claimApplyTimeout bounds the apply of one claim (see ClaimNext).
 const claimApplyTimeout = 10 * time.Second
 
-// ClaimNext claims the next job for in.Actor, on the leader. With nothing
+// ClaimNext claims the next job for in.Actor, on the leader. Every claim
+// of every API (the worker contract, the v0 claim by id, the developer
+// queue, the control plane's tasks, MCP) is this one. With nothing
 // to claim it waits on a watch of the named queue lanes in the state
 // store, so it wakes as soon as a matching job is committed. It returns a
 // nil job when none came within the wait or the node is draining, and
@@ -134,6 +141,9 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 		}
 	}
 	caps := fsm.Labels(capsKey)
+	if in.JobID != "" {
+		return s.claimByID(ctx, in.JobID, in.Actor, targets, caps)
+	}
 	wctx, cancel := context.WithTimeout(ctx, min(in.Wait, s.cfg.MaxClaimWait))
 	defer cancel()
 	// A node shutting down ends the wait early (Drain).
@@ -195,6 +205,21 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 			return nil, 0, ErrLeadershipLost
 		}
 	}
+}
+
+// claimByID claims job id for actor, whose claims may take targets and
+// who has the capabilities caps.
+func (s *Service) claimByID(ctx context.Context, id string, actor fsm.Actor, targets, caps []string) ([]*fsm.Job, uint64, error) {
+	if err := s.claimable(ctx, actor, id, targets); err != nil {
+		return nil, 0, err
+	}
+	cmd := fsm.ClaimCommand{Now: s.now(), JobID: id, Targets: targets, Actor: actor,
+		AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds(), Capabilities: caps}
+	res, index, err := s.Propose(ctx, fsm.CmdClaim, &cmd)
+	if err != nil {
+		return nil, index, err
+	}
+	return []*fsm.Job{res.Job}, index, nil
 }
 
 // proposeClaimNext proposes a claim of the next job. With a key, while

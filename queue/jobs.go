@@ -279,29 +279,9 @@ func (s *Service) ListDLQ(f fsm.ListFilter) ([]*fsm.Job, uint64, error) {
 }
 
 // ClaimJob claims the job id for actor, who has the capabilities caps
-// (the v0 claim by id).
+// (the v0 claim by id): ClaimNext with the job named.
 func (s *Service) ClaimJob(ctx context.Context, id string, actor fsm.Actor, caps []string) (*fsm.Job, uint64, error) {
-	key, err := fsm.CapabilityKey(caps, fsm.MaxCapabilities)
-	if err != nil {
-		return nil, 0, labelsInvalid("capabilities", err)
-	}
-	if key != "" && !s.allApply(fsm.CmdCapable) {
-		return nil, 0, ErrUpgradeInProgress
-	}
-	targets, err := s.claimTargets(s.state.Peek(), actor)
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := s.claimable(ctx, actor, id, targets); err != nil {
-		return nil, 0, err
-	}
-	cmd := fsm.ClaimCommand{Now: s.now(), JobID: id, Targets: targets, Actor: actor,
-		AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds(), Capabilities: fsm.Labels(key)}
-	res, index, err := s.Propose(ctx, fsm.CmdClaim, &cmd)
-	if err != nil {
-		return nil, index, err
-	}
-	return res.Job, index, nil
+	return s.ClaimNext(ctx, ClaimNextInput{JobID: id, Actor: actor, Capabilities: caps})
 }
 
 // Cancel cancels a job (head): a queued one at once, a running one once

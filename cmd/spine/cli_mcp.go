@@ -65,7 +65,7 @@ func mcpServe(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int
 				return c.fail(err)
 			}
 		}
-		srv, err := mcpserver.New(mcpserver.Config{Client: cl, Role: r, WorkerID: *worker, Version: currentVersion()})
+		srv, err := mcpserver.New(mcpserver.Config{Backend: cl, Role: r, WorkerID: *worker, Version: currentVersion()})
 		if err != nil {
 			return c.fail(err)
 		}
