@@ -7,7 +7,10 @@ import (
 )
 
 // CommandType is the first byte of every log entry. The list only grows at
-// the end; values are never reused.
+// the end; values are never reused. From LevelTagged on a leader writes
+// one type per operation, its options as optional fields; the types marked
+// "old form" are what builds before it wrote for some sets of options, and
+// are read into the command named.
 type CommandType uint8
 
 // Command types.
@@ -24,7 +27,7 @@ const (
 	CmdBlobCommit CommandType = 10
 	CmdRedrive    CommandType = 11
 	CmdPurge      CommandType = 12
-	CmdClaimNext  CommandType = 13
+	CmdClaimNext  CommandType = 13 // old form of CmdClaim: the next job
 
 	// The developer queue (devq.go).
 	CmdSessionCreate CommandType = 14
@@ -35,8 +38,7 @@ const (
 	CmdTaskCreate    CommandType = 19
 	CmdTaskPurge     CommandType = 20
 
-	// A claim-next that may be repeated (cmd_claim_keyed.go).
-	CmdClaimNextKeyed CommandType = 21
+	CmdClaimNextKeyed CommandType = 21 // old form of CmdClaim: Keyed
 
 	// The control plane's registry (controlplane.go).
 	CmdGatewayRegister   CommandType = 22
@@ -55,30 +57,26 @@ const (
 	// cancel of a job (cmd_cancel.go).
 	CmdStreamPause CommandType = 30
 	CmdCancel      CommandType = 31
-	// A heartbeat with progress or a checkpoint (cmd_progress.go).
-	CmdProgress CommandType = 32
-	// A claim of several jobs in one entry (cmd_claim_batch.go).
-	CmdClaimBatch CommandType = 33
-	// A create with the options the first create has no fields for
-	// (cmd_create.go).
-	CmdCreateEx CommandType = 34
+
+	CmdProgress   CommandType = 32 // old form of CmdHeartbeat: Progress, Checkpoint
+	CmdClaimBatch CommandType = 33 // old form of CmdClaim: AttemptIDs
+	CmdCreateEx   CommandType = 34 // old form of CmdCreate: Priority, RunAt, backoff, concurrency, DependsOn
+
 	// The leader's promotion of scheduled jobs whose time has come
 	// (cmd_promote.go).
 	CmdPromote CommandType = 35
-	// A release with a cooldown (cmd_release.go).
-	CmdReleaseEx CommandType = 36
-	// A claim made with the worker's capabilities, and a create of a job
-	// that requires some (capabilities.go).
-	CmdCapable        CommandType = 37
-	CmdCreateRequires CommandType = 38
-	// A release by a worker that cannot do the job: it is not handed to
-	// that worker again (capabilities.go).
-	CmdReleaseNotFor CommandType = 39
+
+	CmdReleaseEx      CommandType = 36 // old form of CmdRelease: NotBefore
+	CmdCapable        CommandType = 37 // old form of CmdClaim: Capabilities, Probe
+	CmdCreateRequires CommandType = 38 // old form of CmdCreate: Requires
+	CmdReleaseNotFor  CommandType = 39 // old form of CmdRelease: NotFor
+
 	// An operator's defaults for the jobs created in a stream
 	// (cmd_defaults.go).
 	CmdStreamDefaults CommandType = 40
-	// A create with a dependency policy (depends.go).
-	CmdCreateOpts CommandType = 41
+
+	CmdCreateOpts CommandType = 41 // old form of CmdCreate: RunOnDepFailure
+
 	// The leader's raise of the cluster's level, once every server runs a
 	// build that knows it (level.go).
 	CmdLevel CommandType = 42

@@ -381,12 +381,13 @@ func objs[T any, P interface {
 		return
 	}
 	for f.at(n, kindBytes) {
-		var v T
-		f.readObj(P(&v))
+		var zero T
+		*p = append(*p, zero)
+		f.readObj(P(&(*p)[len(*p)-1]))
 		if f.d.err != nil {
+			*p = (*p)[:len(*p)-1]
 			return
 		}
-		*p = append(*p, v)
 	}
 }
 

@@ -110,3 +110,12 @@ func (c *Cluster) Restart(n *Node) error {
 	}
 	return c.launch(n)
 }
+
+// RestartWith starts a stopped node again from its data dir, running
+// binary from now on (a rolling upgrade's step).
+func (c *Cluster) RestartWith(n *Node, binary string) error {
+	n.mu.Lock()
+	n.binary = binary
+	n.mu.Unlock()
+	return c.Restart(n)
+}

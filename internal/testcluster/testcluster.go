@@ -105,6 +105,7 @@ type Node struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	paused bool // SIGSTOPped by Pause and not resumed since
+	binary string // set by RestartWith: this node's executable from then on
 	args   []string
 	env    []string
 }
@@ -325,9 +326,13 @@ func (c *Cluster) launch(n *Node) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(c.opts.Binary, n.args...)
+	bin := c.opts.Binary
+	if n.binary != "" {
+		bin = n.binary
+	}
+	cmd := exec.Command(bin, n.args...)
 	if c.opts.Net != nil {
-		cmd = c.opts.Net.Command(n.Host, c.opts.Binary, n.args...)
+		cmd = c.opts.Net.Command(n.Host, bin, n.args...)
 	}
 	cmd.Env = n.env
 	cmd.Stdout, cmd.Stderr = logf, logf
