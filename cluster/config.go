@@ -77,6 +77,12 @@ type Config struct {
 	// command type added in a rolling upgrade only once every server of
 	// the configuration applies it (AllServersApply).
 	Commands uint8
+	// Level is the highest cluster level this node's state machine
+	// supports (fsm.LatestLevel). It is gossiped beside Commands, so the
+	// leader raises the cluster's level only once every server of the
+	// configuration supports it (MinSupportedLevel). 0: the level Commands
+	// tells (version.go), as for a build that gossips none.
+	Level int
 	// Bootstrap makes this node bootstrap a new single-voter cluster with
 	// itself, but only if DataDir has no existing raft state.
 	Bootstrap bool
@@ -246,7 +252,7 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) meta() nodeMeta {
-	return nodeMeta{ID: c.NodeID, RaftAddr: c.RaftAddr, HTTPAddr: c.HTTPAddr, Commands: c.Commands}
+	return nodeMeta{ID: c.NodeID, RaftAddr: c.RaftAddr, HTTPAddr: c.HTTPAddr, Commands: c.Commands, Level: c.Level}
 }
 
 func (c *Config) raftConfig() *raft.Config {

@@ -9,6 +9,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -971,24 +972,26 @@ func TestWorkerClaimCancelled(t *testing.T) {
 	}
 }
 
-// While a server of the cluster runs a version before claim-next had its
-// own command type, a worker claim is written in the form it applies.
+// While a server of the cluster runs a build before level 1 (which has
+// claim-next's own command type), a worker claim is written in the form
+// it applies; once every server supports the level, the leader raises the
+// cluster to it first and the claim is a claim-next.
 func TestWorkerClaimWrittenForTheOldestNode(t *testing.T) {
 	for _, c := range []struct {
-		commands uint8
-		want     fsm.CommandType
-	}{{uint8(fsm.CmdClaimNext) - 1, fsm.CmdClaim}, {uint8(fsm.CmdClaimNext), fsm.CmdClaimNext}} {
+		supported int
+		want      []fsm.CommandType
+	}{{0, []fsm.CommandType{fsm.CmdCreate, fsm.CmdClaim}}, {fsm.LevelIdentity, []fsm.CommandType{fsm.CmdCreate, fsm.CmdLevel, fsm.CmdClaimNext}}} {
 		e := newEnv(t)
-		e.fc.commands = c.commands
+		e.fc.setSupported(c.supported)
 		var types []fsm.CommandType
 		e.fc.beforeApply = func(t fsm.CommandType) { types = append(types, t) }
 		e.create(map[string]interface{}{})
 		r := e.do("POST", "/internal/worker/claim", leftTok, `{"worker_id":"w-1"}`)
 		if r.Code != http.StatusOK || !bytes.Contains(r.Body, []byte(`"claimed":true`)) {
-			t.Fatalf("claim with servers at %d: %d %s", c.commands, r.Code, r.Body)
+			t.Fatalf("claim with servers at level %d: %d %s", c.supported, r.Code, r.Body)
 		}
-		if len(types) != 2 || types[1] != c.want {
-			t.Fatalf("servers at %d: commands %v, want create then %v", c.commands, types, c.want)
+		if !slices.Equal(types, c.want) {
+			t.Fatalf("servers at level %d: commands %v, want %v", c.supported, types, c.want)
 		}
 	}
 }

@@ -126,7 +126,7 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 		return nil, 0, labelsInvalid("capabilities", err)
 	}
 	if capsKey != "" {
-		if !s.allApply(fsm.CmdCapable) {
+		if !s.atLevel(ctx, fsm.LevelIdentity) {
 			return nil, 0, ErrUpgradeInProgress
 		}
 		if err := s.seeCapabilities(ctx, capsKey); err != nil {
@@ -153,7 +153,7 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 			var res *fsm.Result
 			var index uint64
 			var err error
-			if in.MaxJobs > 1 && s.allApply(fsm.CmdClaimBatch) {
+			if in.MaxJobs > 1 && s.atLevel(ctx, fsm.LevelIdentity) {
 				b := fsm.ClaimBatchCommand{Now: cmd.Now, Streams: streams, Targets: targets, Actor: in.Actor, LeaseNanos: cmd.LeaseNanos}
 				for range in.MaxJobs {
 					b.AttemptIDs = append(b.AttemptIDs, s.cfg.NewID())
@@ -196,29 +196,28 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 	}
 }
 
-// proposeClaimNext proposes a claim-next, in the form every server of the
-// cluster applies: ClaimNextCommand, or the claim without a job id older
-// nodes know, while one of them runs a version before ClaimNextCommand.
-//
-// With a key, while every server applies claim-next-keyed, the attempt is
-// keyed by it; before that the claim is an ordinary one (a repeat after a
-// lost answer then takes a second job, and the first waits for its lease
-// to expire, as every claim did before keys).
+// proposeClaimNext proposes a claim-next, in the form the cluster's level
+// has: ClaimNextCommand, keyed by key when there is one, from
+// fsm.LevelIdentity on; below it, while a server runs an older build, the
+// claim without a job id older builds know. Without the keyed form a
+// claim is an ordinary one (a repeat after a lost answer then takes a
+// second job, and the first waits for its lease to expire, as every claim
+// did before keys).
 func (s *Service) proposeClaimNext(ctx context.Context, c *fsm.ClaimNextCommand, key string, caps []string) (*fsm.Result, uint64, error) {
-	if key != "" && s.allApply(fsm.CmdClaimNextKeyed) {
+	if !s.atLevel(ctx, fsm.LevelIdentity) {
+		return s.Propose(ctx, fsm.CmdClaim, &fsm.ClaimCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets, Actor: c.Actor,
+			AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos})
+	}
+	if key != "" {
 		c.AttemptID = key
 		return s.proposeCapable(ctx, caps, fsm.CmdClaimNextKeyed, &fsm.ClaimNextKeyedCommand{ClaimNextCommand: *c})
 	}
-	if s.allApply(fsm.CmdClaimNext) {
-		return s.proposeCapable(ctx, caps, fsm.CmdClaimNext, c)
-	}
-	return s.Propose(ctx, fsm.CmdClaim, &fsm.ClaimCommand{Now: c.Now, Streams: c.Streams, Targets: c.Targets, Actor: c.Actor,
-		AttemptID: c.AttemptID, LeaseToken: c.LeaseToken, LeaseNanos: c.LeaseNanos})
+	return s.proposeCapable(ctx, caps, fsm.CmdClaimNext, c)
 }
 
 // proposeCapable proposes the claim cmd of type t, wrapped with the
 // claimant's capabilities when it has any (fsm.CapableCommand; the caller
-// checked every server applies it).
+// checked the cluster's level has it).
 func (s *Service) proposeCapable(ctx context.Context, caps []string, t fsm.CommandType, cmd any) (*fsm.Result, uint64, error) {
 	if len(caps) == 0 {
 		return s.Propose(ctx, t, cmd)

@@ -66,7 +66,7 @@ func (s *Service) Heartbeat(ctx context.Context, in HeartbeatInput) (*fsm.Result
 			return nil, 0, &TooLargeError{Message: fmt.Sprintf("checkpoint is larger than %d bytes", MaxCheckpointBytes)}
 		case in.Local:
 			return nil, 0, ErrNeedLeader
-		case !s.allApply(fsm.CmdProgress):
+		case !s.atLevel(ctx, fsm.LevelIdentity):
 			return nil, 0, ErrUpgradeInProgress
 		}
 		return s.Propose(ctx, fsm.CmdProgress, &fsm.ProgressCommand{HeartbeatCommand: *cmd, Progress: in.Progress, Checkpoint: in.Checkpoint})
