@@ -73,9 +73,8 @@ type Config struct {
 	// can name the leader's URL. Required.
 	HTTPAddr string
 	// Commands is the highest command type this node's state machine
-	// applies (fsm.LatestCommand). It is gossiped, so a leader proposes a
-	// command type added in a rolling upgrade only once every server of
-	// the configuration applies it (AllServersApply).
+	// applies (fsm.LatestCommand). It is gossiped: the builds from before
+	// levels were gossiped are known by it (version.go, AllServersApply).
 	Commands uint8
 	// Level is the highest cluster level this node's state machine
 	// supports (fsm.LatestLevel). It is gossiped beside Commands, so the
