@@ -118,6 +118,10 @@ type ClusterNode struct {
 	// gossiped it; absent if unknown.
 	HashIndex uint64 `json:"hash_index,omitempty"`
 	StateHash string `json:"state_hash,omitempty"`
+	// SupportedLevel is the highest cluster level the node's build
+	// supports, as it gossiped it; absent if unknown (not heard from
+	// yet). The cluster's level rises to the lowest of them.
+	SupportedLevel *int `json:"supported_level,omitempty"`
 }
 
 // ClusterStatus is a node's view of the cluster: the answer of GET
@@ -153,9 +157,10 @@ type ClusterStatus struct {
 	StateHash      string `json:"state_hash"`
 	HashChecks     uint64 `json:"hash_checks"`
 	HashMismatches uint64 `json:"hash_mismatches"`
-	// Level is the cluster level in this node's state: the rules in force
-	// (docs/design.md, "Identity and authority"). The leader raises it
-	// once every node runs a build that knows it.
+	// Level is the cluster level in this node's state: the rules and
+	// features in force (docs/operations.md, "Cluster level"). The leader
+	// raises it once every node runs a build that supports it (each
+	// node's SupportedLevel).
 	Level int `json:"level"`
 }
 

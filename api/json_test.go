@@ -145,6 +145,7 @@ type refNodeStatus struct {
 	Alive      bool   `json:"alive"`
 	HashIndex  uint64 `json:"hash_index,omitempty"`
 	StateHash  string `json:"state_hash,omitempty"`
+	Supported  *int   `json:"supported_level,omitempty"`
 }
 
 // ts is the server's rendering of a unix-nanosecond time; zero is "".
@@ -440,14 +441,15 @@ func TestHealthEncodesAsTheServer(t *testing.T) {
 }
 
 func TestClusterStatusEncodesAsTheServer(t *testing.T) {
+	two := 2
 	ref := refClusterStatus{Nodes: []refNodeStatus{
-		{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "http://127.0.0.1:2", GossipAddr: "127.0.0.1:3", Suffrage: "voter", Alive: true, HashIndex: 4, StateHash: "ab"},
+		{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "http://127.0.0.1:2", GossipAddr: "127.0.0.1:3", Suffrage: "voter", Alive: true, HashIndex: 4, StateHash: "ab", Supported: &two},
 		{ID: "n2", RaftAddr: "127.0.0.1:5", Suffrage: "nonvoter"},
 	}, Term: 3, CommitIndex: 10, AppliedIndex: 9, NodeID: "n1", State: "Leader", LastContact: "0s",
 		LogBatches: 1, LogEntries: 2, LogAppendSeconds: 0.5, LogWritesOverlapped: 1, HashIndex: 9, StateHash: "cd", HashChecks: 4, HashMismatches: 1, Level: 1}
 	ref.Leader.ID, ref.Leader.HTTPAddr = "n1", "http://127.0.0.1:2"
 	st := api.ClusterStatus{Leader: api.ClusterLeader{ID: "n1", HTTPAddr: "http://127.0.0.1:2"}, Nodes: []*api.ClusterNode{
-		{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "http://127.0.0.1:2", GossipAddr: "127.0.0.1:3", Suffrage: "voter", Alive: true, HashIndex: 4, StateHash: "ab"},
+		{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "http://127.0.0.1:2", GossipAddr: "127.0.0.1:3", Suffrage: "voter", Alive: true, HashIndex: 4, StateHash: "ab", SupportedLevel: &two},
 		{ID: "n2", RaftAddr: "127.0.0.1:5", Suffrage: "nonvoter"},
 	}, Term: 3, CommitIndex: 10, AppliedIndex: 9, NodeID: "n1", State: "Leader", LastContact: "0s",
 		LogBatches: 1, LogEntries: 2, LogAppendSeconds: 0.5, LogWritesOverlapped: 1, HashIndex: 9, StateHash: "cd", HashChecks: 4, HashMismatches: 1, Level: 1}

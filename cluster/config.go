@@ -73,10 +73,15 @@ type Config struct {
 	// can name the leader's URL. Required.
 	HTTPAddr string
 	// Commands is the highest command type this node's state machine
-	// applies (fsm.LatestCommand). It is gossiped, so a leader proposes a
-	// command type added in a rolling upgrade only once every server of
-	// the configuration applies it (AllServersApply).
+	// applies (fsm.LatestCommand). It is gossiped: the builds from before
+	// levels were gossiped are known by it (version.go, AllServersApply).
 	Commands uint8
+	// Level is the highest cluster level this node's state machine
+	// supports (fsm.LatestLevel). It is gossiped beside Commands, so the
+	// leader raises the cluster's level only once every server of the
+	// configuration supports it (MinSupportedLevel). 0: the level Commands
+	// tells (version.go), as for a build that gossips none.
+	Level int
 	// Bootstrap makes this node bootstrap a new single-voter cluster with
 	// itself, but only if DataDir has no existing raft state.
 	Bootstrap bool
@@ -246,7 +251,7 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) meta() nodeMeta {
-	return nodeMeta{ID: c.NodeID, RaftAddr: c.RaftAddr, HTTPAddr: c.HTTPAddr, Commands: c.Commands}
+	return nodeMeta{ID: c.NodeID, RaftAddr: c.RaftAddr, HTTPAddr: c.HTTPAddr, Commands: c.Commands, Level: c.Level}
 }
 
 func (c *Config) raftConfig() *raft.Config {

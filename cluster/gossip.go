@@ -22,6 +22,10 @@ type nodeMeta struct {
 	HTTPAddr string `json:"http_addr"`
 	// Commands is the highest command type the node applies (version.go).
 	Commands uint8 `json:"cmds,omitempty"`
+	// Level is the highest cluster level the node supports (version.go);
+	// absent from the builds before levels were gossiped, whose level the
+	// command type tells.
+	Level int `json:"level,omitempty"`
 	// HashIndex and Hash are the node's latest state hash (hashcheck.go).
 	HashIndex uint64 `json:"hash_index,omitempty"`
 	Hash      string `json:"hash,omitempty"`
@@ -37,6 +41,7 @@ type peerInfo struct {
 	alive    bool        // alive in memberlist right now
 	report   *hashReport // its latest gossiped state hash
 	commands uint8       // the highest command type it applies, as gossiped
+	level    int         // the highest cluster level it supports, as gossiped (0: none gossiped)
 	down     []string    // the followers it cannot reach, as it gossips while leader
 }
 
@@ -116,7 +121,7 @@ func (n *Node) gossipEvent(node *memberlist.Node, alive bool) {
 	was := p.alive
 	p.alive = alive
 	if len(node.Meta) > 0 {
-		p.commands = meta.Commands
+		p.commands, p.level = meta.Commands, meta.Level
 		p.down = meta.Down
 	}
 	n.peers[meta.ID] = p

@@ -184,10 +184,16 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 		if ns.ID == n.cfg.NodeID {
 			ns.HTTPAddr, ns.GossipAddr, ns.Alive = n.cfg.HTTPAddr, n.cfg.GossipAddr, true
 			ns.HashIndex, ns.StateHash = st.HashIndex, st.StateHash
+			l := n.SupportedLevel()
+			ns.SupportedLevel = &l
 		} else if p, ok := n.peer(ns.ID); ok {
 			ns.HTTPAddr, ns.GossipAddr, ns.Alive = p.HTTPAddr, p.GossipAddr, p.alive && !down[ns.ID]
 			if p.report != nil {
 				ns.HashIndex, ns.StateHash = p.report.index, p.report.hash
+			}
+			if p.commands > 0 || p.level > 0 {
+				l := p.supported()
+				ns.SupportedLevel = &l
 			}
 		}
 		st.Nodes = append(st.Nodes, ns)

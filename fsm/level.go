@@ -10,10 +10,19 @@ import "fmt"
 // every node applies the new rules. The level only rises, and it is part of
 // the state (snapshot version 9).
 //
-// A build that adds a level adds its rules behind `a.t.level >= LevelX`
-// and a row to levelGates naming the newest command type it adds: gossip
-// tells a node's build by the highest command type it applies, and the
-// leader raises the level only once every server applies that type.
+// The level is also the one thing the service layer asks before it uses
+// newer behaviour (a command type, a field, a rule): every command type up
+// to the level command is applied by every build that reaches
+// LevelIdentity, and the dispatch command by every build that reaches
+// LevelDelivery.
+//
+// Each node gossips the highest level its build supports (LatestLevel; a
+// build from before that gossip is known by its highest command type), and
+// the leader raises the cluster to the highest level every server of the
+// configuration supports. A build that adds a level adds its constant,
+// bumps LatestLevel, puts its new rules behind `a.t.level >= LevelX` in the
+// state machine, and has the service propose its new command types or
+// fields only behind the service's level check (queue's atLevel).
 
 // Levels.
 const (
@@ -37,19 +46,6 @@ const (
 	// LatestLevel is the highest level this build applies.
 	LatestLevel = LevelTagged
 )
-
-// levelGates names, per level, the command type every server must apply
-// before the leader may raise the cluster to that level.
-var levelGates = [LatestLevel + 1]CommandType{LevelIdentity: CmdLevel, LevelDelivery: CmdDispatch, LevelTagged: CmdDispatch}
-
-// LevelGate is the command type every server must apply before the leader
-// raises the cluster to level (0: no such level in this build).
-func LevelGate(level int) CommandType {
-	if level < 1 || level > LatestLevel {
-		return 0
-	}
-	return levelGates[level]
-}
 
 // LevelCommand raises the cluster's level to Level (a lower or equal level
 // changes nothing).

@@ -84,8 +84,8 @@ func (t CommandType) current() bool {
 }
 
 // LatestCommand is the newest command type without IgnoreUnknownFlag this
-// state machine applies: a node gossips it, and a leader proposes a type
-// only once every node applies it (cluster.Node.AllServersApply).
+// state machine applies. A node gossips it beside its level, so the level
+// of a build from before levels were gossiped can be told from it.
 func LatestCommand() CommandType {
 	latest := CommandType(0)
 	for _, t := range registered() {

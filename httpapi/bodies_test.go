@@ -106,7 +106,7 @@ func TestEmptyBodies(t *testing.T) {
 	if r := e.do("POST", "/v1/gateways/g1/heartbeat", headTok, nil); r.Code != http.StatusOK {
 		t.Fatalf("heartbeat without a body: %d %s", r.Code, r.Body)
 	}
-	if r := e.do("POST", "/v1/workers/w1/heartbeat", leftTok, "{}"); r.Code != http.StatusOK {
+	if r := e.do("POST", "/v1/workers/w1/heartbeat", headTok, "{}"); r.Code != http.StatusOK {
 		t.Fatalf("heartbeat with {}: %d %s", r.Code, r.Body)
 	}
 	if r := e.do("POST", "/cluster/transfer-leader", headTok, nil); r.Code != http.StatusOK || len(e.fc.transferTo) != 1 {

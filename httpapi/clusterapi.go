@@ -131,7 +131,8 @@ func viewStatus(st clusterinfo.Status) api.ClusterStatus {
 	}
 	for _, n := range st.Nodes {
 		out.Nodes = append(out.Nodes, &api.ClusterNode{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr,
-			GossipAddr: n.GossipAddr, Suffrage: n.Suffrage, Alive: n.Alive, HashIndex: n.HashIndex, StateHash: n.StateHash})
+			GossipAddr: n.GossipAddr, Suffrage: n.Suffrage, Alive: n.Alive, HashIndex: n.HashIndex, StateHash: n.StateHash,
+			SupportedLevel: n.SupportedLevel})
 	}
 	return out
 }

@@ -135,6 +135,7 @@ func TestPushGatewayRegistration(t *testing.T) {
 	}
 
 	old := newEnv(t, atLevel(fsm.LevelIdentity))
+	old.fc.setSupported(fsm.LevelIdentity) // a node runs a build before delivery
 	old.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "gp", Address: "http://h", Capacity: 1, Delivery: "push",
 		Role: fsm.RoleLeftClaw}).apiErr(t, 503, api.CodeUpgradeInProgress)
 	if r := old.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "gp", Address: "http://h", Capacity: 1}); r.Code != 201 {

@@ -22,16 +22,14 @@ import (
 func TestTaskStepsAndFeedWaitForEveryNode(t *testing.T) {
 	e := newEnv(t)
 	id := e.create(map[string]interface{}{})["id"].(string)
-	e.fc.commands = uint8(fsm.CmdRoute)
+	e.fc.setSupported(0)
 	var types []fsm.CommandType
 	e.fc.beforeApply = func(t fsm.CommandType) { types = append(types, t) }
 	e.do("POST", "/v1/tasks/"+id+"/start", headTok, api.TaskStepRequest{}).apiErr(t, 503, api.CodeUpgradeInProgress)
 	if on, err := e.srv.queue.StartFeed(context.Background()); on || err != nil || len(types) != 0 {
 		t.Fatalf("feed turned on in a mixed cluster: %v %v, proposed %v", on, err, types)
 	}
-	e.fc.mu.Lock()
-	e.fc.commands = 0
-	e.fc.mu.Unlock()
+	e.fc.setSupported(fsm.LatestLevel)
 	if on, err := e.srv.queue.StartFeed(context.Background()); !on || err != nil || !e.fc.fsm.Read().FeedOn() {
 		t.Fatalf("feed not turned on: %v %v", on, err)
 	}

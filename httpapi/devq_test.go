@@ -243,7 +243,7 @@ func TestParseAge(t *testing.T) {
 // its writes are refused (503), not written for that node to stop at.
 func TestDevQueueWaitsForEveryNode(t *testing.T) {
 	e := newEnv(t)
-	e.fc.commands = uint8(fsm.CmdClaimNext)
+	e.fc.setSupported(0)
 	var types []fsm.CommandType
 	e.fc.beforeApply = func(t fsm.CommandType) { types = append(types, t) }
 	e.do("POST", "/api/sessions", headTok, api.SessionCreateRequest{Name: "s"}).apiErr(t, 503, api.CodeUpgradeInProgress)

@@ -148,7 +148,7 @@ func TestWorkerHeldLists(t *testing.T) {
 	}
 	a := e.workerClaim(leftTok, `{"worker_id":"w1","streams":["held"],"max_jobs":2}`)
 	b := e.workerClaim(leftTok, `{"worker_id":"w2","streams":["held"]}`)
-	r := e.workerClaim(rightTok, `{"worker_id":"w1","streams":["held"]}`)
+	r := e.workerClaim(rightTok, `{"worker_id":"w3","streams":["held"]}`)
 	if a["claimed"] != true || b["claimed"] != true || r["claimed"] != true {
 		t.Fatalf("claims: %v %v %v", a, b, r)
 	}
@@ -180,9 +180,11 @@ func TestWorkerHeldLists(t *testing.T) {
 	if got := held(leftTok, "w1"); len(got) != 1 {
 		t.Fatalf("after a complete w1 holds %v", got)
 	}
-	if got := held(rightTok, "w1"); len(got) != 1 || got[0].(map[string]any)["job_id"] != r["job_id"] {
-		t.Fatalf("right_claw's w1 holds %v", got)
+	if got := held(rightTok, "w3"); len(got) != 1 || got[0].(map[string]any)["job_id"] != r["job_id"] {
+		t.Fatalf("right_claw's w3 holds %v", got)
 	}
+	// w1 is left_claw's: right_claw may not look at it.
+	e.do("GET", "/internal/worker/held?worker_id=w1", rightTok, nil).apiErr(t, http.StatusForbidden, api.CodeWorkerIDTaken)
 	if got := held(leftTok, "nobody"); len(got) != 0 {
 		t.Fatalf("an unknown worker holds %v", got)
 	}

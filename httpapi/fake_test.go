@@ -69,9 +69,9 @@ type fakeCluster struct {
 	stillRecentCalls int
 
 	leaderCh chan struct{}
-	// commands is the newest command type every server applies (0: this
-	// binary's, fsm.LatestCommand).
-	commands uint8
+	// supported is the highest cluster level every server supports
+	// (MinSupportedLevel; newFakeCluster: this build's, fsm.LatestLevel).
+	supported int
 }
 
 func newFakeCluster(t *testing.T) *fakeCluster {
@@ -81,7 +81,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 		t.Fatal(err)
 	}
 	fc := &fakeCluster{id: "n1", fsm: f, leader: true, leaderID: "n1", leaderAddr: "http://n1.test:36725",
-		leaderCh: make(chan struct{})}
+		leaderCh: make(chan struct{}), supported: fsm.LatestLevel}
 	fc.status = cluster.Status{
 		Leader: cluster.LeaderInfo{ID: "n1", HTTPAddr: "http://n1.test:36725"},
 		Nodes: []cluster.NodeStatus{{ID: "n1", RaftAddr: "127.0.0.1:36726", HTTPAddr: "http://n1.test:36725",
@@ -159,13 +159,17 @@ func (c *fakeCluster) LastSeen(key string) (int64, bool) {
 	return at, ok
 }
 
-func (c *fakeCluster) AllServersApply(t uint8) bool {
+func (c *fakeCluster) MinSupportedLevel() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.commands == 0 {
-		return t <= uint8(fsm.LatestCommand())
-	}
-	return t <= c.commands
+	return c.supported
+}
+
+// setSupported makes every server support up to cluster level l.
+func (c *fakeCluster) setSupported(l int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.supported = l
 }
 
 func (c *fakeCluster) ConsistentIndex(ctx context.Context) (uint64, error) {

@@ -372,6 +372,7 @@ func (s *Server) uiCluster(w http.ResponseWriter, r *http.Request, u *uiView) er
 		return err
 	}
 	d := &clusterData{Status: viewStatus(cs), State: st}
+	d.Status.Level = s.queue.Local().Level()
 	if u.IsHead { // the dead letters are head's (as GET /dlq)
 		if d.Dead, d.Next, err = s.queue.ListDLQ(fsm.ListFilter{Limit: uiPageSize}); err != nil {
 			return err

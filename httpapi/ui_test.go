@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spine-queue/spine/cluster"
 	"github.com/spine-queue/spine/fsm"
 )
 
@@ -195,5 +196,22 @@ func TestUIClusterShowsGatewayDelivery(t *testing.T) {
 	page := string(e.page("GET", "/ui/cluster", uiLogin(t, e, headTok), "").Body)
 	if !strings.Contains(page, "push to right_claw") || !strings.Contains(page, "<td>pull</td>") || strings.Contains(page, "a-secret-of-twenty-bytes") {
 		t.Fatalf("cluster page:\n%s", page)
+	}
+}
+
+// The cluster page shows the cluster's level in force and the highest
+// level each node's build supports (— for a node not heard from).
+func TestUIClusterShowsLevels(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LevelIdentity))
+	two := 2
+	e.fc.mu.Lock()
+	e.fc.status.Nodes[0].SupportedLevel = &two
+	e.fc.status.Nodes = append(e.fc.status.Nodes, cluster.NodeStatus{ID: "n2", RaftAddr: "127.0.0.1:1", Suffrage: "voter"})
+	e.fc.mu.Unlock()
+	page := string(e.page("GET", "/ui/cluster", uiLogin(t, e, headTok), "").Body)
+	for _, want := range []string{`<dd id="level">1</dd>`, `<td class="level">up to 2</td>`, `<td class="level">—</td>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("cluster page lacks %s:\n%s", want, page)
+		}
 	}
 }

@@ -332,7 +332,7 @@ func TestClaimHeartbeatCompleteKeepTheLeaseInTheSession(t *testing.T) {
 // session forgets it; the claw that holds it now completes it.
 func TestStaleLeaseSaysWhatToDo(t *testing.T) {
 	url := startAPI(t)
-	head, claw, other := session(t, url, headTok), session(t, url, clawTok), session(t, url, rightTok)
+	head, claw, other := session(t, url, headTok), session(t, url, clawTok), sessionAs(t, url, rightTok, "w-right")
 	id := enqueue(t, head, "work", map[string]any{"n": 1})
 	var first claimOut
 	call(t, claw, "claim", map[string]any{"streams": []string{"work"}, "wait_seconds": 0}, &first)

@@ -133,7 +133,7 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 		return nil, 0, labelsInvalid("capabilities", err)
 	}
 	if capsKey != "" {
-		if !s.allApply(fsm.CmdCapable) {
+		if !s.atLevel(ctx, fsm.LevelIdentity) {
 			return nil, 0, ErrUpgradeInProgress
 		}
 		if err := s.seeCapabilities(ctx, capsKey); err != nil {
@@ -163,7 +163,7 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 			var res *fsm.Result
 			var index uint64
 			var err error
-			if in.MaxJobs > 1 && s.allApply(fsm.CmdClaimBatch) {
+			if in.MaxJobs > 1 && s.atLevel(ctx, fsm.LevelIdentity) {
 				b := cmd
 				b.AttemptID, b.LeaseToken = "", ""
 				for range in.MaxJobs {
@@ -228,7 +228,7 @@ func (s *Service) claimByID(ctx context.Context, id string, actor fsm.Actor, tar
 // takes a second job, and the first waits for its lease to expire, as
 // every claim did before keys).
 func (s *Service) proposeClaimNext(ctx context.Context, c *fsm.ClaimCommand, key string) (*fsm.Result, uint64, error) {
-	if key != "" && s.allApply(fsm.CmdClaimNextKeyed) {
+	if key != "" && s.atLevel(ctx, fsm.LevelIdentity) {
 		c.AttemptID, c.Keyed = key, true
 	}
 	return s.Propose(ctx, fsm.CmdClaim, c)

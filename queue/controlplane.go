@@ -49,9 +49,10 @@ type WorkerInput struct {
 	Actor        fsm.Actor
 }
 
-// proposeRegistry proposes a registry command once every node applies them.
+// proposeRegistry proposes a registry command once the cluster's level
+// has them.
 func (s *Service) proposeRegistry(ctx context.Context, t fsm.CommandType, cmd interface{}) (*fsm.Result, uint64, error) {
-	if !s.allApply(fsm.CmdWorkerDeregister) {
+	if !s.atLevel(ctx, fsm.LevelIdentity) {
 		return nil, 0, ErrUpgradeInProgress
 	}
 	return s.Propose(ctx, t, cmd)
@@ -98,7 +99,7 @@ func (s *Service) RegisterGateway(ctx context.Context, in GatewayInput) (*fsm.Ga
 	if old == nil && len(r.Gateways()) >= maxRegistered {
 		return nil, 0, invalid("at most %d gateways may be registered; remove one first", maxRegistered)
 	}
-	if err := s.checkDelivery(&in, old); err != nil {
+	if err := s.checkDelivery(ctx, &in, old); err != nil {
 		return nil, 0, err
 	}
 	res, idx, err := s.proposeRegistry(ctx, fsm.CmdGatewayRegister, &fsm.GatewayRegisterCommand{Now: s.now(), ID: in.ID,
@@ -118,7 +119,7 @@ const (
 
 // checkDelivery checks how in says routed tasks reach the gateway (old:
 // as registered, or nil) and gives a push gateway without a secret one.
-func (s *Service) checkDelivery(in *GatewayInput, old *fsm.Gateway) error {
+func (s *Service) checkDelivery(ctx context.Context, in *GatewayInput, old *fsm.Gateway) error {
 	switch in.Delivery {
 	case "", fsm.DeliveryPull, fsm.DeliveryPush:
 	default:
@@ -136,7 +137,7 @@ func (s *Service) checkDelivery(in *GatewayInput, old *fsm.Gateway) error {
 	if in.Delivery == "" && in.Secret == "" {
 		return nil
 	}
-	if s.state.Peek().Level() < fsm.LevelDelivery {
+	if !s.atLevel(ctx, fsm.LevelDelivery) {
 		return ErrUpgradeInProgress
 	}
 	if in.Delivery != fsm.DeliveryPush {
@@ -326,7 +327,7 @@ func (s *Service) HealthMonitor(cfg HealthConfig) func(context.Context) {
 				return
 			case <-t.C:
 			}
-			if !s.allApply(fsm.CmdHealthSet) {
+			if s.level() < fsm.LevelIdentity {
 				continue
 			}
 			changes := s.healthChanges(cfg, since)
@@ -428,7 +429,7 @@ func (s *Service) Route(ctx context.Context, in RouteInput) (*fsm.Job, *fsm.Gate
 	if len(in.Key) > 256 {
 		return nil, nil, 0, invalid("idempotency_key is longer than 256 bytes")
 	}
-	if !s.allApply(fsm.CmdRoute) {
+	if !s.atLevel(ctx, fsm.LevelIdentity) {
 		return nil, nil, 0, ErrUpgradeInProgress
 	}
 	res, idx, err := s.Propose(ctx, fsm.CmdRoute, &fsm.RouteCommand{Now: s.now(), JobID: in.JobID,

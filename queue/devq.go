@@ -15,9 +15,10 @@ import (
 // The developer queue's operations (fsm/devq.go): sessions, streams, the
 // registry, tasks and their worker verbs.
 
-// ErrUpgradeInProgress: a node of the cluster runs a version that does not
-// apply the command yet (the developer queue's, the control plane's).
-var ErrUpgradeInProgress = errors.New("a node of the cluster runs an older version that cannot apply this command; retry when every node is upgraded")
+// ErrUpgradeInProgress: the request needs a cluster level (fsm/level.go)
+// that a node of the cluster, running an older build, does not support
+// yet; nothing was proposed.
+var ErrUpgradeInProgress = errors.New("a node of the cluster runs an older version that cannot apply this write; retry when every node is upgraded")
 
 // StreamRequiredError is a claim that named no stream: nothing is claimed,
 // and Queued lists the streams with queued tasks.
@@ -45,16 +46,16 @@ func (e *StreamRequiredError) Error() string {
 	return b.String()
 }
 
-// devq checks that every node applies the developer queue's commands.
-func (s *Service) devq() error {
-	if !s.allApply(fsm.CmdTaskPurge) {
+// devq checks that the cluster's level has the developer queue's commands.
+func (s *Service) devq(ctx context.Context) error {
+	if !s.atLevel(ctx, fsm.LevelIdentity) {
 		return ErrUpgradeInProgress
 	}
 	return nil
 }
 
 func (s *Service) proposeDevq(ctx context.Context, t fsm.CommandType, cmd interface{}) (*fsm.Result, uint64, error) {
-	if err := s.devq(); err != nil {
+	if err := s.devq(ctx); err != nil {
 		return nil, 0, err
 	}
 	return s.Propose(ctx, t, cmd)
@@ -337,7 +338,7 @@ func (s *Service) Now() int64 { return s.now() }
 // PurgeTasks deletes the finished tasks older than before (unix nanos),
 // entry by entry, and returns how many it deleted.
 func (s *Service) PurgeTasks(ctx context.Context, before int64) (int, error) {
-	if err := s.devq(); err != nil {
+	if err := s.devq(ctx); err != nil {
 		return 0, err
 	}
 	n := 0

@@ -66,7 +66,7 @@ func (s *Service) Heartbeat(ctx context.Context, in HeartbeatInput) (*fsm.Result
 			return nil, 0, &TooLargeError{Message: fmt.Sprintf("checkpoint is larger than %d bytes", MaxCheckpointBytes)}
 		case in.Local:
 			return nil, 0, ErrNeedLeader
-		case !s.allApply(fsm.CmdProgress):
+		case !s.atLevel(ctx, fsm.LevelIdentity):
 			return nil, 0, ErrUpgradeInProgress
 		}
 		cmd.Progress, cmd.Checkpoint = in.Progress, in.Checkpoint

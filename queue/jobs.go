@@ -190,10 +190,10 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		}
 	}
 	ex.DependsOn = in.DependsOn
-	if !in.BackoffSet && s.cfg.RetryBackoff.Base > 0 && s.allApply(fsm.CmdCreateEx) && s.allApply(fsm.CmdPromote) {
-		// The cluster's default, once every server knows backoffs (during
-		// a rolling upgrade from a version without them, retries stay
-		// immediate).
+	if !in.BackoffSet && s.cfg.RetryBackoff.Base > 0 && s.atLevel(ctx, fsm.LevelIdentity) {
+		// The cluster's default, once the cluster's level has backoffs
+		// (during a rolling upgrade from a build without them, retries
+		// stay immediate).
 		ex.BackoffBase, ex.BackoffMax = s.cfg.RetryBackoff.Base, s.cfg.RetryBackoff.Max
 	}
 	reqKey, err := fsm.CapabilityKey(in.Requires, fsm.MaxRequires)
@@ -205,16 +205,16 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		if len(in.DependsOn) == 0 {
 			return nil, false, 0, invalid("onDependencyFailure needs dependsOn")
 		}
-		if !s.allApply(fsm.CmdCreateOpts) {
+		if !s.atLevel(ctx, fsm.LevelIdentity) {
 			return nil, false, 0, ErrUpgradeInProgress
 		}
 		cmd.RunOnDepFailure = true
 	} else if reqKey != "" {
-		if !s.allApply(fsm.CmdCreateRequires) {
+		if !s.atLevel(ctx, fsm.LevelIdentity) {
 			return nil, false, 0, ErrUpgradeInProgress
 		}
 	} else if ex.Priority != 0 || ex.RunAt != 0 || ex.BackoffBase != 0 || ex.ConcurrencyKey != "" || len(ex.DependsOn) > 0 {
-		if !s.allApply(fsm.CmdCreateEx) || !s.allApply(fsm.CmdPromote) {
+		if !s.atLevel(ctx, fsm.LevelIdentity) {
 			return nil, false, 0, ErrUpgradeInProgress
 		}
 	}
@@ -291,7 +291,7 @@ func (s *Service) Cancel(ctx context.Context, id, reason string, actor fsm.Actor
 	if len(reason) > MaxTextBytes {
 		return nil, 0, invalid("reason is larger than %d bytes", MaxTextBytes)
 	}
-	if !s.allApply(fsm.CmdCancel) {
+	if !s.atLevel(ctx, fsm.LevelIdentity) {
 		return nil, 0, ErrUpgradeInProgress
 	}
 	return s.Propose(ctx, fsm.CmdCancel, &fsm.CancelCommand{Now: s.now(), JobID: id, Reason: reason, Actor: actor})
@@ -365,7 +365,7 @@ func (s *Service) ReleaseFor(ctx context.Context, ref fsm.LeaseRef, actor fsm.Ac
 		if actor.WorkerID == "" {
 			return nil, 0, invalid("not_for_me needs the worker_id of the worker it is not for")
 		}
-		if !s.allApply(fsm.CmdReleaseNotFor) || !s.allApply(fsm.CmdPromote) {
+		if !s.atLevel(ctx, fsm.LevelIdentity) {
 			return nil, 0, ErrUpgradeInProgress
 		}
 		cmd.NotFor = true
@@ -375,7 +375,7 @@ func (s *Service) ReleaseFor(ctx context.Context, ref fsm.LeaseRef, actor fsm.Ac
 		return s.Propose(ctx, fsm.CmdRelease, &cmd)
 	}
 	if cooldown > 0 {
-		if !s.allApply(fsm.CmdReleaseEx) || !s.allApply(fsm.CmdPromote) {
+		if !s.atLevel(ctx, fsm.LevelIdentity) {
 			return nil, 0, ErrUpgradeInProgress
 		}
 		cmd.NotBefore = cmd.Now + cooldown.Nanoseconds()

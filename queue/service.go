@@ -33,9 +33,9 @@ type Cluster interface {
 	StillRecent() bool
 	WaitForApplied(ctx context.Context, index uint64) error
 	AppliedIndex() uint64
-	// AllServersApply reports whether every server applies command type t
-	// (the gate for types added in a rolling upgrade).
-	AllServersApply(t uint8) bool
+	// MinSupportedLevel is the highest cluster level every server of the
+	// configuration supports (the most the leader may raise it to).
+	MinSupportedLevel() int
 	// RecordHeartbeat and LastSeen are the gossiped last-seen times of
 	// gateways and workers (soft state: never a log entry).
 	RecordHeartbeat(key string, at int64)
@@ -86,9 +86,9 @@ type Service struct {
 	state   State
 	logger  hclog.Logger
 
-	// applied remembers the command types every server applies: once
-	// open, the gate stays open (cluster.Node.AllServersApply).
-	applied [256]atomic.Bool
+	// raising holds the one raise of the cluster's level under way on
+	// this node (level.go).
+	raising chan struct{}
 
 	claimWaiters    atomic.Int64
 	localHeartbeats atomic.Uint64
@@ -123,7 +123,7 @@ func New(cfg Config, c Cluster, st State) *Service {
 	if cfg.NewID == nil {
 		cfg.NewID = uuid.NewString
 	}
-	s := &Service{cfg: cfg, cluster: c, state: st, logger: cfg.Logger.Named("queue")}
+	s := &Service{cfg: cfg, cluster: c, state: st, logger: cfg.Logger.Named("queue"), raising: make(chan struct{}, 1)}
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
 	return s
 }
@@ -154,19 +154,6 @@ func (s *Service) Stats() Stats {
 }
 
 func (s *Service) now() int64 { return s.cfg.Now().UnixNano() }
-
-// allApply reports whether the leader may propose command type t: every
-// server of the cluster applies it.
-func (s *Service) allApply(t fsm.CommandType) bool {
-	if s.applied[t].Load() {
-		return true
-	}
-	if s.cluster.AllServersApply(uint8(t)) {
-		s.applied[t].Store(true)
-		return true
-	}
-	return false
-}
 
 // MaxEntryBytes caps one replicated command. Large Raft entries delay
 // heartbeats and cause needless elections, so every entry stays well under

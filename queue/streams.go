@@ -87,7 +87,7 @@ func (s *Service) PauseStream(ctx context.Context, name string, pause bool, reas
 	if len(reason) > MaxTextBytes {
 		return nil, 0, invalid("reason is larger than %d bytes", MaxTextBytes)
 	}
-	if !s.allApply(fsm.CmdStreamPause) {
+	if !s.atLevel(ctx, fsm.LevelIdentity) {
 		return nil, 0, ErrUpgradeInProgress
 	}
 	res, idx, err := s.Propose(ctx, fsm.CmdStreamPause, &fsm.StreamPauseCommand{Now: s.now(), Stream: name, Pause: pause, Reason: reason, Actor: actor})
@@ -120,7 +120,7 @@ func (s *Service) SetStreamDefaults(ctx context.Context, name, key string, limit
 	case limit < 0 || limit > maxConcurrencyLimit:
 		return nil, 0, invalid("concurrencyLimit must be 1 to %d", maxConcurrencyLimit)
 	}
-	if !s.allApply(fsm.CmdStreamDefaults) {
+	if !s.atLevel(ctx, fsm.LevelIdentity) {
 		return nil, 0, ErrUpgradeInProgress
 	}
 	res, idx, err := s.Propose(ctx, fsm.CmdStreamDefaults, &fsm.StreamDefaultsCommand{Now: s.now(), Stream: name,

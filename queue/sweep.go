@@ -124,7 +124,7 @@ func (s *Service) Promoter() func(context.Context) {
 		name: "promoter", svc: s, interval: PromoteInterval, logger: logger,
 		due: func(r *fsm.Reader, now int64) bool {
 			next := r.NextScheduled()
-			return next != 0 && next <= now && s.allApply(fsm.CmdPromote)
+			return next != 0 && next <= now && r.Level() >= fsm.LevelIdentity
 		},
 		command: func(now int64) (fsm.CommandType, interface{}) {
 			return fsm.CmdPromote, &fsm.PromoteCommand{Now: now, Max: sweepBatch}
@@ -183,7 +183,7 @@ func (s *Service) TaskPurger(interval time.Duration) func(context.Context) {
 		due: func(r *fsm.Reader, now int64) bool {
 			oldest := r.OldestTaskEnded()
 			before = now - retention(r)
-			return oldest != 0 && oldest < before && s.allApply(fsm.CmdTaskPurge)
+			return oldest != 0 && oldest < before && r.Level() >= fsm.LevelIdentity
 		},
 		command: func(now int64) (fsm.CommandType, interface{}) {
 			return fsm.CmdTaskPurge, &fsm.TaskPurgeCommand{Now: now, Before: before, Max: sweepBatch}

@@ -31,7 +31,7 @@ type TaskStepInput struct {
 // fsm.ErrIllegalTransition naming the seed's from and to, and answers a
 // repeat as the core does.
 func (s *Service) TaskStep(ctx context.Context, in TaskStepInput) (*fsm.Result, uint64, error) {
-	if !s.allApply(fsm.CmdTaskStep) {
+	if !s.atLevel(ctx, fsm.LevelIdentity) {
 		return nil, 0, ErrUpgradeInProgress
 	}
 	e := in.Error
@@ -46,7 +46,7 @@ func (s *Service) TaskStep(ctx context.Context, in TaskStepInput) (*fsm.Result, 
 }
 
 // FeedStarter returns the leader's routine that turns the event feed on
-// once every server applies it (a snapshot holding the feed is of a
+// once the cluster's level has it (a snapshot holding the feed is of a
 // version older builds cannot read), then ends.
 func (s *Service) FeedStarter(interval time.Duration) func(context.Context) {
 	logger := s.cfg.Logger.Named("feed")
@@ -70,13 +70,13 @@ func (s *Service) FeedStarter(interval time.Duration) func(context.Context) {
 	}
 }
 
-// StartFeed turns the event feed on if every server applies it and it is
-// off, and reports whether it is on.
+// StartFeed turns the event feed on if the cluster's level has it and it
+// is off, and reports whether it is on.
 func (s *Service) StartFeed(ctx context.Context) (bool, error) {
 	if s.state.Peek().FeedOn() {
 		return true, nil
 	}
-	if !s.allApply(fsm.CmdFeedOn) {
+	if !s.atLevel(ctx, fsm.LevelIdentity) {
 		return false, nil
 	}
 	if _, _, err := s.Propose(ctx, fsm.CmdFeedOn, &fsm.FeedOnCommand{Now: s.now()}); err != nil {

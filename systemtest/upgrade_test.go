@@ -229,9 +229,11 @@ func TestRollingUpgradeFromThePositionalEncoding(t *testing.T) {
 	if err := c.Restart(leader); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.WaitVoters(3, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range acked {
-		n := c.Nodes[0]
-		j := apiGetJob(t, n.URL, apiHead, id, "")
+		j := apiGetJob(t, leader.URL, apiHead, id, "")
 		if j.ID != id {
 			t.Fatalf("job %s acknowledged, then lost", id)
 		}

@@ -30,6 +30,10 @@ type NodeStatus struct {
 	// gossiped it (this node's own, current, for self); absent if unknown.
 	HashIndex uint64 `json:"hash_index,omitempty"`
 	StateHash string `json:"state_hash,omitempty"`
+	// SupportedLevel is the highest cluster level the node's build
+	// supports, as it gossiped it (this node's own for self); nil if
+	// unknown (not heard from yet).
+	SupportedLevel *int `json:"supported_level,omitempty"`
 }
 
 // Status is this node's view of the cluster, served by GET /cluster/status.

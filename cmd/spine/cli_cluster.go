@@ -143,15 +143,20 @@ func clusterTable(w io.Writer, v any) {
 	fmt.Fprintf(w, "TERM\t%d\n", st.Term)
 	fmt.Fprintf(w, "INDEX\tcommit %d\tapplied %d\n", st.CommitIndex, st.AppliedIndex)
 	fmt.Fprintf(w, "STATE HASH\t%s\tchecked %d\tmismatches %d\n", hashCell(st.HashIndex, st.StateHash), st.HashChecks, st.HashMismatches)
+	fmt.Fprintf(w, "LEVEL\t%d\n", st.Level)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "ID\tSUFFRAGE\tALIVE\tLEADER\tRAFT\tHTTP\tGOSSIP\tSTATE HASH")
+	fmt.Fprintln(w, "ID\tSUFFRAGE\tALIVE\tLEADER\tRAFT\tHTTP\tGOSSIP\tSTATE HASH\tLEVEL")
 	for _, n := range st.Nodes {
 		leader := ""
 		if n.ID == st.Leader.ID {
 			leader = "*"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\n", n.ID, dash(n.Suffrage), n.Alive, leader,
-			dash(n.RaftAddr), dash(n.HTTPAddr), dash(n.GossipAddr), hashCell(n.HashIndex, n.StateHash))
+		level := "-"
+		if n.SupportedLevel != nil {
+			level = fmt.Sprintf("up to %d", *n.SupportedLevel)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, dash(n.Suffrage), n.Alive, leader,
+			dash(n.RaftAddr), dash(n.HTTPAddr), dash(n.GossipAddr), hashCell(n.HashIndex, n.StateHash), level)
 	}
 }
 

@@ -360,12 +360,13 @@ func TestJobsRedrive(t *testing.T) {
 }
 
 func TestClusterTableShowsStateHashes(t *testing.T) {
-	st := &client.ClusterStatus{NodeID: "n1", State: "Leader", HashIndex: 42, StateHash: strings.Repeat("ab", 32), HashChecks: 7,
-		Nodes: []*client.ClusterNode{{ID: "n1", HashIndex: 42, StateHash: strings.Repeat("ab", 32)}, {ID: "n2"}}}
+	two := 2
+	st := &client.ClusterStatus{NodeID: "n1", State: "Leader", HashIndex: 42, StateHash: strings.Repeat("ab", 32), HashChecks: 7, Level: 2,
+		Nodes: []*client.ClusterNode{{ID: "n1", HashIndex: 42, StateHash: strings.Repeat("ab", 32), SupportedLevel: &two}, {ID: "n2"}}}
 	var b strings.Builder
 	clusterTable(&b, st)
 	out := b.String()
-	for _, want := range []string{"STATE HASH\t@42 abababababab\tchecked 7\tmismatches 0", "n1\t", "@42 abababababab\n", "n2\t-\tfalse\t\t-\t-\t-\t-\n"} {
+	for _, want := range []string{"STATE HASH\t@42 abababababab\tchecked 7\tmismatches 0", "LEVEL\t2\n", "n1\t", "@42 abababababab\tup to 2\n", "n2\t-\tfalse\t\t-\t-\t-\t-\t-\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cluster table lacks %q:\n%s", want, out)
 		}
@@ -380,11 +381,11 @@ func TestVersion(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &b); code != 0 || err != nil {
 		t.Fatalf("exit %d, %v: %s", code, err, out)
 	}
-	if b.Version != currentVersion() || b.Go == "" || b.Commands != int(fsm.LatestCommand()) || b.Snapshots != fsm.SnapshotVersion {
+	if b.Version != currentVersion() || b.Go == "" || b.Commands != int(fsm.LatestCommand()) || b.Level != fsm.LatestLevel || b.Snapshots != fsm.SnapshotVersion {
 		t.Fatalf("version: %+v", b)
 	}
 	if code, out, _ := cliRun(t, nil, "", "version"); code != 0 || !strings.HasPrefix(out, "spine "+currentVersion()+"\n") ||
-		!strings.Contains(out, fmt.Sprintf("applies commands up to %d", fsm.LatestCommand())) {
+		!strings.Contains(out, fmt.Sprintf("applies commands up to %d, cluster level up to %d,", fsm.LatestCommand(), fsm.LatestLevel)) {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 }

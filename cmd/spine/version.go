@@ -22,6 +22,7 @@ type buildInfo struct {
 	Time      string `json:"time,omitempty"`
 	Modified  bool   `json:"modified,omitempty"`
 	Commands  int    `json:"commands"`         // the newest command type it applies
+	Level     int    `json:"level"`            // the highest cluster level it supports
 	Snapshots int    `json:"snapshot_version"` // the newest snapshot version it writes and reads
 }
 
@@ -63,7 +64,7 @@ func currentVersion() string {
 }
 
 func readBuildInfo() buildInfo {
-	b := buildInfo{Version: currentVersion(), Commands: int(fsm.LatestCommand()), Snapshots: fsm.SnapshotVersion}
+	b := buildInfo{Version: currentVersion(), Commands: int(fsm.LatestCommand()), Level: fsm.LatestLevel, Snapshots: fsm.SnapshotVersion}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		b.Go, b.Module = bi.GoVersion, bi.Main.Path+" "+bi.Main.Version
 		for _, s := range bi.Settings {
@@ -83,13 +84,15 @@ func readBuildInfo() buildInfo {
 func versionCommand(env *cliEnv) *cobra.Command {
 	asJSON := false
 	c := &cobra.Command{
-		Use: "version", Short: "Print the version, the build, and the commands and snapshot version the state machine applies",
-		Long: `Print the version, the build, and the commands and snapshot version the state machine applies.
+		Use: "version", Short: "Print the version, the build, and the commands, cluster level and snapshot version the state machine applies",
+		Long: `Print the version, the build, and the commands, cluster level and snapshot version the state machine applies.
 
 The version is the one "make build" stamped (git describe --tags --always --dirty);
 a binary built with plain "go build" from a git checkout reports the commit it was
 built from, as dev-<12 hex digits>[-dirty]. Before a rolling upgrade, compare the
-state machine lines of the old and the new binary.`,
+state machine lines of the old and the new binary: the cluster level is the
+highest this build supports; a cluster runs at the highest level every one of its
+nodes supports (GET /cluster/status shows the level in force and each node's).`,
 		Example: "  spine version\n  spine version --json",
 		Args:    cobra.NoArgs,
 		Run: func(cmd *cobra.Command, args []string) {
@@ -120,5 +123,5 @@ func printBuildInfo(w io.Writer, b buildInfo) {
 		}
 		fmt.Fprintf(w, "  commit           %s %s%s\n", b.Revision, b.Time, mod)
 	}
-	fmt.Fprintf(w, "  state machine    applies commands up to %d, snapshots up to version %d\n", b.Commands, b.Snapshots)
+	fmt.Fprintf(w, "  state machine    applies commands up to %d, cluster level up to %d, snapshots up to version %d\n", b.Commands, b.Level, b.Snapshots)
 }

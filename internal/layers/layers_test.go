@@ -89,3 +89,28 @@ func TestHTTPAPIImportsNoClusterOrRaft(t *testing.T) {
 		}
 	}
 }
+
+// The service layer asks one question before it uses newer behaviour: the
+// cluster's level (queue/level.go, fsm/level.go). No production file of
+// package queue gates on a command type.
+func TestQueueGatesOnTheLevelOnly(t *testing.T) {
+	dir := filepath.Join(root(t), "queue")
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, gate := range []string{"AllServersApply(", "allApply(", "LevelGate("} {
+			if bytes.Contains(b, []byte(gate)) {
+				t.Errorf("queue/%s calls %s: ask the cluster's level (atLevel) instead", filepath.Base(f), strings.TrimSuffix(gate, "("))
+			}
+		}
+	}
+}

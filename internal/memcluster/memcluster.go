@@ -155,7 +155,7 @@ func (c *Cluster) start(n *Node, bootstrap bool) {
 	cfg := cluster.Config{
 		NodeID: n.ID, DataDir: n.dir, HTTPAddr: "http://" + n.ID + ".invalid", Bootstrap: bootstrap,
 		FSM: f, Transport: trans, LogStore: n.store, StableStore: n.store, SnapshotStore: n.snaps,
-		DisableGossip: true, Commands: uint8(fsm.LatestCommand()),
+		DisableGossip: true, Commands: uint8(fsm.LatestCommand()), Level: fsm.LatestLevel,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: n.ID, Level: level,
 			Output: c.log}),
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
