@@ -104,7 +104,7 @@ type Node struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	paused bool // SIGSTOPped by Pause and not resumed since
+	paused bool   // SIGSTOPped by Pause and not resumed since
 	binary string // set by RestartWith: this node's executable from then on
 	args   []string
 	env    []string
