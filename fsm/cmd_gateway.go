@@ -129,9 +129,9 @@ func (c *GatewayDeregisterCommand) apply(a *applier) *Result {
 		return fail(fmt.Errorf("gateway %s: %w: only head removes gateways", c.ID, ErrNotAllowed))
 	}
 	var gone []*Worker
-	a.t.workers.Ascend(func(it workerItem) bool {
-		if it.w.Gateway == c.ID {
-			gone = append(gone, it.w)
+	a.t.workers.ascend(func(w *Worker) bool {
+		if w.Gateway == c.ID {
+			gone = append(gone, w)
 		}
 		return true
 	})

@@ -77,9 +77,9 @@ func (c *HealthSetCommand) apply(a *applier) *Result {
 				revived = revived || g.Health == HealthHealthy
 				if g.Health == HealthDead {
 					deadGateways = append(deadGateways, g.ID)
-					a.t.workers.Ascend(func(it workerItem) bool {
-						if _, ok := dead[it.w.ID]; it.w.Gateway == g.ID && !ok {
-							dead[it.w.ID] = g.ID
+					a.t.workers.ascend(func(w *Worker) bool {
+						if _, ok := dead[w.ID]; w.Gateway == g.ID && !ok {
+							dead[w.ID] = g.ID
 						}
 						return true
 					})

@@ -131,17 +131,16 @@ func (a *applier) pickGateway(spec RouteSpec, self *Job, skip []string) *Gateway
 	var capable map[string]bool
 	if len(spec.Capabilities) > 0 {
 		capable = map[string]bool{}
-		a.t.workers.Ascend(func(w workerItem) bool {
-			if w.w.Health == HealthHealthy && w.w.HasCapabilities(spec.Capabilities) {
-				capable[w.w.Gateway] = true
+		a.t.workers.ascend(func(w *Worker) bool {
+			if w.Health == HealthHealthy && w.HasCapabilities(spec.Capabilities) {
+				capable[w.Gateway] = true
 			}
 			return true
 		})
 	}
 	var best *Gateway
 	bestLoad := 0
-	a.t.gateways.Ascend(func(it gatewayItem) bool {
-		g := it.g
+	a.t.gateways.ascend(func(g *Gateway) bool {
 		if g.Health != HealthHealthy || slices.Contains(skip, g.ID) {
 			return true
 		}

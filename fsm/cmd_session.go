@@ -94,9 +94,9 @@ func (c *SessionEndCommand) apply(a *applier) *Result {
 	a.putSession(&s)
 	res := &Result{Session: &s}
 	var ending []*Stream
-	a.t.streams.Ascend(func(it streamItem) bool {
-		if it.s.Session == c.Name && it.s.Status == StatusActive {
-			ending = append(ending, it.s)
+	a.t.streams.ascend(func(s *Stream) bool {
+		if s.Session == c.Name && s.Status == StatusActive {
+			ending = append(ending, s)
 		}
 		return true
 	})

@@ -1,10 +1,6 @@
 package fsm
 
-import (
-	"slices"
-
-	"github.com/google/btree"
-)
+import "slices"
 
 // The control plane's registry (seed 003): the gateways (agent runtimes)
 // that execute tasks and the workers behind them. Spine never executes
@@ -68,38 +64,14 @@ func (w *Worker) HasCapabilities(need []string) bool {
 	return true
 }
 
-type (
-	gatewayItem struct {
-		id string
-		g  *Gateway
-	}
-	workerItem struct {
-		id string
-		w  *Worker
-	}
-)
-
-func lessGateway(a, b gatewayItem) bool { return a.id < b.id }
-func lessWorker(a, b workerItem) bool   { return a.id < b.id }
-
-func newGatewayTree() *btree.BTreeG[gatewayItem] { return btree.NewG(btreeDegree, lessGateway) }
-func newWorkerTree() *btree.BTreeG[workerItem]   { return btree.NewG(btreeDegree, lessWorker) }
-
-func (t *tables) gateway(id string) *Gateway {
-	it, _ := t.gateways.Get(gatewayItem{id: id})
-	return it.g
-}
-
-func (t *tables) worker(id string) *Worker {
-	it, _ := t.workers.Get(workerItem{id: id})
-	return it.w
-}
+func (t *tables) gateway(id string) *Gateway { return t.gateways.get(id) }
+func (t *tables) worker(id string) *Worker   { return t.workers.get(id) }
 
 // controlPlane reports whether the state holds a registry entry or a
 // routed job (always queued or running: a finished job drops its route),
 // which a snapshot needs version 4 for.
 func (t *tables) controlPlane() bool {
-	return t.gateways.Len() > 0 || t.workers.Len() > 0 || t.routed.Len() > 0
+	return t.gateways.len() > 0 || t.workers.len() > 0 || t.routed.Len() > 0
 }
 
 // gatewayJobs returns the routed jobs targeted at gateway that are queued
@@ -116,32 +88,17 @@ func (t *tables) gatewayJobs(gateway string) []*Job {
 	return out
 }
 
-func (w *writer) putGateway(g *Gateway) {
-	w.t.gateways.ReplaceOrInsert(gatewayItem{g.ID, g})
-	w.dirty[tGateways] = true
-}
-
-func (w *writer) deleteGateway(id string) {
-	w.t.gateways.Delete(gatewayItem{id: id})
-	w.dirty[tGateways] = true
-}
-
-func (w *writer) putWorker(wk *Worker) {
-	w.t.workers.ReplaceOrInsert(workerItem{wk.ID, wk})
-	w.dirty[tWorkers] = true
-}
-
-func (w *writer) deleteWorker(id string) {
-	w.t.workers.Delete(workerItem{id: id})
-	w.dirty[tWorkers] = true
-}
+func (w *writer) putGateway(g *Gateway)   { putIn(w, tGateways, w.t.gateways, g.ID, g) }
+func (w *writer) deleteGateway(id string) { deleteIn(w, tGateways, w.t.gateways, id) }
+func (w *writer) putWorker(wk *Worker)    { putIn(w, tWorkers, w.t.workers, wk.ID, wk) }
+func (w *writer) deleteWorker(id string)  { deleteIn(w, tWorkers, w.t.workers, id) }
 
 // Gateways returns the registered gateways, by id.
 func (r *Reader) Gateways() []*Gateway {
 	var out []*Gateway
 	r.point(func(t *tables) {
-		t.gateways.Ascend(func(it gatewayItem) bool {
-			out = append(out, it.g)
+		t.gateways.ascend(func(g *Gateway) bool {
+			out = append(out, g)
 			return true
 		})
 	})
@@ -159,9 +116,9 @@ func (r *Reader) Gateway(id string) *Gateway {
 func (r *Reader) Workers(gateway string) []*Worker {
 	var out []*Worker
 	r.point(func(t *tables) {
-		t.workers.Ascend(func(it workerItem) bool {
-			if gateway == "" || it.w.Gateway == gateway {
-				out = append(out, it.w)
+		t.workers.ascend(func(w *Worker) bool {
+			if gateway == "" || w.Gateway == gateway {
+				out = append(out, w)
 			}
 			return true
 		})

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/google/btree"
 )
 
 // The developer queue (seed 004) over the job model: sessions group
@@ -232,50 +230,17 @@ func hasSummary(result []byte) bool {
 	return true
 }
 
-// Catalog index items.
-type (
-	sessionItem struct {
-		name string
-		s    *Session
-	}
-	streamItem struct {
-		name string
-		s    *Stream
-	}
-)
-
-func lessSession(a, b sessionItem) bool { return a.name < b.name }
-func lessStream(a, b streamItem) bool   { return a.name < b.name }
-
-func newSessionTree() *btree.BTreeG[sessionItem] { return btree.NewG(btreeDegree, lessSession) }
-func newStreamTree() *btree.BTreeG[streamItem]   { return btree.NewG(btreeDegree, lessStream) }
-
-func (t *tables) session(name string) *Session {
-	it, _ := t.sessions.Get(sessionItem{name: name})
-	return it.s
-}
-
-func (t *tables) stream(name string) *Stream {
-	it, _ := t.streams.Get(streamItem{name: name})
-	return it.s
-}
+func (t *tables) session(name string) *Session { return t.sessions.get(name) }
+func (t *tables) stream(name string) *Stream   { return t.streams.get(name) }
 
 // devq reports whether the state holds anything of the developer queue (a
 // snapshot of it needs version 3).
 func (t *tables) devq() bool {
-	return t.sessions.Len() > 0 || t.streams.Len() > 0 || t.registry != nil || t.taskEnded.Len() > 0
+	return t.sessions.len() > 0 || t.streams.len() > 0 || t.registry != nil || t.taskEnded.Len() > 0
 }
 
-func (w *writer) putSession(s *Session) {
-	w.t.sessions.ReplaceOrInsert(sessionItem{s.Name, s})
-	w.dirty[tSessions] = true
-}
-
-func (w *writer) putStream(s *Stream) {
-	w.t.streams.ReplaceOrInsert(streamItem{s.Name, s})
-	w.dirty[tStreams] = true
-}
-
+func (w *writer) putSession(s *Session)   { putIn(w, tSessions, w.t.sessions, s.Name, s) }
+func (w *writer) putStream(s *Stream)     { putIn(w, tStreams, w.t.streams, s.Name, s) }
 func (w *writer) putRegistry(r *Registry) { w.t.registry = r }
 
 // taskEndedEntry keys a finished task by finish time (task retention).

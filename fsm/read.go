@@ -299,8 +299,8 @@ func (r *Reader) Session(name string) (*Session, error) {
 // Sessions returns every session, by name.
 func (r *Reader) Sessions() []*Session {
 	var out []*Session
-	r.view().sessions.Ascend(func(it sessionItem) bool {
-		out = append(out, it.s)
+	r.view().sessions.ascend(func(s *Session) bool {
+		out = append(out, s)
 		return true
 	})
 	return out
@@ -319,9 +319,9 @@ func (r *Reader) Stream(name string) (*Stream, error) {
 // Streams returns the registered streams of session (all when ""), by name.
 func (r *Reader) Streams(session string) []*Stream {
 	var out []*Stream
-	r.view().streams.Ascend(func(it streamItem) bool {
-		if session == "" || it.s.Session == session {
-			out = append(out, it.s)
+	r.view().streams.ascend(func(s *Stream) bool {
+		if session == "" || s.Session == session {
+			out = append(out, s)
 		}
 		return true
 	})

@@ -2,8 +2,8 @@ package fsm
 
 import (
 	"bufio"
-	"encoding/binary"
 	"io"
+	"slices"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
@@ -43,31 +43,79 @@ const (
 	snapEnd      byte = 255
 )
 
-// snapshotVersion changes when the record layout changes incompatibly.
-// Restore also reads versions 1 and 2. Version 3 adds the developer
-// queue: the task fields of a job record, and session, stream and registry
-// records. A state without any of it is written as version 2, which a node
-// of the version before the developer queue can read (a rolling upgrade:
-// such state exists only once every node applies its commands). Version 4
-// adds gateway and worker records; a state without them is written as
-// version 3 (or 2), for the same reason. Version 5 adds the event feed
-// and when each attempt started; it is written once the feed is on, which
-// the leader turns on only once every server applies it (feed.go). Version
-// 6 adds paused streams and a job's cancel (its state, and when and why a
-// cancel was asked), progress, checkpoint, priority, schedule, backoff,
-// concurrency key and dependencies;
-// it is written once a pause, a cancel, a progress or a create with those
-// options has been applied, which the leader proposes only once every
-// server applies them. Version 7 adds a job's requirements, the
-// capabilities of the claim that took it and the workers it is not for, and
-// the capability sets seen; it is written once a create with requirements,
-// a claim with capabilities or a release not for its worker has been
-// applied. Version 8 adds the streams' job defaults and a job's
-// dependency policy; it is written once defaults have been set or a job
-// created with the policy. Version 9 adds the cluster's level and the
-// worker ids' bindings; it is written from LevelIdentity on, which the
-// leader raises to only once every server applies it.
+// snapshotVersion is the newest snapshot version: it changes when the
+// record layout does (snapVersions says how). Restore reads every version
+// from 1.
 const snapshotVersion = 9
+
+// versionRow is what one snapshot version adds: new record kinds (the
+// rows of the table with that since) or fields of a job record.
+type versionRow struct {
+	n int
+	// holds reports whether a state holds anything the version adds.
+	holds func(t *tables) bool
+	// restored completes a state read from a snapshot of this version or
+	// a later one (nil: nothing to do): what the snapshot's version says
+	// the state may hold.
+	restored func(w *writer) error
+}
+
+// snapVersions lists the versions from 3. A state is written at the newest
+// version whose holds is true (2 when none is): the oldest that holds all
+// of it, so a node of the build before a feature still reads the snapshots
+// of a cluster that has not used it (a rolling upgrade; the leader
+// proposes a feature's commands only once every server applies them).
+// Version 1 wrote objects as msgpack; 2 in the binary encoding of
+// codec.go.
+var snapVersions = []versionRow{
+	// The developer queue: the task fields of a job, the session and
+	// stream catalogs, the registry (devq.go).
+	{n: 3, holds: (*tables).devq},
+	// The control plane: gateways and workers, a job's route
+	// (controlplane.go).
+	{n: 4, holds: (*tables).controlPlane},
+	// The event feed, and when each attempt started running (feed.go);
+	// the leader turns the feed on only once every server applies it.
+	{n: 5, holds: func(t *tables) bool { return t.feed.on }, restored: func(w *writer) error {
+		w.t.feed.on = true
+		return w.t.feed.restored(w.feedHead)
+	}},
+	// Job control: paused streams; a job's cancel (when and why it was
+	// asked), progress, checkpoint, priority, schedule, backoff,
+	// concurrency key and dependencies.
+	{n: 6, holds: func(t *tables) bool { return t.jobControl }, restored: func(w *writer) error {
+		w.t.jobControl = true
+		return nil
+	}},
+	// Capability routing: a job's requirements, the capabilities of the
+	// claim that took it and the workers it is not for; the capability
+	// sets seen (capabilities.go).
+	{n: 7, holds: func(t *tables) bool { return t.capabilities }, restored: func(w *writer) error {
+		w.t.capabilities = true
+		return nil
+	}},
+	// The streams' job defaults and a job's dependency policy
+	// (cmd_defaults.go).
+	{n: 8, holds: func(t *tables) bool { return t.version8 }, restored: func(w *writer) error {
+		w.t.version8 = true
+		return nil
+	}},
+	// The cluster's level and the worker ids' bindings (level.go,
+	// identity.go), from LevelIdentity on, which the leader raises to
+	// only once every server applies it.
+	{n: 9, holds: func(t *tables) bool { return t.level >= LevelIdentity }},
+}
+
+// writeVersion returns the version a snapshot of t is written at.
+func (t *tables) writeVersion() int {
+	version := 2
+	for _, v := range snapVersions {
+		if v.holds(t) {
+			version = max(version, v.n)
+		}
+	}
+	return version
+}
 
 // SnapshotVersion is the newest snapshot version this build writes (and
 // so the newest it reads).
@@ -85,29 +133,6 @@ type snapHeaderRecord struct {
 	// kept no hash: readers of those ignore the fields.
 	Hash      []byte `codec:",omitempty"`
 	HashIndex uint64 `codec:",omitempty"`
-}
-
-type snapEndRecord struct {
-	Jobs, Blobs, Chunks int
-	// Version 3.
-	Sessions int `codec:",omitempty"`
-	Streams  int `codec:",omitempty"`
-	Registry int `codec:",omitempty"`
-	// Version 4.
-	Gateways int `codec:",omitempty"`
-	Workers  int `codec:",omitempty"`
-	// Version 5.
-	FeedHead int `codec:",omitempty"`
-	Feed     int `codec:",omitempty"`
-	// Version 6.
-	Paused int `codec:",omitempty"`
-	// Version 7.
-	Caps int `codec:",omitempty"`
-	// Version 8.
-	Defaults int `codec:",omitempty"`
-	// Version 9.
-	Level     int `codec:",omitempty"`
-	WorkerIDs int `codec:",omitempty"`
 }
 
 type snapshot struct {
@@ -135,28 +160,7 @@ func (s *snapshot) write(w io.Writer) error {
 	if err := bw.WriteByte(snapHeader); err != nil {
 		return err
 	}
-	version := 2
-	if s.t.devq() {
-		version = 3
-	}
-	if s.t.controlPlane() {
-		version = 4
-	}
-	if s.t.feed.on {
-		version = 5
-	}
-	if s.t.jobControl {
-		version = 6
-	}
-	if s.t.capabilities {
-		version = 7
-	}
-	if s.t.version8 {
-		version = 8
-	}
-	if s.t.level >= LevelIdentity {
-		version = 9
-	}
+	version := s.t.writeVersion()
 	head := snapHeaderRecord{Version: version, Index: s.index}
 	if s.hashKnown {
 		head.Hash, head.HashIndex = s.hash[:], s.hashIndex
@@ -164,155 +168,19 @@ func (s *snapshot) write(w io.Writer) error {
 	if err := mp.Encode(head); err != nil {
 		return err
 	}
-	var (
-		e   enc
-		hdr [1 + binary.MaxVarintLen64]byte
-	)
-	put := func(t byte) error {
-		hdr[0] = t
-		n := binary.PutUvarint(hdr[1:], uint64(len(e.b)))
-		if _, err := bw.Write(hdr[:1+n]); err != nil {
-			return err
+	// Each kind the version holds, in kind order, its records in key
+	// order; stop at the first write error.
+	r := recordWriter{bw: bw}
+	var end snapTrailer
+	for _, k := range snapKinds {
+		if k == nil || k.since > version {
+			continue
 		}
-		_, err := bw.Write(e.b)
-		return err
-	}
-	var (
-		end snapEndRecord
-		err error
-	)
-	// Jobs, then blobs, then chunks, each in key order; stop at the first
-	// write error.
-	s.t.byID.Ascend(func(it idItem) bool {
-		e.b = e.b[:0]
-		e.job(it.j, version)
-		err = put(snapJob)
-		end.Jobs++
-		return err == nil
-	})
-	if err == nil {
-		s.t.blobs.Ascend(func(it blobItem) bool {
-			e.b = e.b[:0]
-			e.blob(it.b)
-			err = put(snapBlob)
-			end.Blobs++
-			return err == nil
-		})
-	}
-	if err == nil {
-		s.t.chunks.Ascend(func(it chunkItem) bool {
-			e.b = e.b[:0]
-			e.chunk(it.c)
-			err = put(snapChunk)
-			end.Chunks++
-			return err == nil
-		})
-	}
-	if err == nil && version >= 3 {
-		s.t.sessions.Ascend(func(it sessionItem) bool {
-			e.b = e.b[:0]
-			e.session(it.s)
-			err = put(snapSession)
-			end.Sessions++
-			return err == nil
-		})
-	}
-	if err == nil && version >= 3 {
-		s.t.streams.Ascend(func(it streamItem) bool {
-			e.b = e.b[:0]
-			e.stream(it.s)
-			err = put(snapStream)
-			end.Streams++
-			return err == nil
-		})
-	}
-	if err == nil && version >= 3 && s.t.registry != nil {
-		e.b = e.b[:0]
-		e.registry(s.t.registry)
-		err = put(snapRegistry)
-		end.Registry++
-	}
-	if err == nil && version >= 4 {
-		s.t.gateways.Ascend(func(it gatewayItem) bool {
-			e.b = e.b[:0]
-			e.gateway(it.g)
-			err = put(snapGateway)
-			end.Gateways++
-			return err == nil
-		})
-	}
-	if err == nil && version >= 4 {
-		s.t.workers.Ascend(func(it workerItem) bool {
-			e.b = e.b[:0]
-			e.worker(it.w)
-			err = put(snapWorker)
-			end.Workers++
-			return err == nil
-		})
-	}
-	if err == nil && version >= 5 {
-		e.b = e.b[:0]
-		e.uvarint(s.t.feed.latest)
-		err = put(snapFeedHead)
-		end.FeedHead++
-	}
-	if err == nil && version >= 5 {
-		l := &s.t.feed
-		for seq := l.oldest(); seq != 0 && seq <= l.latest && err == nil; seq++ {
-			e.b = e.b[:0]
-			e.feedEvent(l.get(seq))
-			err = put(snapFeed)
-			end.Feed++
+		r.kind, r.n = k.kind, 0
+		if k.write(s.t, version, &r); r.err != nil {
+			return r.err
 		}
-	}
-	if err == nil && version >= 6 {
-		for _, p := range s.t.pausedList() {
-			e.b = e.b[:0]
-			e.pause(p)
-			if err = put(snapPause); err != nil {
-				break
-			}
-			end.Paused++
-		}
-	}
-	if err == nil && version >= 7 {
-		for _, c := range s.t.capsSeenList() {
-			e.b = e.b[:0]
-			e.str(c.Key)
-			e.varint(c.At)
-			if err = put(snapCaps); err != nil {
-				break
-			}
-			end.Caps++
-		}
-	}
-	if err == nil && version >= 8 {
-		for _, d := range s.t.defaultsList() {
-			e.b = e.b[:0]
-			e.defaults(d)
-			if err = put(snapDefaults); err != nil {
-				break
-			}
-			end.Defaults++
-		}
-	}
-	if err == nil && version >= 9 {
-		e.b = e.b[:0]
-		e.int(s.t.level)
-		err = put(snapLevel)
-		end.Level++
-	}
-	if err == nil && version >= 9 {
-		s.t.workerIDs.Ascend(func(it bindingItem) bool {
-			e.b = e.b[:0]
-			e.binding(it.b)
-			err = put(snapWorkerID)
-			end.WorkerIDs++
-			return err == nil
-		})
-	}
-	if err != nil {
-		return err
+		end = end.add(k, r.n)
 	}
 	if err := bw.WriteByte(snapEnd); err != nil {
 		return err
@@ -321,6 +189,27 @@ func (s *snapshot) write(w io.Writer) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// snapTrailer is the trailer: each kind's name and count, a msgpack map
+// ordered by name (as msgpack wrote the struct of counts earlier builds
+// declared, so the bytes stay the same).
+type snapTrailer []any
+
+// MapBySlice makes msgpack write the pairs as a map.
+func (snapTrailer) MapBySlice() {}
+
+// add counts n records of kind k: always for the kinds of version 1, else
+// only when there are any.
+func (t snapTrailer) add(k *snapKind, n int) snapTrailer {
+	if n == 0 && k.since > 1 {
+		return t
+	}
+	i := 0
+	for i < len(t) && t[i].(string) < k.name {
+		i += 2
+	}
+	return slices.Insert(t, i, any(k.name), any(n))
 }
 
 // Release is a no-op: the view is garbage collected.

@@ -1,7 +1,8 @@
 package fsm
 
 // Per-object record codecs of the snapshot: how each kind of object (job,
-// session, stream, blob, chunk, gateway, worker, binding) is encoded and decoded.
+// session, stream, blob, chunk, gateway, worker, binding) is encoded and
+// decoded. The rows of the record table (snapshot_table.go) call them.
 
 // levelRecord is the cluster's level in a snapshot.
 type levelRecord struct{ level int }

@@ -9,7 +9,9 @@ import (
 )
 
 // Snapshot reading and restore: the record stream of every snapshot version
-// is decoded and each object put back into a fresh set of tables.
+// is decoded, each record by its kind's row of the record table
+// (snapshot_table.go), and put back into a fresh set of tables; the
+// trailer's counts are checked against what was read.
 
 // readSnapshot builds a fresh store from a snapshot stream.
 func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
@@ -23,34 +25,45 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	if err := readMsgpack(br, &h); err != nil {
 		return nil, h, fmt.Errorf("restore header: %w", err)
 	}
-	var got snapEndRecord
-	switch h.Version {
-	case 1:
+	var got snapCounts
+	switch {
+	case h.Version == 1:
 		err = readRecordsV1(br, w, &got)
-	case 2, 3, 4, 5, 6, 7, 8, 9:
+	case h.Version >= 2 && h.Version <= snapshotVersion:
 		err = readRecordsV2(br, w, &got, h.Version)
-		if err == nil && h.Version >= 5 {
-			w.t.feed.on = true
-			err = w.t.feed.restored(w.feedHead)
-		}
-		w.t.jobControl = h.Version >= 6
-		w.t.capabilities = h.Version >= 7
-		w.t.version8 = h.Version >= 8
 	default:
 		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 to %d", h.Version, snapshotVersion)
+	}
+	for _, v := range snapVersions {
+		if err == nil && v.n <= h.Version && v.restored != nil {
+			err = v.restored(w)
+		}
 	}
 	if err != nil {
 		return nil, h, err
 	}
 	// The trailer's type byte has been read.
-	var want snapEndRecord
+	var want map[string]int
 	if err := readMsgpack(br, &want); err != nil {
 		return nil, h, fmt.Errorf("restore trailer: %w", err)
 	}
-	if want != got {
-		return nil, h, fmt.Errorf("restore: snapshot counts %+v, read %+v", want, got)
+	for _, k := range snapKinds {
+		if k != nil && want[k.name] != got[k.kind] {
+			return nil, h, fmt.Errorf("restore: the trailer counts %d %s records, the snapshot holds %d", want[k.name], k.name, got[k.kind])
+		}
 	}
 	return w.t, h, nil
+}
+
+// snapCounts counts the records read of each kind.
+type snapCounts [256]int
+
+// restoreRecord stores one decoded record of kind k and counts it.
+func restoreRecord(w *writer, k *snapKind, obj any, got *snapCounts) error {
+	if got[k.kind]++; k.once && got[k.kind] > 1 {
+		return fmt.Errorf("restore: more than one %s record", k.name)
+	}
+	return k.restore(w, obj)
 }
 
 func readType(br *bufio.Reader) (byte, error) {
@@ -68,10 +81,10 @@ func readType(br *bufio.Reader) (byte, error) {
 // trailer's type byte. Decoding runs in its own goroutine, a batch of
 // records ahead of the inserts (the indexes take one writer at a time, so
 // the inserts themselves cannot be spread over cores).
-func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int) error {
+func readRecordsV2(br *bufio.Reader, w *writer, got *snapCounts, version int) error {
 	type record struct {
-		t   byte
-		obj interface{}
+		k   *snapKind
+		obj any
 	}
 	const batchLen = 1024
 	batches := make(chan []record, 4)
@@ -118,43 +131,13 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int)
 				errc <- fmt.Errorf("restore: snapshot truncated: %w", err)
 				return
 			}
-			d := dec{b: buf, in: in}
-			var r record
-			switch t {
-			case snapJob:
-				r = record{t, d.job(version)}
-			case snapSession:
-				r = record{t, d.session()}
-			case snapStream:
-				r = record{t, d.stream()}
-			case snapRegistry:
-				r = record{t, d.registry()}
-			case snapGateway:
-				r = record{t, d.gateway()}
-			case snapWorker:
-				r = record{t, d.worker()}
-			case snapFeedHead:
-				r = record{t, &feedHead{seq: d.uvarint()}}
-			case snapFeed:
-				r = record{t, d.feedEvent()}
-			case snapPause:
-				r = record{t, d.pause()}
-			case snapCaps:
-				r = record{t, &CapsSeen{Key: d.str(), At: d.varint()}}
-			case snapDefaults:
-				r = record{t, d.defaults()}
-			case snapLevel:
-				r = record{t, &levelRecord{level: d.int()}}
-			case snapWorkerID:
-				r = record{t, d.binding()}
-			case snapBlob:
-				r = record{t, d.blob()}
-			case snapChunk:
-				r = record{t, d.chunk()}
-			default:
-				errc <- fmt.Errorf("restore: unknown record type %d", t)
+			k := snapKinds[t]
+			if k == nil || k.since > version {
+				errc <- fmt.Errorf("restore: unknown record type %d in a version %d snapshot", t, version)
 				return
 			}
+			d := dec{b: buf, in: in}
+			r := record{k, k.read(&d, version)}
 			if err := d.done(); err != nil {
 				errc <- fmt.Errorf("restore record %d: %w", t, err)
 				return
@@ -167,7 +150,7 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int)
 	}()
 	for recs := range batches {
 		for _, r := range recs {
-			if err := restoreObject(w, r.obj, got); err != nil {
+			if err := restoreRecord(w, r.k, r.obj, got); err != nil {
 				return err
 			}
 		}
@@ -177,29 +160,21 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapEndRecord, version int)
 
 // readRecordsV1 inserts msgpack object records up to and including the
 // trailer's type byte.
-func readRecordsV1(br *bufio.Reader, w *writer, got *snapEndRecord) error {
+func readRecordsV1(br *bufio.Reader, w *writer, got *snapCounts) error {
 	for {
 		t, err := readType(br)
-		if err != nil {
+		if err != nil || t == snapEnd {
 			return err
 		}
-		var obj interface{}
-		switch t {
-		case snapEnd:
-			return nil
-		case snapJob:
-			obj = new(Job)
-		case snapBlob:
-			obj = new(Blob)
-		case snapChunk:
-			obj = new(BlobChunk)
-		default:
-			return fmt.Errorf("restore: unknown record type %d", t)
+		k := snapKinds[t]
+		if k == nil || k.msgpack == nil {
+			return fmt.Errorf("restore: unknown record type %d in a version 1 snapshot", t)
 		}
+		obj := k.msgpack()
 		if err := readMsgpack(br, obj); err != nil {
 			return fmt.Errorf("restore record %d: %w", t, err)
 		}
-		if err := restoreObject(w, obj, got); err != nil {
+		if err := restoreRecord(w, k, obj, got); err != nil {
 			return err
 		}
 	}
@@ -303,102 +278,4 @@ func msgpackValue(br *bufio.Reader, b []byte) ([]byte, error) {
 		}
 	}
 	return b, nil
-}
-
-// restoreObject stores one object read from a snapshot and counts it. Two
-// records with the same key mean a corrupt snapshot.
-func restoreObject(w *writer, obj interface{}, got *snapEndRecord) error {
-	switch v := obj.(type) {
-	case *Job:
-		got.Jobs++
-		if v.ID == "" {
-			return fmt.Errorf("restore: job record without an id")
-		}
-		if w.t.job(v.ID) != nil {
-			return fmt.Errorf("restore: job %s appears twice", v.ID)
-		}
-		w.putJob(nil, v)
-	case *Blob:
-		got.Blobs++
-		if v.ID == "" {
-			return fmt.Errorf("restore: blob record without an id")
-		}
-		w.putBlob(v)
-	case *BlobChunk:
-		got.Chunks++
-		w.putChunk(v)
-	case *Session:
-		got.Sessions++
-		if v.Name == "" || w.t.session(v.Name) != nil {
-			return fmt.Errorf("restore: session record %q without a name or twice", v.Name)
-		}
-		w.putSession(v)
-	case *Stream:
-		got.Streams++
-		if v.Name == "" || w.t.stream(v.Name) != nil {
-			return fmt.Errorf("restore: stream record %q without a name or twice", v.Name)
-		}
-		w.putStream(v)
-	case *Registry:
-		got.Registry++
-		if w.t.registry != nil {
-			return fmt.Errorf("restore: two registry records")
-		}
-		w.putRegistry(v)
-	case *Gateway:
-		got.Gateways++
-		if v.ID == "" || w.t.gateway(v.ID) != nil {
-			return fmt.Errorf("restore: gateway record %q without an id or twice", v.ID)
-		}
-		w.putGateway(v)
-	case *Worker:
-		got.Workers++
-		if v.ID == "" || w.t.worker(v.ID) != nil {
-			return fmt.Errorf("restore: worker record %q without an id or twice", v.ID)
-		}
-		w.putWorker(v)
-	case *feedHead:
-		got.FeedHead++
-		if got.FeedHead > 1 {
-			return fmt.Errorf("restore: two feed head records")
-		}
-		w.feedHead = v.seq
-	case *FeedEvent:
-		got.Feed++
-		return w.t.feed.restore(v, w.feedHead)
-	case *StreamPause:
-		got.Paused++
-		if v.Stream == "" || w.t.isPaused(v.Stream) {
-			return fmt.Errorf("restore: stream pause record %q without a stream or twice", v.Stream)
-		}
-		w.setPause(v.Stream, v)
-	case *CapsSeen:
-		got.Caps++
-		if _, dup := w.t.capsSeen[v.Key]; v.Key == "" || dup {
-			return fmt.Errorf("restore: capability set record %q empty or twice", v.Key)
-		}
-		if w.t.capsSeen == nil {
-			w.t.capsSeen = map[string]int64{}
-		}
-		w.t.capsSeen[v.Key] = v.At
-	case *StreamDefaults:
-		got.Defaults++
-		if v.Stream == "" || w.t.defaults[v.Stream] != nil {
-			return fmt.Errorf("restore: stream defaults record %q without a stream or twice", v.Stream)
-		}
-		w.setDefaults(v.Stream, v)
-	case *levelRecord:
-		got.Level++
-		if got.Level > 1 || v.level < 1 || v.level > LatestLevel {
-			return fmt.Errorf("restore: level record %d twice or not one this build applies (1 to %d)", v.level, LatestLevel)
-		}
-		w.t.level = v.level
-	case *WorkerBinding:
-		got.WorkerIDs++
-		if v.ID == "" || v.Role == "" || w.t.binding(v.ID) != nil {
-			return fmt.Errorf("restore: worker id record %q without an id or role, or twice", v.ID)
-		}
-		w.putBinding(v)
-	}
-	return nil
 }

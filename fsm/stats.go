@@ -227,8 +227,8 @@ type Summary struct {
 // Summary counts the view's contents.
 func (r *Reader) Summary() Summary {
 	t := r.view()
-	s := Summary{Index: t.index, Jobs: map[State]int{}, Streams: t.streams.Len(), Sessions: t.sessions.Len(),
-		Blobs: t.blobs.Len(), Gateways: t.gateways.Len(), Workers: t.workers.Len(), Registry: t.registry != nil}
+	s := Summary{Index: t.index, Jobs: map[State]int{}, Streams: t.streams.len(), Sessions: t.sessions.len(),
+		Blobs: t.blobs.Len(), Gateways: t.gateways.len(), Workers: t.workers.len(), Registry: t.registry != nil}
 	for lane, st := range laneStates {
 		if st != "" {
 			s.Jobs[st] = t.lanes[lane].Len()

@@ -187,37 +187,10 @@ func finishedEntry(j *Job) (timeItem, bool) {
 	return timeItem{j.FinishedAt, j.CreateIndex, j}, j.State == StateDone || j.State == StateCancelled
 }
 
-// Tree numbers, for the writer's record of which trees a batch changed.
-const (
-	tByID = iota
-	tIdem
-	tQueue
-	tLease
-	tFinished
-	tBlobs
-	tChunks
-	tSessions
-	tStreams
-	tTaskEnded
-	tAttempts
-	tGateways
-	tWorkers
-	tRouted
-	tStats
-	tQueueAge
-	tScheduled
-	tKeyed
-	tAdmitted
-	tKeyRunning
-	tDependents
-	tReqs
-	tHeads
-	tWorkerIDs
-	tLanes   // tLanes+lane for each lane
-	numTrees = tLanes + numLanes
-)
-
 // tables is one set of indexes. A published *tables is never changed.
+// Every tree field is declared once in treeDecls (store_trees.go); any
+// other field must be a value or immutable (replaced whole on a change),
+// since a publish hands it to readers as it is.
 type tables struct {
 	index uint64                   // a published view: the last entry it holds
 	byID  *btree.BTreeG[idItem]    // every job, by id
@@ -247,8 +220,8 @@ type tables struct {
 	// The developer queue (devq.go): its catalogs, finished tasks by finish
 	// time (task retention), and the registry in force (nil: none loaded;
 	// immutable, replaced whole).
-	sessions  *btree.BTreeG[sessionItem]
-	streams   *btree.BTreeG[streamItem]
+	sessions  *catalog[Session] // by name
+	streams   *catalog[Stream]  // by name
 	taskEnded *btree.BTreeG[timeItem]
 	registry  *Registry
 	// attempts holds running jobs by their lease's attempt id. Attempt ids
@@ -257,8 +230,8 @@ type tables struct {
 	// at most one running job.
 	attempts *btree.BTreeG[idItem]
 	// The control plane's registry (controlplane.go), by id.
-	gateways *btree.BTreeG[gatewayItem]
-	workers  *btree.BTreeG[workerItem]
+	gateways *catalog[Gateway]
+	workers  *catalog[Worker]
 	// routed holds routed jobs still queued or running, by target gateway.
 	routed *btree.BTreeG[idItem]
 	// stats counts jobs per stream and state lane (stats.go): a derived
@@ -269,23 +242,30 @@ type tables struct {
 	// paused holds the streams an operator paused (cmd_pause.go), by name:
 	// immutable, replaced whole on a change; nil when none is.
 	paused map[string]*StreamPause
-	// jobControl is set once a pause or a cancel has been applied: the
-	// state may then hold what only version 6 snapshots carry.
+	// jobControl latches once job control is used: a pause, a cancel, a
+	// progress report, a release with a cooldown, or a create with a
+	// priority, schedule, backoff, concurrency key or dependencies. Jobs
+	// and streams may then hold fields only snapshot version 6 carries
+	// (snapVersions); it is replicated state, set by applies alone.
 	jobControl bool
 	// reqs counts the queued jobs of each requirement set in each lane
 	// (capabilities.go); capsSeen says when a claim with each capability
-	// set was last applied (immutable, replaced whole); capabilities is
-	// set once either is used: the state may then hold what only version
-	// 7 snapshots carry.
+	// set was last applied (immutable, replaced whole). capabilities
+	// latches once capability routing is used (a job requires
+	// capabilities, a claim offers some, a release names a worker the job
+	// is not for): the state may then hold what only snapshot version 7
+	// carries.
 	reqs         *btree.BTreeG[reqCount]
 	heads        *btree.BTreeG[queueItem]
 	capsSeen     map[string]int64
 	capabilities bool
 	// defaults holds the streams' job defaults (cmd_defaults.go), by
 	// stream: immutable, replaced whole on a change; nil when none has
-	// any. version8 is set once defaults have been set or a job created
-	// with a dependency policy: the state may then hold what only version
-	// 8 snapshots carry.
+	// any. version8 latches once stream job defaults are set or a job is
+	// created with options (create-opts: a dependency policy): streams may
+	// then hold defaults and jobs a dependency policy, which only snapshot
+	// version 8 carries. (Its name predates snapVersions; a rename waits
+	// for the command files that set it to settle.)
 	defaults map[string]*StreamDefaults
 	version8 bool
 	// level is the cluster's level (level.go): the rules in force. From
@@ -295,42 +275,6 @@ type tables struct {
 	level      int
 	workerIDs  *btree.BTreeG[bindingItem]
 	workerSeen *btree.BTreeG[seenItem]
-}
-
-func newTables() *tables {
-	t := &tables{
-		byID:       btree.NewG(btreeDegree, lessID),
-		idem:       btree.NewG(btreeDegree, lessID),
-		queue:      btree.NewG(btreeDegree, lessQueue),
-		queueAge:   btree.NewG(btreeDegree, lessQueue),
-		scheduled:  btree.NewG(btreeDegree, lessTime),
-		keyed:      newKeyedTree(),
-		admitted:   newAdmittedTree(),
-		keyRunning: newKeyCountTree(),
-		dependents: newDepTree(),
-		lease:      btree.NewG(btreeDegree, lessTime),
-		finished:   btree.NewG(btreeDegree, lessTime),
-		blobs:      btree.NewG(btreeDegree, lessBlob),
-		chunks:     btree.NewG(btreeDegree, lessChunk),
-
-		sessions:  newSessionTree(),
-		streams:   newStreamTree(),
-		taskEnded: btree.NewG(btreeDegree, lessTime),
-		attempts:  btree.NewG(btreeDegree, lessID),
-		gateways:  newGatewayTree(),
-		workers:   newWorkerTree(),
-		routed:    btree.NewG(btreeDegree, lessID),
-		stats:     btree.NewG(btreeDegree, lessStat),
-		reqs:      btree.NewG(btreeDegree, lessReqCount),
-		heads:     btree.NewG(btreeDegree, lessHead),
-
-		workerIDs:  newBindingTree(),
-		workerSeen: newSeenTree(),
-	}
-	for i := range t.lanes {
-		t.lanes[i] = btree.NewG(btreeDegree, lessSeq)
-	}
-	return t
 }
 
 func (t *tables) job(id string) *Job {

@@ -147,13 +147,13 @@ func dumpState(f *FSM) string {
 	v.byID.Ascend(func(it idItem) bool { line("job", it.j); return true })
 	v.blobs.Ascend(func(it blobItem) bool { line("blob", it.b); return true })
 	v.chunks.Ascend(func(it chunkItem) bool { line("chunk", it.c); return true })
-	v.sessions.Ascend(func(it sessionItem) bool { line("session", it.s); return true })
-	v.streams.Ascend(func(it streamItem) bool { line("stream", it.s); return true })
+	v.sessions.ascend(func(s *Session) bool { line("session", s); return true })
+	v.streams.ascend(func(s *Stream) bool { line("stream", s); return true })
 	if v.registry != nil {
 		line("registry", v.registry)
 	}
-	v.gateways.Ascend(func(it gatewayItem) bool { line("gateway", it.g); return true })
-	v.workers.Ascend(func(it workerItem) bool { line("worker", it.w); return true })
+	v.gateways.ascend(func(g *Gateway) bool { line("gateway", g); return true })
+	v.workers.ascend(func(w *Worker) bool { line("worker", w); return true })
 	fmt.Fprintf(&b, "feed on %v latest %d\n", v.feed.on, v.feed.latest)
 	for seq := v.feed.oldest(); seq != 0 && seq <= v.feed.latest; seq++ {
 		line("feed", v.feed.get(seq))

@@ -1,0 +1,278 @@
+package fsm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+)
+
+// The snapshot record table. Every kind of object a snapshot holds is one
+// row: its record type byte, its count's name in the trailer, the version
+// that introduced it, how a view's objects of the kind are written, and how
+// one record is decoded and put back. Writing walks the rows in kind order
+// and the trailer counts what each wrote; restore reads whatever rows the
+// stream holds and checks the trailer's counts. A new kind of state is so
+// one row here (and the version that carries it, in snapVersions), not a
+// record constant, a write section, two switches and a trailer field.
+
+// snapKind is one row of the table.
+type snapKind struct {
+	kind byte
+	// name is the kind's key in the trailer, a msgpack map of name to
+	// count (snapTrailer): part of the format, never renamed. The kinds of
+	// version 1 are always counted, the others only when present, as in
+	// the struct earlier builds wrote and read.
+	name string
+	// since is the version that introduced the kind: a snapshot of an
+	// older version holds none (a state written at one writes none, and
+	// restore refuses one).
+	since int
+	// once: a snapshot holds at most one record of the kind.
+	once bool
+	// write emits the kind's records of a published view, of a snapshot
+	// of the given version, through r.
+	write func(t *tables, version int, r *recordWriter)
+	// read decodes one record body. It runs on the decoding goroutine,
+	// ahead of the restore: it reads the record alone, never the state.
+	read func(d *dec, version int) any
+	// restore stores one decoded record in the state being restored,
+	// refusing what a consistent snapshot cannot hold (a record without
+	// its key, a key twice).
+	restore func(w *writer, obj any) error
+	// msgpack returns the object a version 1 snapshot held as a msgpack
+	// record (kinds of version 1 only).
+	msgpack func() any
+}
+
+// snapKinds is the table, by record type byte.
+var snapKinds [256]*snapKind
+
+// registerSnap adds a row. A kind is registered once, and the header's and
+// trailer's type bytes are no kind.
+func registerSnap(k *snapKind) {
+	if k.kind == snapHeader || k.kind == snapEnd || snapKinds[k.kind] != nil {
+		panic(fmt.Sprintf("fsm: snapshot record type %d (%s) registered twice or reserved", k.kind, k.name))
+	}
+	if k.since < 1 || k.since > snapshotVersion {
+		panic(fmt.Sprintf("fsm: snapshot record %s introduced by version %d, this build writes 1 to %d", k.name, k.since, snapshotVersion))
+	}
+	snapKinds[k.kind] = k
+}
+
+// snapRow makes the row of a kind whose records decode to a *T.
+func snapRow[T any](kind byte, name string, since int,
+	write func(t *tables, version int, r *recordWriter),
+	read func(d *dec, version int) *T,
+	restore func(w *writer, v *T) error,
+) *snapKind {
+	k := &snapKind{kind: kind, name: name, since: since, write: write,
+		read:    func(d *dec, version int) any { return read(d, version) },
+		restore: func(w *writer, obj any) error { return restore(w, obj.(*T)) },
+	}
+	if since == 1 {
+		k.msgpack = func() any { return new(T) }
+	}
+	return k
+}
+
+// once marks k as a kind a snapshot holds at most one record of.
+func once(k *snapKind) *snapKind {
+	k.once = true
+	return k
+}
+
+// catalogRow makes the row of a catalog (catalog.go): every object in key
+// order, each put back under its key, which must be set and unique.
+func catalogRow[V any](kind byte, name string, since, tree int, cat func(t *tables) *catalog[V],
+	key func(v *V) string, encode func(e *enc, v *V), decode func(d *dec) *V,
+) *snapKind {
+	return snapRow(kind, name, since,
+		func(t *tables, _ int, r *recordWriter) {
+			cat(t).ascend(func(v *V) bool { encode(&r.e, v); return r.put() })
+		},
+		func(d *dec, _ int) *V { return decode(d) },
+		func(w *writer, v *V) error {
+			k := key(v)
+			if k == "" || cat(w.t).get(k) != nil {
+				return fmt.Errorf("restore: %s record %q without its key or twice", name, k)
+			}
+			putIn(w, tree, cat(w.t), k, v)
+			return nil
+		})
+}
+
+// recordWriter writes the records of one kind: a row's write encodes an
+// object into e, then put writes it as a record.
+type recordWriter struct {
+	e    enc
+	bw   *bufio.Writer
+	kind byte
+	n    int // records of the kind written
+	err  error
+	hdr  [1 + binary.MaxVarintLen64]byte
+}
+
+// put writes what e holds as one record (its type byte, a uvarint length
+// and the body), empties e, and reports whether writing may go on.
+func (r *recordWriter) put() bool {
+	if r.err != nil {
+		return false
+	}
+	r.hdr[0] = r.kind
+	n := binary.PutUvarint(r.hdr[1:], uint64(len(r.e.b)))
+	if _, r.err = r.bw.Write(r.hdr[:1+n]); r.err == nil {
+		_, r.err = r.bw.Write(r.e.b)
+	}
+	r.e.b = r.e.b[:0]
+	r.n++
+	return r.err == nil
+}
+
+func init() {
+	registerSnap(snapRow(snapJob, "Jobs", 1,
+		func(t *tables, version int, r *recordWriter) {
+			t.byID.Ascend(func(it idItem) bool { r.e.job(it.j, version); return r.put() })
+		},
+		(*dec).job,
+		func(w *writer, j *Job) error {
+			if j.ID == "" {
+				return fmt.Errorf("restore: job record without an id")
+			}
+			if w.t.job(j.ID) != nil {
+				return fmt.Errorf("restore: job %s appears twice", j.ID)
+			}
+			w.putJob(nil, j)
+			return nil
+		}))
+	registerSnap(snapRow(snapBlob, "Blobs", 1,
+		func(t *tables, _ int, r *recordWriter) {
+			t.blobs.Ascend(func(it blobItem) bool { r.e.blob(it.b); return r.put() })
+		},
+		func(d *dec, _ int) *Blob { return d.blob() },
+		func(w *writer, b *Blob) error {
+			if b.ID == "" {
+				return fmt.Errorf("restore: blob record without an id")
+			}
+			w.putBlob(b)
+			return nil
+		}))
+	registerSnap(snapRow(snapChunk, "Chunks", 1,
+		func(t *tables, _ int, r *recordWriter) {
+			t.chunks.Ascend(func(it chunkItem) bool { r.e.chunk(it.c); return r.put() })
+		},
+		func(d *dec, _ int) *BlobChunk { return d.chunk() },
+		func(w *writer, c *BlobChunk) error { w.putChunk(c); return nil }))
+
+	registerSnap(catalogRow(snapSession, "Sessions", 3, tSessions, func(t *tables) *catalog[Session] { return t.sessions },
+		func(s *Session) string { return s.Name }, (*enc).session, (*dec).session))
+	registerSnap(catalogRow(snapStream, "Streams", 3, tStreams, func(t *tables) *catalog[Stream] { return t.streams },
+		func(s *Stream) string { return s.Name }, (*enc).stream, (*dec).stream))
+	registerSnap(once(snapRow(snapRegistry, "Registry", 3,
+		func(t *tables, _ int, r *recordWriter) {
+			if t.registry != nil {
+				r.e.registry(t.registry)
+				r.put()
+			}
+		},
+		func(d *dec, _ int) *Registry { return d.registry() },
+		func(w *writer, reg *Registry) error { w.putRegistry(reg); return nil })))
+	registerSnap(catalogRow(snapGateway, "Gateways", 4, tGateways, func(t *tables) *catalog[Gateway] { return t.gateways },
+		func(g *Gateway) string { return g.ID }, (*enc).gateway, (*dec).gateway))
+	registerSnap(catalogRow(snapWorker, "Workers", 4, tWorkers, func(t *tables) *catalog[Worker] { return t.workers },
+		func(w *Worker) string { return w.ID }, (*enc).worker, (*dec).worker))
+
+	// The feed's head comes before its events: each event is checked
+	// against it as it is restored, and the feed against it at the end
+	// (snapVersions).
+	registerSnap(once(snapRow(snapFeedHead, "FeedHead", 5,
+		func(t *tables, _ int, r *recordWriter) { r.e.uvarint(t.feed.latest); r.put() },
+		func(d *dec, _ int) *feedHead { return &feedHead{seq: d.uvarint()} },
+		func(w *writer, h *feedHead) error { w.feedHead = h.seq; return nil })))
+	registerSnap(snapRow(snapFeed, "Feed", 5,
+		func(t *tables, _ int, r *recordWriter) {
+			l := &t.feed
+			for seq := l.oldest(); seq != 0 && seq <= l.latest; seq++ {
+				if r.e.feedEvent(l.get(seq)); !r.put() {
+					return
+				}
+			}
+		},
+		func(d *dec, _ int) *FeedEvent { return d.feedEvent() },
+		func(w *writer, ev *FeedEvent) error { return w.t.feed.restore(ev, w.feedHead) }))
+
+	registerSnap(snapRow(snapPause, "Paused", 6,
+		func(t *tables, _ int, r *recordWriter) {
+			for _, p := range t.pausedList() {
+				if r.e.pause(p); !r.put() {
+					return
+				}
+			}
+		},
+		func(d *dec, _ int) *StreamPause { return d.pause() },
+		func(w *writer, p *StreamPause) error {
+			if p.Stream == "" || w.t.isPaused(p.Stream) {
+				return fmt.Errorf("restore: stream pause record %q without a stream or twice", p.Stream)
+			}
+			w.setPause(p.Stream, p)
+			return nil
+		}))
+	registerSnap(snapRow(snapCaps, "Caps", 7,
+		func(t *tables, _ int, r *recordWriter) {
+			for _, c := range t.capsSeenList() {
+				r.e.str(c.Key)
+				if r.e.varint(c.At); !r.put() {
+					return
+				}
+			}
+		},
+		func(d *dec, _ int) *CapsSeen { return &CapsSeen{Key: d.str(), At: d.varint()} },
+		func(w *writer, c *CapsSeen) error {
+			if _, dup := w.t.capsSeen[c.Key]; c.Key == "" || dup {
+				return fmt.Errorf("restore: capability set record %q empty or twice", c.Key)
+			}
+			if w.t.capsSeen == nil {
+				w.t.capsSeen = map[string]int64{}
+			}
+			w.t.capsSeen[c.Key] = c.At
+			return nil
+		}))
+	registerSnap(snapRow(snapDefaults, "Defaults", 8,
+		func(t *tables, _ int, r *recordWriter) {
+			for _, d := range t.defaultsList() {
+				if r.e.defaults(d); !r.put() {
+					return
+				}
+			}
+		},
+		func(d *dec, _ int) *StreamDefaults { return d.defaults() },
+		func(w *writer, d *StreamDefaults) error {
+			if d.Stream == "" || w.t.defaults[d.Stream] != nil {
+				return fmt.Errorf("restore: stream defaults record %q without a stream or twice", d.Stream)
+			}
+			w.setDefaults(d.Stream, d)
+			return nil
+		}))
+
+	registerSnap(once(snapRow(snapLevel, "Level", 9,
+		func(t *tables, _ int, r *recordWriter) { r.e.int(t.level); r.put() },
+		func(d *dec, _ int) *levelRecord { return &levelRecord{level: d.int()} },
+		func(w *writer, l *levelRecord) error {
+			if l.level < 1 || l.level > LatestLevel {
+				return fmt.Errorf("restore: level record %d not one this build applies (1 to %d)", l.level, LatestLevel)
+			}
+			w.t.level = l.level
+			return nil
+		})))
+	registerSnap(snapRow(snapWorkerID, "WorkerIDs", 9,
+		func(t *tables, _ int, r *recordWriter) {
+			t.workerIDs.Ascend(func(it bindingItem) bool { r.e.binding(it.b); return r.put() })
+		},
+		func(d *dec, _ int) *WorkerBinding { return d.binding() },
+		func(w *writer, b *WorkerBinding) error {
+			if b.ID == "" || b.Role == "" || w.t.binding(b.ID) != nil {
+				return fmt.Errorf("restore: worker id record %q without an id or role, or twice", b.ID)
+			}
+			w.putBinding(b)
+			return nil
+		}))
+}
