@@ -214,3 +214,7 @@ func (c *CapsSeen) fields(f *fields) {
 	f.str(1, &c.Key)
 	f.i64(2, &c.At)
 }
+
+func (h *feedHead) fields(f *fields) { f.u64(1, &h.seq) }
+
+func (l *levelRecord) fields(f *fields) { f.int(1, &l.level) }

@@ -219,7 +219,7 @@ func TestWorkerIDBindingLapses(t *testing.T) {
 	mustOK(t, h.claimAs(k.ID, Actor{Role: RoleRightClaw, WorkerID: "w"}))
 }
 
-// The level and the bindings survive a snapshot (version 9); a state
+// The level and the bindings survive a snapshot (version 9 on); a state
 // below the level is written as before.
 func TestLevelAndBindingsSnapshot(t *testing.T) {
 	h := newHarness(t)
@@ -230,7 +230,7 @@ func TestLevelAndBindingsSnapshot(t *testing.T) {
 	h.raiseLevel()
 	mustOK(t, h.claimAs(j.ID, Actor{Role: RoleLeftClaw, WorkerID: "w"}))
 	raw := snapBytes(t, h.f)
-	if v := snapVersion(t, raw); v != 9 {
+	if v := snapVersion(t, raw); v != snapshotVersion {
 		t.Fatalf("a state at the level written as version %d", v)
 	}
 	f2, _ := New(Config{})
@@ -245,8 +245,8 @@ func TestLevelAndBindingsSnapshot(t *testing.T) {
 	if r := h2.claimAs(k.ID, Actor{Role: RoleRightClaw, WorkerID: "w"}); !errors.Is(r.Err, ErrWorkerIDTaken) {
 		t.Fatalf("the restored state lost the binding: %v", r.Err)
 	}
-	if snapVersion(t, snapBytes(t, f2)) != 9 {
-		t.Fatal("the restored state is written below version 9")
+	if snapVersion(t, snapBytes(t, f2)) != snapshotVersion {
+		t.Fatalf("the restored state is written below version %d", snapshotVersion)
 	}
 }
 

@@ -46,7 +46,12 @@ const (
 // snapshotVersion is the newest snapshot version: it changes when the
 // record layout does (snapVersions says how). Restore reads every version
 // from 1.
-const snapshotVersion = 9
+const snapshotVersion = 10
+
+// snapTagged is the version from which every record is in the tagged
+// encoding (fields.go): a field added to a stored object is one line of its
+// field list, and a reader skips the fields it does not know.
+const snapTagged = 10
 
 // versionRow is what one snapshot version adds: new record kinds (the
 // rows of the table with that since) or fields of a job record.
@@ -104,6 +109,12 @@ var snapVersions = []versionRow{
 	// identity.go), from LevelIdentity on, which the leader raises to
 	// only once every server applies it.
 	{n: 9, holds: func(t *tables) bool { return t.level >= LevelIdentity }},
+	// Every record in the tagged encoding, from LevelTagged on, which the
+	// leader raises to only once every server supports it. A state at it
+	// is written whole at this version, so the flags above (which said
+	// when a state might hold what versions 6 to 8 added) no longer
+	// decide anything.
+	{n: snapTagged, holds: func(t *tables) bool { return t.level >= LevelTagged }},
 }
 
 // writeVersion returns the version a snapshot of t is written at.
@@ -170,7 +181,7 @@ func (s *snapshot) write(w io.Writer) error {
 	}
 	// Each kind the version holds, in kind order, its records in key
 	// order; stop at the first write error.
-	r := recordWriter{bw: bw}
+	r := recordWriter{bw: bw, version: version}
 	var end snapTrailer
 	for _, k := range snapKinds {
 		if k == nil || k.since > version {

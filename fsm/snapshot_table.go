@@ -66,7 +66,12 @@ func snapRow[T any](kind byte, name string, since int,
 	restore func(w *writer, v *T) error,
 ) *snapKind {
 	k := &snapKind{kind: kind, name: name, since: since, write: write,
-		read:    func(d *dec, version int) any { return read(d, version) },
+		read: func(d *dec, version int) any {
+			if version >= snapTagged {
+				return readTagged[T](d)
+			}
+			return read(d, version)
+		},
 		restore: func(w *writer, obj any) error { return restore(w, obj.(*T)) },
 	}
 	if since == 1 {
@@ -88,7 +93,7 @@ func catalogRow[V any](kind byte, name string, since, tree int, cat func(t *tabl
 ) *snapKind {
 	return snapRow(kind, name, since,
 		func(t *tables, _ int, r *recordWriter) {
-			cat(t).ascend(func(v *V) bool { encode(&r.e, v); return r.put() })
+			cat(t).ascend(func(v *V) bool { return r.add(any(v).(fielder), func(e *enc) { encode(e, v) }) })
 		},
 		func(d *dec, _ int) *V { return decode(d) },
 		func(w *writer, v *V) error {
@@ -107,9 +112,39 @@ type recordWriter struct {
 	e    enc
 	bw   *bufio.Writer
 	kind byte
-	n    int // records of the kind written
+	// version is the snapshot's: from snapTagged on every record is
+	// written in the tagged encoding (fields.go).
+	version int
+	n       int // records of the kind written
 	err  error
 	hdr  [1 + binary.MaxVarintLen64]byte
+}
+
+// add writes o as one record: its field list from snapTagged on, else
+// what legacy writes (the record of an earlier version).
+func (r *recordWriter) add(o fielder, legacy func(e *enc)) bool {
+	if r.version >= snapTagged {
+		r.e.b = writeFields(r.e.b, o)
+	} else {
+		legacy(&r.e)
+	}
+	return r.put()
+}
+
+// readTagged decodes a record of version snapTagged or later: the fields
+// of a *T, whatever its kind.
+func readTagged[T any](d *dec) any {
+	v := new(T)
+	o, ok := any(v).(fielder)
+	if !ok {
+		d.fail("a record kind without a field list")
+		return v
+	}
+	if err := readFields(d.b, o, d.in); err != nil {
+		d.fail(err.Error())
+	}
+	d.b = nil
+	return v
 }
 
 // put writes what e holds as one record (its type byte, a uvarint length
@@ -131,7 +166,7 @@ func (r *recordWriter) put() bool {
 func init() {
 	registerSnap(snapRow(snapJob, "Jobs", 1,
 		func(t *tables, version int, r *recordWriter) {
-			t.byID.Ascend(func(it idItem) bool { r.e.job(it.j, version); return r.put() })
+			t.byID.Ascend(func(it idItem) bool { return r.add(it.j, func(e *enc) { e.job(it.j, version) }) })
 		},
 		(*dec).job,
 		func(w *writer, j *Job) error {
@@ -146,7 +181,7 @@ func init() {
 		}))
 	registerSnap(snapRow(snapBlob, "Blobs", 1,
 		func(t *tables, _ int, r *recordWriter) {
-			t.blobs.Ascend(func(it blobItem) bool { r.e.blob(it.b); return r.put() })
+			t.blobs.Ascend(func(it blobItem) bool { return r.add(it.b, func(e *enc) { e.blob(it.b) }) })
 		},
 		func(d *dec, _ int) *Blob { return d.blob() },
 		func(w *writer, b *Blob) error {
@@ -158,7 +193,7 @@ func init() {
 		}))
 	registerSnap(snapRow(snapChunk, "Chunks", 1,
 		func(t *tables, _ int, r *recordWriter) {
-			t.chunks.Ascend(func(it chunkItem) bool { r.e.chunk(it.c); return r.put() })
+			t.chunks.Ascend(func(it chunkItem) bool { return r.add(it.c, func(e *enc) { e.chunk(it.c) }) })
 		},
 		func(d *dec, _ int) *BlobChunk { return d.chunk() },
 		func(w *writer, c *BlobChunk) error { w.putChunk(c); return nil }))
@@ -170,8 +205,7 @@ func init() {
 	registerSnap(once(snapRow(snapRegistry, "Registry", 3,
 		func(t *tables, _ int, r *recordWriter) {
 			if t.registry != nil {
-				r.e.registry(t.registry)
-				r.put()
+				r.add(t.registry, func(e *enc) { e.registry(t.registry) })
 			}
 		},
 		func(d *dec, _ int) *Registry { return d.registry() },
@@ -185,14 +219,16 @@ func init() {
 	// against it as it is restored, and the feed against it at the end
 	// (snapVersions).
 	registerSnap(once(snapRow(snapFeedHead, "FeedHead", 5,
-		func(t *tables, _ int, r *recordWriter) { r.e.uvarint(t.feed.latest); r.put() },
+		func(t *tables, _ int, r *recordWriter) {
+			r.add(&feedHead{seq: t.feed.latest}, func(e *enc) { e.uvarint(t.feed.latest) })
+		},
 		func(d *dec, _ int) *feedHead { return &feedHead{seq: d.uvarint()} },
 		func(w *writer, h *feedHead) error { w.feedHead = h.seq; return nil })))
 	registerSnap(snapRow(snapFeed, "Feed", 5,
 		func(t *tables, _ int, r *recordWriter) {
 			l := &t.feed
 			for seq := l.oldest(); seq != 0 && seq <= l.latest; seq++ {
-				if r.e.feedEvent(l.get(seq)); !r.put() {
+				if ev := l.get(seq); !r.add(ev, func(e *enc) { e.feedEvent(ev) }) {
 					return
 				}
 			}
@@ -203,7 +239,7 @@ func init() {
 	registerSnap(snapRow(snapPause, "Paused", 6,
 		func(t *tables, _ int, r *recordWriter) {
 			for _, p := range t.pausedList() {
-				if r.e.pause(p); !r.put() {
+				if !r.add(p, func(e *enc) { e.pause(p) }) {
 					return
 				}
 			}
@@ -219,8 +255,7 @@ func init() {
 	registerSnap(snapRow(snapCaps, "Caps", 7,
 		func(t *tables, _ int, r *recordWriter) {
 			for _, c := range t.capsSeenList() {
-				r.e.str(c.Key)
-				if r.e.varint(c.At); !r.put() {
+				if !r.add(&c, func(e *enc) { e.str(c.Key); e.varint(c.At) }) {
 					return
 				}
 			}
@@ -239,7 +274,7 @@ func init() {
 	registerSnap(snapRow(snapDefaults, "Defaults", 8,
 		func(t *tables, _ int, r *recordWriter) {
 			for _, d := range t.defaultsList() {
-				if r.e.defaults(d); !r.put() {
+				if !r.add(d, func(e *enc) { e.defaults(d) }) {
 					return
 				}
 			}
@@ -254,7 +289,9 @@ func init() {
 		}))
 
 	registerSnap(once(snapRow(snapLevel, "Level", 9,
-		func(t *tables, _ int, r *recordWriter) { r.e.int(t.level); r.put() },
+		func(t *tables, _ int, r *recordWriter) {
+			r.add(&levelRecord{level: t.level}, func(e *enc) { e.int(t.level) })
+		},
 		func(d *dec, _ int) *levelRecord { return &levelRecord{level: d.int()} },
 		func(w *writer, l *levelRecord) error {
 			if l.level < 1 || l.level > LatestLevel {
@@ -265,7 +302,7 @@ func init() {
 		})))
 	registerSnap(snapRow(snapWorkerID, "WorkerIDs", 9,
 		func(t *tables, _ int, r *recordWriter) {
-			t.workerIDs.Ascend(func(it bindingItem) bool { r.e.binding(it.b); return r.put() })
+			t.workerIDs.Ascend(func(it bindingItem) bool { return r.add(it.b, func(e *enc) { e.binding(it.b) }) })
 		},
 		func(d *dec, _ int) *WorkerBinding { return d.binding() },
 		func(w *writer, b *WorkerBinding) error {

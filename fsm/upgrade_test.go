@@ -263,18 +263,25 @@ func dumpValue(v reflect.Value) string {
 	return b.String()
 }
 
-// recordUpgradeFixtures writes the fixtures of this build's formats: a
-// long random log of every command type in its current encoding, a short
-// one in the msgpack bodies of the first builds, and one snapshot of each
-// version this build writes (the oldest, version 1, from snapshotV1).
+// recordUpgradeFixtures writes the fixtures of this build's formats that
+// are not recorded yet (a fixture is never rewritten: it is what the build
+// that wrote it got): a long random log of every command type in the
+// encoding this build writes at its latest level, a short one in the
+// msgpack bodies of the first builds, and one snapshot of each version this
+// build writes (the oldest, version 1, from snapshotV1).
 func recordUpgradeFixtures(t *testing.T) {
 	if err := os.MkdirAll(upgradeDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	write := func(name string, data []byte) {
-		if err := os.WriteFile(filepath.Join(upgradeDir, name), data, 0o644); err != nil {
+	write := func(name string, data func() []byte) {
+		path := filepath.Join(upgradeDir, name)
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if err := os.WriteFile(path, data(), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("recorded %s", path)
 	}
 	joinLog := func(log [][]byte) []byte {
 		var out []byte
@@ -284,9 +291,17 @@ func recordUpgradeFixtures(t *testing.T) {
 		}
 		return out
 	}
-	log := randomLog(7, 3000)
-	write("log-binary.bin", joinLog(log))
-	write("log-binary.txt", []byte(replayDump(t, log)))
+	pair := func(name string, log [][]byte) {
+		write(name+".bin", func() []byte { return joinLog(log) })
+		write(name+".txt", func() []byte { return []byte(replayDump(t, log)) })
+	}
+	// The positional encoding (bodyV1) was the latest until LevelTagged;
+	// its log was recorded by the last build that wrote it.
+	if LatestLevel >= LevelTagged {
+		pair("log-tagged", randomLog(9, 3000))
+	} else {
+		pair("log-binary", randomLog(7, 3000))
+	}
 
 	// The first builds wrote msgpack bodies for the job commands.
 	var mp [][]byte
@@ -300,13 +315,16 @@ func recordUpgradeFixtures(t *testing.T) {
 		}
 		mp = append(mp, msgpackEntry(t, ct, cmd))
 	}
-	write("log-msgpack.bin", joinLog(mp))
-	write("log-msgpack.txt", []byte(replayDump(t, mp)))
+	pair("log-msgpack", mp)
 
 	// One snapshot per version: a random log cut down to the commands whose
 	// state the version holds, checked to write that version.
-	upTo := map[int]CommandType{2: CmdClaimNextKeyed, 3: CmdTaskPurge, 4: CmdRoute, 5: CmdFeedOn, 6: CmdClaimBatch, 7: CmdReleaseNotFor, 8: CmdCreateOpts, 9: CmdDispatch}
+	upTo := map[int]CommandType{2: CmdClaimNextKeyed, 3: CmdTaskPurge, 4: CmdRoute, 5: CmdFeedOn, 6: CmdClaimBatch, 7: CmdReleaseNotFor, 8: CmdCreateOpts, 9: CmdDispatch, 10: CmdDispatch}
 	for version := 2; version <= snapshotVersion; version++ {
+		name := fmt.Sprintf("snap-v%d", version)
+		if _, err := os.Stat(filepath.Join(upgradeDir, name+".bin")); err == nil {
+			continue
+		}
 		var sub [][]byte
 		for _, d := range randomLog(uint64(100+version), 2500) {
 			ct := CommandType(d[0])
@@ -329,12 +347,12 @@ func recordUpgradeFixtures(t *testing.T) {
 		if err != nil || h.Version != version {
 			t.Fatalf("the version %d fixture wrote version %d (%v)", version, h.Version, err)
 		}
-		write(fmt.Sprintf("snap-v%d.bin", version), raw)
-		write(fmt.Sprintf("snap-v%d.txt", version), []byte(restoreDump(t, raw)))
+		write(name+".bin", func() []byte { return raw })
+		write(name+".txt", func() []byte { return []byte(restoreDump(t, raw)) })
 	}
 	v1 := snapshotV1(t)
-	write("snap-v1.bin", v1)
-	write("snap-v1.txt", []byte(restoreDump(t, v1)))
+	write("snap-v1.bin", func() []byte { return v1 })
+	write("snap-v1.txt", func() []byte { return []byte(restoreDump(t, v1)) })
 }
 
 // msgpackEntry is the entry a first build wrote for cmd: its type byte
@@ -345,4 +363,22 @@ func msgpackEntry(t *testing.T, ct CommandType, cmd interface{}) []byte {
 		t.Fatal(err)
 	}
 	return append([]byte{byte(ct)}, body...)
+}
+
+// A snapshot keeps every field of every object: the state restored from it
+// prints as the state that wrote it, for the version this build writes.
+func TestSnapshotKeepsEveryField(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		f, _ := New(Config{})
+		for i, d := range randomLog(seed, 3000) {
+			f.Apply(&raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: d})
+		}
+		raw := writeSnapshot(t, f)
+		if _, h, err := readSnapshot(bytes.NewReader(raw)); err != nil || h.Version != snapshotVersion {
+			t.Fatalf("seed %d: version %d (%v)", seed, h.Version, err)
+		}
+		if want, got := dumpState(f), restoreDump(t, raw); want != got {
+			t.Fatalf("seed %d: the restored state differs:\n%s", seed, firstDiff(want, got))
+		}
+	}
 }
