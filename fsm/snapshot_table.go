@@ -116,8 +116,8 @@ type recordWriter struct {
 	// written in the tagged encoding (fields.go).
 	version int
 	n       int // records of the kind written
-	err  error
-	hdr  [1 + binary.MaxVarintLen64]byte
+	err     error
+	hdr     [1 + binary.MaxVarintLen64]byte
 }
 
 // add writes o as one record: its field list from snapTagged on, else
