@@ -278,17 +278,21 @@ type label struct{ k, v string }
 
 func (l *label) fields(f *fields) { f.istr(1, &l.k); f.str(2, &l.v) }
 
-// open starts nested object n (writing): its key, and a byte kept for its
-// length, which close fills in (moving the object if it takes more).
-func (f *fields) open(n int) (sub fields, at int) {
+// Nested objects are written and read by the same fields value as the
+// object around them (so nesting costs no allocation): open writes the
+// key and keeps a byte for the length, which close fills in (moving the
+// object if it takes more); enter points the reader at the nested bytes,
+// and leave moves it back past them.
+func (f *fields) open(n int) (at, last int) {
 	f.put(n, kindBytes)
-	at = len(f.e.b)
+	at, last = len(f.e.b), f.last
 	f.e.b = append(f.e.b, 0)
-	return fields{w: true, e: enc{b: f.e.b}}, at
+	f.last = 0
+	return at, last
 }
 
-func (f *fields) close(sub *fields, at int) {
-	f.e.b = sub.e.b
+func (f *fields) close(at, last int) {
+	f.last = last
 	size := len(f.e.b) - at - 1
 	if size < 0x80 {
 		f.e.b[at] = byte(size)
@@ -301,28 +305,27 @@ func (f *fields) close(sub *fields, at int) {
 	copy(f.e.b[at:], lb[:k])
 }
 
-// enter starts reading nested object n, if it is the pending field; leave
-// ends it and moves past it.
-func (f *fields) enter(n int) (sub fields, ok bool) {
+func (f *fields) enter(n int) (rest []byte, ok bool) {
 	if !f.at(n, kindBytes) {
-		return sub, false
+		return nil, false
 	}
 	raw := f.d.raw(f.d.uvarint())
 	if f.d.err != nil {
-		return sub, false
+		f.key = 0
+		return nil, false
 	}
-	sub = fields{d: dec{b: raw, in: f.d.in}}
-	sub.next()
-	return sub, true
+	rest, f.d.b = f.d.b, raw
+	f.next()
+	return rest, true
 }
 
-func (f *fields) leave(sub *fields) {
-	sub.finish()
-	if sub.d.err != nil {
-		f.d.fail(sub.d.err.Error())
+func (f *fields) leave(rest []byte) {
+	f.finish()
+	if f.d.err != nil {
 		f.key = 0
 		return
 	}
+	f.d.b = rest
 	f.next()
 }
 
@@ -330,24 +333,23 @@ func (f *fields) leave(sub *fields) {
 // (for list elements and pointers, whose presence says something).
 func (f *fields) obj(n int, o fielder) {
 	if f.w {
-		sub, at := f.open(n)
-		o.fields(&sub)
-		f.close(&sub, at)
+		at, last := f.open(n)
+		o.fields(f)
+		f.close(at, last)
 		return
 	}
-	if sub, ok := f.enter(n); ok {
-		o.fields(&sub)
-		f.leave(&sub)
+	if rest, ok := f.enter(n); ok {
+		o.fields(f)
+		f.leave(rest)
 	}
 }
 
 // readObj reads the pending field (known to be of kind bytes) as a nested
 // object into o.
 func (f *fields) readObj(o fielder) {
-	n := int(f.key >> 3)
-	if sub, ok := f.enter(n); ok {
-		o.fields(&sub)
-		f.leave(&sub)
+	if rest, ok := f.enter(int(f.key >> 3)); ok {
+		o.fields(f)
+		f.leave(rest)
 	}
 }
 
@@ -410,48 +412,47 @@ func (je *JobError) fields(f *fields) {
 func (f *fields) actor(n int, a *Actor) {
 	if f.w {
 		if *a != (Actor{}) {
-			sub, at := f.open(n)
-			a.fields(&sub)
-			f.close(&sub, at)
+			at, last := f.open(n)
+			a.fields(f)
+			f.close(at, last)
 		}
 		return
 	}
-	if sub, ok := f.enter(n); ok {
-		a.fields(&sub)
-		f.leave(&sub)
+	if rest, ok := f.enter(n); ok {
+		a.fields(f)
+		f.leave(rest)
 	}
 }
 
 func (f *fields) ref(n int, r *LeaseRef) {
 	if f.w {
 		if *r != (LeaseRef{}) {
-			sub, at := f.open(n)
-			r.fields(&sub)
-			f.close(&sub, at)
+			at, last := f.open(n)
+			r.fields(f)
+			f.close(at, last)
 		}
 		return
 	}
-	if sub, ok := f.enter(n); ok {
-		r.fields(&sub)
-		f.leave(&sub)
+	if rest, ok := f.enter(n); ok {
+		r.fields(f)
+		f.leave(rest)
 	}
 }
 
 func (f *fields) jobError(n int, je *JobError) {
 	if f.w {
 		if *je != (JobError{}) {
-			sub, at := f.open(n)
-			je.fields(&sub)
-			f.close(&sub, at)
+			at, last := f.open(n)
+			je.fields(f)
+			f.close(at, last)
 		}
 		return
 	}
-	if sub, ok := f.enter(n); ok {
-		je.fields(&sub)
-		f.leave(&sub)
+	if rest, ok := f.enter(n); ok {
+		je.fields(f)
+		f.leave(rest)
 	}
 }
-
 // u8 is a small enumeration (a step, an operation).
 func (f *fields) u8(n int, p *uint8) {
 	v := uint64(*p)

@@ -115,6 +115,7 @@ type recordWriter struct {
 	// version is the snapshot's: from snapTagged on every record is
 	// written in the tagged encoding (fields.go).
 	version int
+	f       fields
 	n       int // records of the kind written
 	err     error
 	hdr     [1 + binary.MaxVarintLen64]byte
@@ -124,7 +125,10 @@ type recordWriter struct {
 // what legacy writes (the record of an earlier version).
 func (r *recordWriter) add(o fielder, legacy func(e *enc)) bool {
 	if r.version >= snapTagged {
-		r.e.b = writeFields(r.e.b, o)
+		// The writer's own fields value: nothing allocated per record.
+		r.f.w, r.f.e.b, r.f.last = true, r.e.b, 0
+		o.fields(&r.f)
+		r.e.b = r.f.e.b
 	} else {
 		legacy(&r.e)
 	}
