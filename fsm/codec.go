@@ -240,6 +240,13 @@ func encodeCommand(b []byte, level int, t CommandType, cmd interface{}) (_ []byt
 	}
 	if level >= LevelTagged {
 		b = append(b, bodyV2)
+		if cc, ok := c.(*CreateCommand); ok {
+			// The hottest command, through its concrete method: nothing
+			// escapes, nothing is allocated but the entry.
+			f := fields{w: true, e: enc{b: b}}
+			cc.fields(&f)
+			return f.e.b, t, true, nil
+		}
 		return writeFields(b, c), t, true, nil
 	}
 	e := enc{b: append(b, bodyV1)}
@@ -274,6 +281,12 @@ func DecodeCommand(data []byte) (CommandType, interface{}, error) {
 var errUnknownCommand = errors.New("unknown command type")
 
 func decodeBody(t CommandType, body []byte, in *interner) (command, error) {
+	return decodeBodyWith(nil, t, body, in)
+}
+
+// decodeBodyWith is decodeBody reading tagged fields with scratch (nil: a
+// new one), which the apply goroutine reuses from entry to entry.
+func decodeBodyWith(scratch *fields, t CommandType, body []byte, in *interner) (command, error) {
 	row := commandTable[t]
 	if row == nil {
 		return nil, fmt.Errorf("%w %d", errUnknownCommand, uint8(t))
@@ -287,7 +300,14 @@ func decodeBody(t CommandType, body []byte, in *interner) (command, error) {
 			return nil, fmt.Errorf("%w: %s is an old form, never tagged", errCorrupt, t)
 		}
 		cmd := row.new()
-		if err := readFields(body[1:], cmd, in); err != nil {
+		if scratch == nil {
+			scratch = new(fields)
+		}
+		*scratch = fields{d: dec{b: body[1:], in: in}}
+		scratch.next()
+		cmd.fields(scratch)
+		scratch.finish()
+		if err := scratch.d.err; err != nil {
 			return nil, fmt.Errorf("decode %s: %w", t, err)
 		}
 		return cmd, nil

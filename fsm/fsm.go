@@ -79,6 +79,9 @@ type FSM struct {
 	events eventCounts
 	// chain is the running hash of applied commands (hash.go).
 	chain *chain
+	// scratch reads the tagged fields of each entry applied (the apply
+	// goroutine's own, under the writer's lock).
+	scratch fields
 
 	// intern shares repeated strings of applied commands; ApplyBatch holds
 	// its lock.
@@ -199,7 +202,7 @@ func (f *FSM) applyOne(w *writer, index uint64, data []byte) interface{} {
 		opts := c
 		return opts.apply(&a)
 	}
-	cmd, err := decodeBody(t, data[1:], f.intern)
+	cmd, err := decodeBodyWith(&f.scratch, t, data[1:], f.intern)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", t, index, err))
 	}
