@@ -453,6 +453,7 @@ func (f *fields) jobError(n int, je *JobError) {
 		f.leave(rest)
 	}
 }
+
 // u8 is a small enumeration (a step, an operation).
 func (f *fields) u8(n int, p *uint8) {
 	v := uint64(*p)
