@@ -307,6 +307,12 @@ func (a *applier) blobChunk(c *BlobChunkCommand) *Result {
 }
 
 func (a *applier) blobCommit(c *BlobCommitCommand) *Result {
+	// An id is required, as for a chunk: a blob without one could not be
+	// read back or restored. No leader has written such an entry (the
+	// service draws every blob id), so no log replays differently.
+	if c.BlobID == "" {
+		return fail(fmt.Errorf("blob commit: %w: a blob id is required", ErrInvalid))
+	}
 	if b := a.t.blob(c.BlobID); b != nil {
 		return &Result{Blob: b, Duplicate: true}
 	}
