@@ -74,7 +74,7 @@ type Config struct {
 	HTTPAddr string
 	// Commands is the highest command type this node's state machine
 	// applies (fsm.LatestCommand). It is gossiped: the builds from before
-	// levels were gossiped are known by it (version.go, AllServersApply).
+	// levels were gossiped are known by it (version.go, levelOf).
 	Commands uint8
 	// Level is the highest cluster level this node's state machine
 	// supports (fsm.LatestLevel). It is gossiped beside Commands, so the

@@ -75,41 +75,6 @@ func minSupported(own int, self string, servers []raft.Server, peers map[string]
 	return low
 }
 
-// AllServersSupportLevel reports whether every server of the raft
-// configuration supports cluster level l (MinSupportedLevel).
-func (n *Node) AllServersSupportLevel(l int) bool { return n.MinSupportedLevel() >= l }
-
 // supported is the highest level the peer's build supports, as gossiped
 // (0 if never heard from).
 func (p peerInfo) supported() int { return levelOf(p.level, p.commands) }
-
-// AllServersApply reports whether every server of the raft configuration
-// applies command type t, as each gossips (Config.Commands). A node whose
-// gossip is not known yet counts as not applying it. The service layer
-// asks for levels (MinSupportedLevel), never for command types: this is
-// for tools and tests that look at a single type.
-//
-// A node without gossip (Config.DisableGossip) answers by its own.
-func (n *Node) AllServersApply(t uint8) bool {
-	if n.cfg.Commands < t {
-		return false
-	}
-	if n.cfg.DisableGossip {
-		return true
-	}
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	n.peersMu.Lock()
-	defer n.peersMu.Unlock()
-	for _, s := range f.Configuration().Servers {
-		if s.ID == raft.ServerID(n.cfg.NodeID) {
-			continue
-		}
-		if p, ok := n.peers[string(s.ID)]; !ok || p.commands < t {
-			return false
-		}
-	}
-	return true
-}
