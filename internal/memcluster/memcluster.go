@@ -47,6 +47,11 @@ type Options struct {
 	// Verbose sends the nodes' logs to t.Logf (default: none; a cut link
 	// makes raft log an error per retry).
 	Verbose bool
+	// Disks, when set, gives node i's log the disk Disks[i]: every append
+	// returns only once that disk has flushed it (disk.go). Several
+	// clusters may share a disk, as groups on one machine would. Default:
+	// appends cost nothing.
+	Disks []*Disk
 }
 
 // Node is one member.
@@ -59,6 +64,7 @@ type Node struct {
 
 	trans *raft.InmemTransport
 	store *raft.InmemStore
+	disk  *Disk // nil: appends are not flushed
 	snaps raft.SnapshotStore
 	dir   string
 }
@@ -97,6 +103,9 @@ func Start(t TB, opts Options) *Cluster {
 			t.Fatalf("memcluster: %v", err)
 		}
 		n := &Node{ID: id, Addr: raft.ServerAddress(id), store: raft.NewInmemStore(), snaps: snaps, dir: dir}
+		if i < len(opts.Disks) {
+			n.disk = opts.Disks[i]
+		}
 		c.Nodes = append(c.Nodes, n)
 	}
 	t.Cleanup(func() {
@@ -152,9 +161,13 @@ func (c *Cluster) start(n *Node, bootstrap bool) {
 	// Info and up always go to the log writer: it keeps the latest lines
 	// for a failure report and passes them on only when Verbose.
 	level := hclog.Info
+	var logs raft.LogStore = n.store
+	if n.disk != nil {
+		logs = diskLog{InmemStore: n.store, disk: n.disk}
+	}
 	cfg := cluster.Config{
 		NodeID: n.ID, DataDir: n.dir, HTTPAddr: "http://" + n.ID + ".invalid", Bootstrap: bootstrap,
-		FSM: f, Transport: trans, LogStore: n.store, StableStore: n.store, SnapshotStore: n.snaps,
+		FSM: f, Transport: trans, LogStore: logs, StableStore: n.store, SnapshotStore: n.snaps,
 		DisableGossip: true, Commands: uint8(fsm.LatestCommand()), Level: fsm.LatestLevel,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: n.ID, Level: level,
 			Output: c.log}),
