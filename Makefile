@@ -16,16 +16,28 @@ CHAOS_SEED      ?=
 CHAOS_SCENARIOS ?= all
 CHAOS_TESTS     ?= TestChaos|TestPowerLoss.*|TestCorrupt.*
 CHAOS_TIMEOUT   ?= 3h
+# make bench-compare: the base commit (default main; or BASE_BIN, a prebuilt
+# base binary; NEW_BIN, a prebuilt new one instead of the working tree's),
+# alternating pairs of runs, jobs per run, PROFILE=1 for the leaders' profiles
+BASE     ?= main
+PAIRS    ?= 3
+JOBS     ?= 20000
+BASE_BIN ?=
+NEW_BIN  ?=
+PROFILE  ?=
+# make bench-scale: the largest queue size, or the sizes (SIZES=1k,30k,100k)
+N        ?= 300000
+SIZES    ?=
 # make fuzz: time per fuzz target, and per minimization of an input it finds
 FUZZTIME         ?= 10s
 FUZZMINIMIZETIME ?= 3s
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test test-short lint fuzz bench bench-fsm drill chaos chaos-short clean
+.PHONY: help build run test test-short lint fuzz bench bench-compare bench-scale bench-fsm drill chaos chaos-short clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 build: ## build bin/spine, its version stamped from git describe
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/spine
@@ -73,6 +85,13 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10s), e.g. make fuzz FUZZTIM
 
 bench: build ## start a local 3-node cluster, run `spine-bench` against it, stop it
 	BIN=$(BIN) scripts/bench.sh
+
+bench-compare: ## compare the node of BASE (default main) with the working tree's: PAIRS (3) alternating pairs of `spine-bench --local 3 --jobs JOBS` (20000), per metric the runs, means and new/base (BASE_BIN=, NEW_BIN= prebuilt binaries; PROFILE=1 the leaders' CPU and heap profiles)
+	BASE='$(BASE)' PAIRS='$(PAIRS)' JOBS='$(JOBS)' BASE_BIN='$(BASE_BIN)' NEW_BIN='$(NEW_BIN)' PROFILE='$(PROFILE)' scripts/bench-compare.sh
+
+bench-scale: build ## grow a local 3-node cluster's queue to N jobs (300000; SIZES=1k,30k overrides), time every route and read the memory at each size, then backup, restore and failover times at the largest (about 10 min; N=30000 under 1 min)
+	$(GO) build -o $(dir $(BIN))spine-bench ./cmd/spine-bench
+	$(dir $(BIN))spine-bench scale --binary $(BIN) $(if $(SIZES),--sizes $(SIZES),--n $(N))
 
 bench-fsm: ## state machine micro-benchmarks (apply rate, claim scaling, memory, snapshots)
 	$(GO) test -run xxx -bench 'ApplyCreate|ClaimNext' -benchtime 200000x ./fsm/

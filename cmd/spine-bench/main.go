@@ -2,7 +2,10 @@
 // lifecycle (claim, heartbeat, complete) and C mixed, the same as the NATS
 // JetStream peer benchmark (shared/peerbench). With --local N it starts a
 // cluster of N spine processes on loopback first (the spine binary next to
-// this one, or --binary) and stops it after. See `spine-bench --help` and
+// this one, or --binary) and stops it after. `spine-bench scale` grows a
+// local cluster's queue and times every route, the memory and recovery at
+// each size; `spine-bench compare` tabulates runs of two builds
+// (scripts/bench-compare.sh). See `spine-bench --help` and
 // docs/performance.md.
 package main
 

@@ -84,6 +84,14 @@ func normalize(a string) string {
 // Main is `spine-bench ARGS`. It prints human-readable lines and, last, one
 // JSON line to stdout.
 func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "scale":
+			return ScaleMain(args[1:], stdout, stderr)
+		case "compare":
+			return CompareMain(args[1:], stdout, stderr)
+		}
+	}
 	cfg := DefaultConfig()
 	var addrs addrFlag
 	var local localFlag
@@ -118,7 +126,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	fs.Var(&localEnv, "local-env", "K=V added to the --local nodes' environment; repeatable or CSV (e.g. SPINE_PPROF=1, LEASE_SECONDS=60)")
 	fs.BoolVar(&keep, "keep", false, "keep the --local temp dir (data dirs and node logs)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: spine-bench [flags]\n\nBenchmarks a Spine cluster (phases: A create, B lifecycle claim→heartbeat→complete, C mixed),\nmirroring shared/peerbench. Prints readable lines, then one JSON line.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: spine-bench [flags]\n       spine-bench scale [flags]     (spine-bench scale --help)\n       spine-bench compare [flags]   (spine-bench compare --help)\n\nBenchmarks a Spine cluster (phases: A create, B lifecycle claim→heartbeat→complete, C mixed),\nmirroring shared/peerbench. Prints readable lines, then one JSON line.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	// "--local 5": fold a numeric argument after --local into the flag.
