@@ -193,11 +193,11 @@ func (c *CreateCommand) apply(a *applier) *Result {
 	}
 	a.t.jobControl = true
 	return a.createWith(c, func(j *Job) {
-		j.DependsOn, j.DepsPending, j.RunOnDepFailure = deps, pending, c.RunOnDepFailure
+		j.extraMut().DependsOn, j.extraMut().DepsPending, j.extraMut().RunOnDepFailure = deps, pending, c.RunOnDepFailure
 		j.Priority = c.Priority
-		j.BackoffBase, j.BackoffMax = c.BackoffBase, c.BackoffMax
-		j.ConcurrencyKey, j.ConcurrencyLimit = c.ConcurrencyKey, c.ConcurrencyLimit
-		j.Requires = requires
+		j.extraMut().BackoffBase, j.extraMut().BackoffMax = c.BackoffBase, c.BackoffMax
+		j.extraMut().ConcurrencyKey, j.extraMut().ConcurrencyLimit = c.ConcurrencyKey, c.ConcurrencyLimit
+		j.extraMut().Requires = requires
 		if c.RunAt > c.Now {
 			j.NotBefore = c.RunAt
 		}

@@ -128,7 +128,7 @@ func idemEntry(j *Job) (idItem, bool) {
 }
 
 func queueEntry(j *Job) (queueItem, bool) {
-	return queueItem{j.Stream, j.Target, j.Requires, queueRank(j), j.CreateIndex, j}, claimable(j) && j.ConcurrencyKey == ""
+	return queueItem{j.Stream, j.Target, j.Extra().Requires, queueRank(j), j.CreateIndex, j}, claimable(j) && j.Extra().ConcurrencyKey == ""
 }
 
 // scheduledEntry keys a queued job waiting for its time by that time.
@@ -159,7 +159,7 @@ func queueRank(j *Job) int64 {
 // routedEntry keys a routed job that is queued or running by its target
 // gateway, then id: a gateway's load, and the jobs its death routes again.
 func routedEntry(j *Job) (idItem, bool) {
-	if j.Route == nil || (j.State != StateQueued && j.State != StateRunning) {
+	if j.Extra().Route == nil || (j.State != StateQueued && j.State != StateRunning) {
 		return idItem{}, false
 	}
 	return idItem{gatewayOf(j) + "\x00" + j.ID, j}, true

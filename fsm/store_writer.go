@@ -79,6 +79,9 @@ func entriesOf(j *Job) jobEntries {
 // putJob replaces old with j in every index (old nil: a new job; j nil: a
 // deletion).
 func (w *writer) putJob(old, j *Job) {
+	if j != nil {
+		j.compactExtra()
+	}
 	o, n := entriesOf(old), entriesOf(j)
 	// The id index says which version is stored: old must be it, or the
 	// other indexes would keep entries of a version they no longer hold.
