@@ -239,8 +239,11 @@ func (a *applier) start(old *Job, g grant) *Job {
 	j.State = StateRunning
 	j.Attempts++
 	j.StartedAt = g.Now
-	j.extraMut().Progress, j.extraMut().ProgressAt = nil, 0 // a new attempt reports its own
-	j.extraMut().ClaimCaps = a.capsKey
+	if j.extra != nil || a.capsKey != "" {
+		x := j.extraMut()
+		x.Progress, x.ProgressAt = nil, 0 // a new attempt reports its own
+		x.ClaimCaps = a.capsKey
+	}
 	j.Lease = &Lease{
 		Owner:     g.Actor.Role,
 		WorkerID:  g.Actor.WorkerID,
@@ -290,8 +293,11 @@ func (a *applier) redrive(c *RedriveCommand) *Result {
 	}
 	j := copyJob(old)
 	j.State = StateQueued
-	j.extraMut().CancelRequestedAt, j.extraMut().CancelReason = 0, ""
-	j.NotBefore, j.extraMut().DepsPending = 0, 0 // re-driven: it runs now, whatever it waited for
+	j.NotBefore = 0
+	if x := j.extra; x != nil {
+		x.CancelRequestedAt, x.CancelReason = 0, ""
+		x.DepsPending = 0 // re-driven: it runs now, whatever it waited for
+	}
 	j.Attempts = 0
 	j.QueueIndex = a.index
 	j.FinishedAt = 0

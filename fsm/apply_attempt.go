@@ -92,7 +92,9 @@ func (a *applier) complete(c *CompleteCommand) *Result {
 	j.State = StateDone
 	j.Result = c.Result
 	j.Error = nil
-	j.extraMut().Stdout, j.extraMut().Stderr = c.Stdout, c.Stderr
+	if c.Stdout != "" || c.Stderr != "" || j.extra != nil {
+		j.extraMut().Stdout, j.extraMut().Stderr = c.Stdout, c.Stderr
+	}
 	j.FinishedAt = c.Now
 	j.addEvent(Event{At: c.Now, Type: EventCompleted, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateDone,
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID})

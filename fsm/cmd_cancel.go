@@ -80,7 +80,10 @@ func (a *applier) cancelled(j *Job, now int64, actor, text string) {
 	}
 	j.State = StateCancelled
 	j.Lease = nil
-	j.NotBefore, j.extraMut().DepsPending = 0, 0
+	j.NotBefore = 0
+	if j.extra != nil {
+		j.extra.DepsPending = 0
+	}
 	j.FinishedAt = now
 	j.addEvent(Event{At: now, Type: EventCancelled, Actor: actor, From: from, To: StateCancelled, Text: text})
 }
