@@ -63,7 +63,7 @@ func entriesOf(j *Job) jobEntries {
 	if j == nil {
 		return jobEntries{}
 	}
-	e := jobEntries{present: true, id: idItem{j.ID, j}, lane: laneOf(j.State), seq: seqItem{j.CreateIndex, j}}
+	e := jobEntries{present: true, id: idOf(j.ID, j), lane: laneOf(j.State), seq: seqItem{j.CreateIndex, j}}
 	e.idem, e.hasIdem = idemEntry(j)
 	e.attempt, e.hasAttempt = attemptEntry(j)
 	e.routed, e.hasRouted = routedEntry(j)
