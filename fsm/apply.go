@@ -35,8 +35,8 @@ func (a *applier) get(id string) (*Job, error) { return a.t.job(id), nil }
 // job is ever routed again, and so every job with a route is in the
 // routed index (and in the version 4 snapshots it calls for).
 func (a *applier) put(old, j *Job, now int64) {
-	if j.Route != nil && j.State != StateQueued && j.State != StateRunning {
-		j.Route = nil
+	if j.Extra().Route != nil && j.State != StateQueued && j.State != StateRunning {
+		j.extraMut().Route = nil
 	}
 	j.ModifyIndex = a.index
 	j.UpdatedAt = now
@@ -101,14 +101,16 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 		Payload:        c.Payload,
 		State:          StateQueued,
 		MaxAttempts:    c.MaxAttempts,
-		LeaseSeconds:   c.LeaseSeconds,
-		TaskClass:      c.TaskClass,
 		IdempotencyKey: c.IdempotencyKey,
 		CreatedAt:      c.Now,
 		CreateIndex:    a.index,
 		QueueIndex:     a.index,
 	}}
 	j := &jc.Job
+	if c.LeaseSeconds != 0 || c.TaskClass != "" {
+		x := j.extraMut()
+		x.LeaseSeconds, x.TaskClass = c.LeaseSeconds, c.TaskClass
+	}
 	if j.Stream == "" {
 		j.Stream = DefaultStream
 	}
@@ -169,8 +171,8 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	if !eligible(j, targets) {
 		return &Result{Job: j, Err: refuse(ErrTargetMismatch, "claim", j, "it is targeted at "+j.DescribeTarget())}
 	}
-	if j.Requires != "" && !covers(a.caps, j.Requires) {
-		return &Result{Job: j, Err: refuse(ErrMissingCapability, "claim", j, "it requires "+j.Requires+"; the claim has "+cmp.Or(a.capsKey, "no capabilities"))}
+	if j.Extra().Requires != "" && !covers(a.caps, j.Extra().Requires) {
+		return &Result{Job: j, Err: refuse(ErrMissingCapability, "claim", j, "it requires "+j.Extra().Requires+"; the claim has "+cmp.Or(a.capsKey, "no capabilities"))}
 	}
 	if j.Attempts >= j.MaxAttempts {
 		d := a.kill(j, g.Now, a.in.actor(g.Actor), "claim with no attempts left")
@@ -189,10 +191,10 @@ func (a *applier) claimRefusal(j *Job) error {
 		// The refusal is the caller's answer, not state: its words may
 		// change between builds.
 		return refuse(ErrNotYetClaimable, "claim", j, "it is scheduled: not claimable before its runAt (a schedule, a retry backoff or a release's cooldown)")
-	case j.DepsPending > 0:
-		return refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("it waits for %d of the jobs it depends on", j.DepsPending))
-	case j.ConcurrencyKey != "" && a.t.runningOfKey(j.ConcurrencyKey) >= keyLimit(j):
-		return refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("%d jobs of its concurrency key %s run, its limit", a.t.runningOfKey(j.ConcurrencyKey), j.ConcurrencyKey))
+	case j.Extra().DepsPending > 0:
+		return refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("it waits for %d of the jobs it depends on", j.Extra().DepsPending))
+	case j.Extra().ConcurrencyKey != "" && a.t.runningOfKey(j.Extra().ConcurrencyKey) >= keyLimit(j):
+		return refuse(ErrIllegalTransition, "claim", j, fmt.Sprintf("%d jobs of its concurrency key %s run, its limit", a.t.runningOfKey(j.Extra().ConcurrencyKey), j.Extra().ConcurrencyKey))
 	case a.t.stream(j.Stream).Ended():
 		return refuse(ErrStreamEnded, "claim", j, "its stream "+j.Stream+" is ended")
 	case a.t.isPaused(j.Stream):
@@ -237,8 +239,11 @@ func (a *applier) start(old *Job, g grant) *Job {
 	j.State = StateRunning
 	j.Attempts++
 	j.StartedAt = g.Now
-	j.Progress, j.ProgressAt = nil, 0 // a new attempt reports its own
-	j.ClaimCaps = a.capsKey
+	if j.extra != nil || a.capsKey != "" {
+		x := j.extraMut()
+		x.Progress, x.ProgressAt = nil, 0 // a new attempt reports its own
+		x.ClaimCaps = a.capsKey
+	}
 	j.Lease = &Lease{
 		Owner:     g.Actor.Role,
 		WorkerID:  g.Actor.WorkerID,
@@ -269,7 +274,7 @@ func (a *applier) comment(c *CommentCommand) *Result {
 		return fail(fmt.Errorf("comment: %w: text is required", ErrInvalid))
 	}
 	j := copyJob(old)
-	j.Comments = append(j.Comments, Comment{At: c.Now, Actor: a.in.actor(c.Actor), Text: c.Text})
+	j.extraMut().Comments = append(j.Extra().Comments, Comment{At: c.Now, Actor: a.in.actor(c.Actor), Text: c.Text})
 	j.addEvent(Event{At: c.Now, Type: EventComment, Actor: a.in.actor(c.Actor), Text: c.Text})
 	a.put(old, j, c.Now)
 	return &Result{Job: j}
@@ -288,8 +293,11 @@ func (a *applier) redrive(c *RedriveCommand) *Result {
 	}
 	j := copyJob(old)
 	j.State = StateQueued
-	j.CancelRequestedAt, j.CancelReason = 0, ""
-	j.NotBefore, j.DepsPending = 0, 0 // re-driven: it runs now, whatever it waited for
+	j.NotBefore = 0
+	if x := j.extra; x != nil {
+		x.CancelRequestedAt, x.CancelReason = 0, ""
+		x.DepsPending = 0 // re-driven: it runs now, whatever it waited for
+	}
 	j.Attempts = 0
 	j.QueueIndex = a.index
 	j.FinishedAt = 0

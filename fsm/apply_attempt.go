@@ -73,7 +73,7 @@ func (a *applier) heartbeat(c *HeartbeatCommand) *Result {
 	j.Lease.ExpiresAt = c.Now + j.leaseNanos(c.LeaseNanos)
 	j.addEvent(Event{At: c.Now, Type: EventHeartbeat, Actor: a.in.actor(c.Actor), AttemptID: j.Lease.AttemptID, WorkerID: c.Actor.WorkerID})
 	a.put(old, j, c.Now)
-	a.seeCaps(j.ClaimCaps, c.Now) // its worker is alive
+	a.seeCaps(j.Extra().ClaimCaps, c.Now) // its worker is alive
 	a.useWorker(Actor{Role: j.Lease.Owner, WorkerID: j.Lease.WorkerID}, c.Now, false)
 	return &Result{Job: j}
 }
@@ -92,7 +92,9 @@ func (a *applier) complete(c *CompleteCommand) *Result {
 	j.State = StateDone
 	j.Result = c.Result
 	j.Error = nil
-	j.Stdout, j.Stderr = c.Stdout, c.Stderr
+	if c.Stdout != "" || c.Stderr != "" || j.extra != nil {
+		j.extraMut().Stdout, j.extraMut().Stderr = c.Stdout, c.Stderr
+	}
 	j.FinishedAt = c.Now
 	j.addEvent(Event{At: c.Now, Type: EventCompleted, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateDone,
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID})
@@ -111,7 +113,7 @@ func (a *applier) fail(c *FailCommand) *Result {
 	at.ByHolder = c.Ref.Token != ""
 	j.Error = &jerr
 	if c.Stdout != "" || c.Stderr != "" {
-		j.Stdout, j.Stderr = c.Stdout, c.Stderr
+		j.extraMut().Stdout, j.extraMut().Stderr = c.Stdout, c.Stderr
 	}
 	res := &Result{Job: j}
 	switch {
@@ -172,8 +174,8 @@ func (a *applier) releaseUntil(c *ReleaseCommand, notBefore int64, notForMe bool
 	if notBefore > c.Now {
 		j.NotBefore = notBefore
 	}
-	if w := c.Actor.WorkerID; notForMe && !slices.Contains(j.NotFor, w) {
-		j.NotFor = append(slices.Clone(j.NotFor[max(0, len(j.NotFor)-MaxNotFor+1):]), w)
+	if w := c.Actor.WorkerID; notForMe && !slices.Contains(j.Extra().NotFor, w) {
+		j.extraMut().NotFor = append(slices.Clone(j.Extra().NotFor[max(0, len(j.Extra().NotFor)-MaxNotFor+1):]), w)
 	}
 	j.addEvent(Event{At: c.Now, Type: EventReleased, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateQueued,
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: c.Reason})

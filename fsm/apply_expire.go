@@ -73,7 +73,7 @@ func (a *applier) expireDead(old *Job, now int64, deadWorker, deadGateway string
 	if j.IsTask() {
 		// A task's lease is twice its timeout: its worker crashed or lost
 		// its way, and the task fails rather than runs again (seed 004).
-		jerr = &JobError{Code: AutoFailCode, Message: autoFailMessage(j.Timeout)}
+		jerr = &JobError{Code: AutoFailCode, Message: autoFailMessage(j.Extra().Timeout)}
 		switch {
 		case dead == "":
 		case deadWorker == "":

@@ -20,7 +20,7 @@ func TestCancelQueued(t *testing.T) {
 	j := h.create(CreateCommand{Stream: "s"})
 	r := h.cancel(j.ID)
 	mustOK(t, r)
-	if r.Job.State != StateCancelled || r.Job.FinishedAt != h.now || r.Job.CancelReason != "not needed" {
+	if r.Job.State != StateCancelled || r.Job.FinishedAt != h.now || r.Job.Extra().CancelReason != "not needed" {
 		t.Fatalf("cancelled job %+v", r.Job)
 	}
 	if ev := r.Job.History[len(r.Job.History)-1]; ev.Type != EventCancelled || ev.From != StateQueued || ev.To != StateCancelled {
@@ -48,7 +48,7 @@ func TestCancelQueued(t *testing.T) {
 
 	r = h.apply(CmdRedrive, &RedriveCommand{Now: h.now, JobID: j.ID, Actor: head})
 	mustOK(t, r)
-	if r.Job.State != StateQueued || r.Job.CancelReason != "" {
+	if r.Job.State != StateQueued || r.Job.Extra().CancelReason != "" {
 		t.Fatalf("redriven %+v", r.Job)
 	}
 	mustOK(t, h.cancel(j.ID))
@@ -71,7 +71,7 @@ func TestCancelRunning(t *testing.T) {
 			ref := LeaseRef{JobID: j.ID, AttemptID: cl.Job.Lease.AttemptID, Token: cl.Job.Lease.Token}
 			r := h.cancel(j.ID)
 			mustOK(t, r)
-			if r.Job.State != StateRunning || !r.Job.CancelRequested() || r.Job.CancelRequestedAt != h.now {
+			if r.Job.State != StateRunning || !r.Job.CancelRequested() || r.Job.Extra().CancelRequestedAt != h.now {
 				t.Fatalf("cancel of a running job: %+v", r.Job)
 			}
 			if r := h.cancel(j.ID); !r.Duplicate {
@@ -137,7 +137,7 @@ func TestCancelSnapshot(t *testing.T) {
 		t.Fatal("restored state differs")
 	}
 	got, _ := f2.Read().Job(run.ID)
-	if !got.CancelRequested() || got.CancelReason != "not needed" {
+	if !got.CancelRequested() || got.Extra().CancelReason != "not needed" {
 		t.Fatalf("restored running job %+v", got)
 	}
 	if got, _ := f2.Read().Job(q.ID); got.State != StateCancelled {

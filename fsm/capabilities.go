@@ -238,7 +238,7 @@ func (t *tables) firstFor(stream, target, req, worker string) *Job {
 		if it.stream != stream || it.target != target || it.req != req {
 			return false
 		}
-		if !slices.Contains(it.j.NotFor, worker) {
+		if !slices.Contains(it.j.Extra().NotFor, worker) {
 			j = it.j
 			return false
 		}
@@ -268,7 +268,7 @@ func (t *tables) bestOfLane(stream, target string, caps []string, worker string,
 		if !covers(caps, h.req) {
 			return true
 		}
-		if worker == "" || !slices.Contains(h.j.NotFor, worker) {
+		if worker == "" || !slices.Contains(h.j.Extra().NotFor, worker) {
 			consider(h.j)
 			return false // the oldest head it may take
 		}

@@ -27,8 +27,8 @@ func TestCapabilitiesMatchClaims(t *testing.T) {
 	plain := h.create(CreateCommand{Stream: "s"})
 	both := h.createRequiring("s", "lang:python", "gpu", "gpu").Job
 	py := h.createRequiring("s", "lang:python").Job
-	if gpu.Requires != "gpu" || both.Requires != "gpu,lang:python" {
-		t.Fatalf("requirement keys %q, %q", gpu.Requires, both.Requires)
+	if gpu.Extra().Requires != "gpu" || both.Extra().Requires != "gpu,lang:python" {
+		t.Fatalf("requirement keys %q, %q", gpu.Extra().Requires, both.Extra().Requires)
 	}
 	if r := h.claim(gpu.ID, left); !errors.Is(r.Err, ErrMissingCapability) || r.Job == nil || r.Job.State != StateQueued {
 		t.Fatalf("claim by id without the capability: %+v", r)
@@ -37,9 +37,9 @@ func TestCapabilitiesMatchClaims(t *testing.T) {
 		t.Fatalf("a claim without capabilities took %+v, want %s", r.Job, plain.ID)
 	}
 	if r := h.claimNext([]string{"s"}, left); r.Claimed {
-		t.Fatalf("a claim without capabilities took %s (requires %q)", r.Job.ID, r.Job.Requires)
+		t.Fatalf("a claim without capabilities took %s (requires %q)", r.Job.ID, r.Job.Extra().Requires)
 	}
-	if r := h.claimNextWith([]string{"s"}, left, "lang:python"); !r.Claimed || r.Job.ID != py.ID || r.Job.ClaimCaps != "lang:python" {
+	if r := h.claimNextWith([]string{"s"}, left, "lang:python"); !r.Claimed || r.Job.ID != py.ID || r.Job.Extra().ClaimCaps != "lang:python" {
 		t.Fatalf("a python claim took %+v, want %s", r.Job, py.ID)
 	}
 	// FIFO among what it covers: the gpu job, then the one needing both.
@@ -81,7 +81,7 @@ func TestCapabilitiesSeenAndSnapshot(t *testing.T) {
 	}
 	h.now += 1e9
 	r := h.claimNextWith([]string{"s"}, left, "gpu")
-	if !r.Claimed || r.Job.Requires != "" { // the oldest it may take: one requiring nothing
+	if !r.Claimed || r.Job.Extra().Requires != "" { // the oldest it may take: one requiring nothing
 		t.Fatalf("the gpu claim took %+v", r.Job)
 	}
 	if u := h.f.Read().Unmatched(t0)["s"]; len(u) != 1 || u[0] != (Unmatched{"tpu", 1}) {
@@ -109,7 +109,7 @@ func TestCapabilitiesSeenAndSnapshot(t *testing.T) {
 		t.Fatalf("restored sets %+v, want %+v", got, want)
 	}
 	j2, _ := f2.Read().Job(r.Job.ID)
-	if j2.ClaimCaps != "gpu" {
+	if j2.Extra().ClaimCaps != "gpu" {
 		t.Fatalf("restored job %+v", j2)
 	}
 	checkIndexes(t, f2)
@@ -117,7 +117,7 @@ func TestCapabilitiesSeenAndSnapshot(t *testing.T) {
 	if r := h2.claimNext([]string{"s"}, left); r.Claimed {
 		t.Fatalf("after a restore a claim without capabilities took %s", r.Job.ID)
 	}
-	if r := h2.claimNextWith([]string{"s"}, left, "gpu"); !r.Claimed || r.Job.Requires != "gpu" {
+	if r := h2.claimNextWith([]string{"s"}, left, "gpu"); !r.Claimed || r.Job.Extra().Requires != "gpu" {
 		t.Fatalf("after a restore the gpu claim took %+v", r.Job)
 	}
 }
@@ -138,7 +138,7 @@ func TestReleaseNotForThisWorker(t *testing.T) {
 	l := r.Job.Lease
 	rel := h.apply(CmdRelease, &ReleaseCommand{Now: h.now, Ref: LeaseRef{JobID: hard.ID, AttemptID: l.AttemptID, Token: l.Token}, Actor: w1, Reason: "no gpu", NotFor: true})
 	mustOK(t, rel)
-	if !rel.Requeued || len(rel.Job.NotFor) != 1 || rel.Job.NotFor[0] != "w1" || rel.Job.Attempts != 0 {
+	if !rel.Requeued || len(rel.Job.Extra().NotFor) != 1 || rel.Job.Extra().NotFor[0] != "w1" || rel.Job.Attempts != 0 {
 		t.Fatalf("released %+v", rel.Job)
 	}
 	if r := h.claimNext([]string{"s"}, w1); !r.Claimed || r.Job.ID != easy.ID {

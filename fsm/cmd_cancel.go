@@ -56,13 +56,13 @@ func (c *CancelCommand) apply(a *applier) *Result {
 		return &Result{Job: old, Duplicate: true}
 	case old.State == StateQueued:
 		j := copyJob(old)
-		j.CancelReason = c.Reason
+		j.extraMut().CancelReason = c.Reason
 		a.cancelled(j, c.Now, a.in.actor(c.Actor), c.Reason)
 		a.put(old, j, c.Now)
 		return &Result{Job: j}
 	case old.State == StateRunning:
 		j := copyJob(old)
-		j.CancelRequestedAt, j.CancelReason = c.Now, c.Reason
+		j.extraMut().CancelRequestedAt, j.extraMut().CancelReason = c.Now, c.Reason
 		j.addEvent(Event{At: c.Now, Type: EventCancelRequested, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateRunning,
 			AttemptID: j.Lease.AttemptID, WorkerID: j.Lease.WorkerID, Text: c.Reason})
 		a.put(old, j, c.Now)
@@ -80,7 +80,10 @@ func (a *applier) cancelled(j *Job, now int64, actor, text string) {
 	}
 	j.State = StateCancelled
 	j.Lease = nil
-	j.NotBefore, j.DepsPending = 0, 0
+	j.NotBefore = 0
+	if j.extra != nil {
+		j.extra.DepsPending = 0
+	}
 	j.FinishedAt = now
 	j.addEvent(Event{At: now, Type: EventCancelled, Actor: actor, From: from, To: StateCancelled, Text: text})
 }

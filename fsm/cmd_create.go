@@ -193,11 +193,15 @@ func (c *CreateCommand) apply(a *applier) *Result {
 	}
 	a.t.jobControl = true
 	return a.createWith(c, func(j *Job) {
-		j.DependsOn, j.DepsPending, j.RunOnDepFailure = deps, pending, c.RunOnDepFailure
 		j.Priority = c.Priority
-		j.BackoffBase, j.BackoffMax = c.BackoffBase, c.BackoffMax
-		j.ConcurrencyKey, j.ConcurrencyLimit = c.ConcurrencyKey, c.ConcurrencyLimit
-		j.Requires = requires
+		if deps != nil || pending != 0 || c.RunOnDepFailure || c.BackoffBase != 0 || c.BackoffMax != 0 ||
+			c.ConcurrencyKey != "" || c.ConcurrencyLimit != 0 || requires != "" {
+			x := j.extraMut()
+			x.DependsOn, x.DepsPending, x.RunOnDepFailure = deps, pending, c.RunOnDepFailure
+			x.BackoffBase, x.BackoffMax = c.BackoffBase, c.BackoffMax
+			x.ConcurrencyKey, x.ConcurrencyLimit = c.ConcurrencyKey, c.ConcurrencyLimit
+			x.Requires = requires
+		}
 		if c.RunAt > c.Now {
 			j.NotBefore = c.RunAt
 		}

@@ -102,11 +102,11 @@ func (a *applier) applyDefaults(j *Job) {
 	if d == nil {
 		return
 	}
-	if j.ConcurrencyKey == "" && d.ConcurrencyKey != "" {
-		j.ConcurrencyKey, j.ConcurrencyLimit = d.ConcurrencyKey, 0
+	if j.Extra().ConcurrencyKey == "" && d.ConcurrencyKey != "" {
+		j.extraMut().ConcurrencyKey, j.extraMut().ConcurrencyLimit = d.ConcurrencyKey, 0
 	}
-	if j.ConcurrencyKey != "" && j.ConcurrencyLimit == 0 {
-		j.ConcurrencyLimit = max(d.ConcurrencyLimit, 1)
+	if j.Extra().ConcurrencyKey != "" && j.Extra().ConcurrencyLimit == 0 {
+		j.extraMut().ConcurrencyLimit = max(d.ConcurrencyLimit, 1)
 	}
 }
 

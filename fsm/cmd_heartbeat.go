@@ -93,11 +93,11 @@ func (c *HeartbeatCommand) progress(a *applier) *Result {
 	j.Lease.ExpiresAt = c.Now + j.leaseNanos(c.LeaseNanos)
 	text := ""
 	if c.Progress != nil {
-		j.Progress, j.ProgressAt = c.Progress, c.Now
+		j.extraMut().Progress, j.extraMut().ProgressAt = c.Progress, c.Now
 		text = "progress"
 	}
 	if c.Checkpoint != nil {
-		j.Checkpoint, j.CheckpointAt = c.Checkpoint, c.Now
+		j.extraMut().Checkpoint, j.extraMut().CheckpointAt = c.Checkpoint, c.Now
 		if text != "" {
 			text += ", "
 		}
@@ -105,6 +105,6 @@ func (c *HeartbeatCommand) progress(a *applier) *Result {
 	}
 	j.addEvent(Event{At: c.Now, Type: EventHeartbeat, Actor: a.in.actor(c.Actor), AttemptID: j.Lease.AttemptID, WorkerID: c.Actor.WorkerID, Text: text})
 	a.put(old, j, c.Now)
-	a.seeCaps(j.ClaimCaps, c.Now)
+	a.seeCaps(j.Extra().ClaimCaps, c.Now)
 	return &Result{Job: j}
 }

@@ -92,7 +92,7 @@ func (c *RouteCommand) apply(a *applier) *Result {
 	if old == nil {
 		return notFound(c.JobID)
 	}
-	if c.Spec.Key != "" && old.Route != nil && old.Route.Key == c.Spec.Key {
+	if c.Spec.Key != "" && old.Extra().Route != nil && old.Extra().Route.Key == c.Spec.Key {
 		// A repeated dispatch: the first one's answer, nothing changed.
 		return &Result{Job: old, Gateway: a.t.gateway(gatewayOf(old)), Duplicate: true}
 	}
@@ -115,7 +115,7 @@ func (a *applier) routeTo(old *Job, g *Gateway, spec RouteSpec, now int64, actor
 	j := copyJob(old)
 	j.Target = a.t.gatewayTarget(g.ID)
 	spec.dispatchedAt, spec.acceptedAt = 0, 0
-	j.Route = &spec
+	j.extraMut().Route = &spec
 	j.addEvent(Event{At: now, Type: EventRouted, Actor: actor, From: j.State, To: j.State, Text: text})
 	a.put(old, j, now)
 	return j
@@ -178,8 +178,8 @@ func (a *applier) rerouteFrom(id string, now int64, why string) []*Job {
 		if old.State != StateQueued {
 			continue
 		}
-		if g := a.pickGateway(*old.Route, old, old.Route.refused); g != nil && g.ID != id {
-			out = append(out, a.routeTo(old, g, *old.Route, now, "control-plane", "routed to gateway "+g.ID+": "+why))
+		if g := a.pickGateway(*old.Extra().Route, old, old.Extra().Route.refused); g != nil && g.ID != id {
+			out = append(out, a.routeTo(old, g, *old.Extra().Route, now, "control-plane", "routed to gateway "+g.ID+": "+why))
 		}
 	}
 	return out

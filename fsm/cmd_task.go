@@ -94,7 +94,7 @@ func (c *TaskCreateCommand) apply(a *applier) *Result {
 		if src.State != StateFailed && src.State != StateDead {
 			return &Result{Job: src, Err: refuse(ErrIllegalTransition, "requeue", src, "only a failed task can be requeued")}
 		}
-		tool, class, timeout, payload = src.ToolName, src.TaskClass, src.Timeout, src.Payload
+		tool, class, timeout, payload = src.Extra().ToolName, src.Extra().TaskClass, src.Extra().Timeout, src.Payload
 		if stream == "" {
 			stream = src.Stream
 		}
@@ -124,9 +124,9 @@ func (c *TaskCreateCommand) apply(a *applier) *Result {
 	}
 	jc := &jobWithCreated{Job: Job{
 		ID: c.ID, Stream: stream, Payload: payload, State: StateQueued, MaxAttempts: a.maxAttempts,
-		LeaseSeconds: 2 * timeout, TaskClass: class, IdempotencyKey: c.IdempotencyKey,
-		ToolName: tool, Timeout: timeout, ClonedFrom: c.ClonedFrom,
-		CreatedAt: c.Now, CreateIndex: a.index, QueueIndex: a.index,
+		IdempotencyKey: c.IdempotencyKey,
+		extra:          &JobExtra{LeaseSeconds: 2 * timeout, TaskClass: class, ToolName: tool, Timeout: timeout, ClonedFrom: c.ClonedFrom},
+		CreatedAt:      c.Now, CreateIndex: a.index, QueueIndex: a.index,
 	}}
 	j := &jc.Job
 	text := ""

@@ -74,15 +74,17 @@ func newKeyCountTree() *btree.BTreeG[keyCount]  { return btree.NewG(btreeDegree,
 
 // claimable reports whether j waits in a queue for a claim (queued, its
 // time come).
-func claimable(j *Job) bool { return j.State == StateQueued && j.NotBefore == 0 && j.DepsPending == 0 }
+func claimable(j *Job) bool {
+	return j.State == StateQueued && j.NotBefore == 0 && j.Extra().DepsPending == 0
+}
 
 // keyedEntry keys a claimable job that has a concurrency key.
 func keyedEntry(j *Job) (keyedItem, bool) {
-	return keyedItem{j.ConcurrencyKey, queueItem{j.Stream, j.Target, j.Requires, queueRank(j), j.CreateIndex, j}}, j.ConcurrencyKey != "" && claimable(j)
+	return keyedItem{j.Extra().ConcurrencyKey, queueItem{j.Stream, j.Target, j.Extra().Requires, queueRank(j), j.CreateIndex, j}}, j.Extra().ConcurrencyKey != "" && claimable(j)
 }
 
 // keyLimit is the most jobs of j's key that may run while j is claimed.
-func keyLimit(j *Job) int { return max(j.ConcurrencyLimit, 1) }
+func keyLimit(j *Job) int { return max(j.Extra().ConcurrencyLimit, 1) }
 
 // runningOfKey is how many jobs of key run.
 func (t *tables) runningOfKey(key string) int {
@@ -108,10 +110,10 @@ func (w *writer) addRunning(key string, d int) {
 func (w *writer) putKeyed(old, j *Job) {
 	var ok, nk string
 	if old != nil {
-		ok = old.ConcurrencyKey
+		ok = old.Extra().ConcurrencyKey
 	}
 	if j != nil {
-		nk = j.ConcurrencyKey
+		nk = j.Extra().ConcurrencyKey
 	}
 	if ok == "" && nk == "" {
 		return

@@ -78,7 +78,7 @@ func (t *tables) controlPlane() bool {
 // or running.
 func (t *tables) gatewayJobs(gateway string) []*Job {
 	var out []*Job
-	t.routed.AscendGreaterOrEqual(idItem{key: gateway + "\x00"}, func(it idItem) bool {
+	t.routed.AscendGreaterOrEqual(idOf(gateway+"\x00", nil), func(it idItem) bool {
 		if gatewayOf(it.j) != gateway {
 			return false
 		}

@@ -39,21 +39,21 @@ func TestStreamDefaultsApplyAtCreate(t *testing.T) {
 		plain = append(plain, h.create(CreateCommand{Stream: "ml"}))
 	}
 	for _, j := range plain {
-		if j.ConcurrencyKey != "ml-gpus" || j.ConcurrencyLimit != 2 {
-			t.Fatalf("a plain create in ml: key %q limit %d", j.ConcurrencyKey, j.ConcurrencyLimit)
+		if j.Extra().ConcurrencyKey != "ml-gpus" || j.Extra().ConcurrencyLimit != 2 {
+			t.Fatalf("a plain create in ml: key %q limit %d", j.Extra().ConcurrencyKey, j.Extra().ConcurrencyLimit)
 		}
 	}
-	if j := h.job(before.ID); j.ConcurrencyKey != "" {
-		t.Fatalf("a job created before the defaults got key %q", j.ConcurrencyKey)
+	if j := h.job(before.ID); j.Extra().ConcurrencyKey != "" {
+		t.Fatalf("a job created before the defaults got key %q", j.Extra().ConcurrencyKey)
 	}
-	if j := h.createKeyed("ml", "own", 0); j.ConcurrencyKey != "own" || j.ConcurrencyLimit != 2 {
-		t.Fatalf("a key without a limit: key %q limit %d", j.ConcurrencyKey, j.ConcurrencyLimit)
+	if j := h.createKeyed("ml", "own", 0); j.Extra().ConcurrencyKey != "own" || j.Extra().ConcurrencyLimit != 2 {
+		t.Fatalf("a key without a limit: key %q limit %d", j.Extra().ConcurrencyKey, j.Extra().ConcurrencyLimit)
 	}
-	if j := h.createKeyed("ml", "own", 5); j.ConcurrencyLimit != 5 {
-		t.Fatalf("an explicit limit became %d", j.ConcurrencyLimit)
+	if j := h.createKeyed("ml", "own", 5); j.Extra().ConcurrencyLimit != 5 {
+		t.Fatalf("an explicit limit became %d", j.Extra().ConcurrencyLimit)
 	}
-	if j := h.create(CreateCommand{Stream: "etl"}); j.ConcurrencyKey != "" {
-		t.Fatalf("another stream's job got key %q", j.ConcurrencyKey)
+	if j := h.create(CreateCommand{Stream: "etl"}); j.Extra().ConcurrencyKey != "" {
+		t.Fatalf("another stream's job got key %q", j.Extra().ConcurrencyKey)
 	}
 
 	// At most two of the defaulted jobs run: the job from before the
@@ -78,16 +78,16 @@ func TestStreamDefaultsApplyAtCreate(t *testing.T) {
 
 	// A limit alone applies to keyed creates only.
 	mustOK(t, h.setDefaults("ml", "", 3))
-	if j := h.create(CreateCommand{Stream: "ml"}); j.ConcurrencyKey != "" {
-		t.Fatalf("a limit alone gave a plain job key %q", j.ConcurrencyKey)
+	if j := h.create(CreateCommand{Stream: "ml"}); j.Extra().ConcurrencyKey != "" {
+		t.Fatalf("a limit alone gave a plain job key %q", j.Extra().ConcurrencyKey)
 	}
-	if j := h.createKeyed("ml", "k", 0); j.ConcurrencyLimit != 3 {
-		t.Fatalf("limit %d, want the default 3", j.ConcurrencyLimit)
+	if j := h.createKeyed("ml", "k", 0); j.Extra().ConcurrencyLimit != 3 {
+		t.Fatalf("limit %d, want the default 3", j.Extra().ConcurrencyLimit)
 	}
 	// A key alone means a limit of one.
 	mustOK(t, h.setDefaults("ml", "serial", 0))
-	if j := h.create(CreateCommand{Stream: "ml"}); j.ConcurrencyKey != "serial" || j.ConcurrencyLimit != 1 {
-		t.Fatalf("a key alone: key %q limit %d", j.ConcurrencyKey, j.ConcurrencyLimit)
+	if j := h.create(CreateCommand{Stream: "ml"}); j.Extra().ConcurrencyKey != "serial" || j.Extra().ConcurrencyLimit != 1 {
+		t.Fatalf("a key alone: key %q limit %d", j.Extra().ConcurrencyKey, j.Extra().ConcurrencyLimit)
 	}
 
 	r = h.setDefaults("ml", "", 0)
@@ -95,8 +95,8 @@ func TestStreamDefaultsApplyAtCreate(t *testing.T) {
 	if r.Defaults != nil || h.f.Read().Defaults("ml") != nil || len(h.f.Read().AllDefaults()) != 0 {
 		t.Fatalf("defaults after a clear: %+v", h.f.Read().AllDefaults())
 	}
-	if j := h.create(CreateCommand{Stream: "ml"}); j.ConcurrencyKey != "" {
-		t.Fatalf("after the clear a job got key %q", j.ConcurrencyKey)
+	if j := h.create(CreateCommand{Stream: "ml"}); j.Extra().ConcurrencyKey != "" {
+		t.Fatalf("after the clear a job got key %q", j.Extra().ConcurrencyKey)
 	}
 	for _, bad := range []*Result{h.setDefaults("", "k", 1), h.setDefaults("ml", "k", -1)} {
 		if !errors.Is(bad.Err, ErrInvalid) {
@@ -129,12 +129,12 @@ func TestStreamDefaultsSnapshot(t *testing.T) {
 	if len(got) != 2 || *got[0] != *h.f.Read().Defaults("a") || *got[1] != *h.f.Read().Defaults("b") {
 		t.Fatalf("restored defaults %+v", got)
 	}
-	if j, _ := f2.Read().Job(stamped.ID); j.ConcurrencyKey != "ka" || j.ConcurrencyLimit != 2 {
-		t.Fatalf("restored stamped job: key %q limit %d", j.ConcurrencyKey, j.ConcurrencyLimit)
+	if j, _ := f2.Read().Job(stamped.ID); j.Extra().ConcurrencyKey != "ka" || j.Extra().ConcurrencyLimit != 2 {
+		t.Fatalf("restored stamped job: key %q limit %d", j.Extra().ConcurrencyKey, j.Extra().ConcurrencyLimit)
 	}
 	h2 := &harness{t: t, f: f2, idx: h.idx, now: h.now, ids: h.ids}
-	if j := h2.create(CreateCommand{Stream: "a"}); j.ConcurrencyKey != "ka" {
-		t.Fatalf("the restored node did not stamp: key %q", j.ConcurrencyKey)
+	if j := h2.create(CreateCommand{Stream: "a"}); j.Extra().ConcurrencyKey != "ka" {
+		t.Fatalf("the restored node did not stamp: key %q", j.Extra().ConcurrencyKey)
 	}
 	mustOK(t, h.setDefaults("a", "", 0))
 	mustOK(t, h.setDefaults("b", "", 0))
@@ -149,8 +149,8 @@ func TestStreamDefaultsSnapshot(t *testing.T) {
 	if len(f3.Read().AllDefaults()) != 0 {
 		t.Fatal("cleared defaults came back")
 	}
-	if j, _ := f3.Read().Job(stamped.ID); j.ConcurrencyKey != "ka" {
-		t.Fatalf("a stamped job lost its key in a snapshot: %q", j.ConcurrencyKey)
+	if j, _ := f3.Read().Job(stamped.ID); j.Extra().ConcurrencyKey != "ka" {
+		t.Fatalf("a stamped job lost its key in a snapshot: %q", j.Extra().ConcurrencyKey)
 	}
 }
 

@@ -37,7 +37,7 @@ func lessDep(a, b depItem) bool {
 func newDepTree() *btree.BTreeG[depItem] { return btree.NewG(btreeDegree, lessDep) }
 
 // waitingOnDeps reports whether j waits for jobs it depends on.
-func waitingOnDeps(j *Job) bool { return j.State == StateQueued && j.DepsPending > 0 }
+func waitingOnDeps(j *Job) bool { return j.State == StateQueued && j.Extra().DepsPending > 0 }
 
 // putDeps keeps the dependents index up to date as old is replaced by j:
 // a waiting job is listed under each job it still depends on.
@@ -48,12 +48,12 @@ func (w *writer) putDeps(old, j *Job) {
 		return
 	}
 	if was {
-		for _, d := range old.DependsOn {
+		for _, d := range old.Extra().DependsOn {
 			w.t.dependents.Delete(depItem{dep: d, id: old.ID})
 		}
 	}
 	if is {
-		for _, d := range j.DependsOn {
+		for _, d := range j.Extra().DependsOn {
 			w.t.dependents.ReplaceOrInsert(depItem{d, j.ID, j})
 		}
 	}
@@ -79,16 +79,16 @@ func (a *applier) settleDependents(j *Job, now int64) {
 			continue
 		}
 		d := copyJob(cur)
-		if j.State == StateDone || d.RunOnDepFailure {
-			d.DepsPending--
-			if d.DepsPending == 0 {
+		if j.State == StateDone || d.Extra().RunOnDepFailure {
+			d.extraMut().DepsPending--
+			if d.Extra().DepsPending == 0 {
 				d.QueueIndex = a.index // it enters its queue now
 			}
 			a.put(cur, d, now)
 			continue
 		}
 		d.State = StateFailed
-		d.DepsPending = 0
+		d.extraMut().DepsPending = 0
 		d.FinishedAt = now
 		d.Error = &JobError{Code: DependencyFailedCode, Message: fmt.Sprintf("job %s it depends on ended %s", j.ID, j.State)}
 		d.addEvent(Event{At: now, Type: EventFailed, Actor: "dependencies", From: StateQueued, To: StateFailed, Text: d.Error.Message})

@@ -206,7 +206,7 @@ func (r *Registry) check() error {
 }
 
 // IsTask reports whether j is a developer-queue task.
-func (j *Job) IsTask() bool { return j.Timeout > 0 }
+func (j *Job) IsTask() bool { return j.Extra().Timeout > 0 }
 
 // AutoFailCode is the error code of a task the reaper failed at twice its
 // timeout.

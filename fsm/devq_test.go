@@ -38,8 +38,8 @@ func TestTaskTimeoutComesFromOverrideToolOrClass(t *testing.T) {
 	}{{"run-bash", 0, 30, "FAST_SCRIPT"}, {"migrate", 0, 1800, "MEDIUM_SCRIPT"}, {"llm", 0, 900, "LLM_HEAVY"}, {"llm", 5, 5, "LLM_HEAVY"}} {
 		r := h.enqueue("auth", c.tool, c.timeout)
 		mustOK(t, r)
-		if j := r.Job; j.Timeout != c.want || j.TaskClass != c.class || j.LeaseSeconds != 2*c.want || j.ToolName != c.tool || !j.IsTask() {
-			t.Errorf("%s --timeout %d: timeout %d class %s lease %d, want %d %s %d", c.tool, c.timeout, j.Timeout, j.TaskClass, j.LeaseSeconds, c.want, c.class, 2*c.want)
+		if j := r.Job; j.Extra().Timeout != c.want || j.Extra().TaskClass != c.class || j.Extra().LeaseSeconds != 2*c.want || j.Extra().ToolName != c.tool || !j.IsTask() {
+			t.Errorf("%s --timeout %d: timeout %d class %s lease %d, want %d %s %d", c.tool, c.timeout, j.Extra().Timeout, j.Extra().TaskClass, j.Extra().LeaseSeconds, c.want, c.class, 2*c.want)
 		}
 	}
 	r := h.enqueue("auth", "nope", 0)
@@ -154,8 +154,8 @@ func TestRequeueClonesAFailedTask(t *testing.T) {
 	r := h.apply(CmdTaskCreate, &TaskCreateCommand{Now: h.now, ID: "clone1", ClonedFrom: task.ID, Actor: head})
 	mustOK(t, r)
 	cl := r.Job
-	if cl.State != StateQueued || cl.ToolName != "migrate" || cl.Timeout != 7 || cl.Stream != "auth" || string(cl.Payload) != `{"n":1}` ||
-		cl.ClonedFrom != task.ID || cl.Attempts != 0 {
+	if cl.State != StateQueued || cl.Extra().ToolName != "migrate" || cl.Extra().Timeout != 7 || cl.Stream != "auth" || string(cl.Payload) != `{"n":1}` ||
+		cl.Extra().ClonedFrom != task.ID || cl.Attempts != 0 {
 		t.Fatalf("clone: %+v", cl)
 	}
 	if h.job(task.ID).State != StateFailed {
@@ -238,7 +238,7 @@ func TestSnapshotVersions(t *testing.T) {
 	rd := f2.Read()
 	j, _ := rd.Job(task.ID)
 	st, _ := rd.Stream("auth")
-	if j == nil || j.ToolName != "migrate" || j.Timeout != 1800 || st == nil || st.Instructions != "JWT per PRD 4.2" ||
+	if j == nil || j.Extra().ToolName != "migrate" || j.Extra().Timeout != 1800 || st == nil || st.Instructions != "JWT per PRD 4.2" ||
 		rd.Registry().Tool("migrate") == nil || len(rd.Sessions()) != 1 {
 		t.Fatalf("restored: job %+v stream %+v", j, st)
 	}

@@ -109,24 +109,24 @@ func (c *DispatchCommand) apply(a *applier) *Result {
 	if j == nil {
 		return notFound(c.JobID)
 	}
-	if gatewayOf(j) != c.Gateway || j.Route == nil {
+	if gatewayOf(j) != c.Gateway || j.Extra().Route == nil {
 		return &Result{Job: j, Err: refuse(ErrIllegalTransition, "dispatch", j, "it is not routed to gateway "+c.Gateway)}
 	}
 	if c.Step == DispatchLease {
 		return a.dispatchLease(c, j)
 	}
-	if j.State != StateRunning || j.Lease == nil || j.Lease.Token != c.LeaseToken || j.Route.dispatchedAt == 0 {
+	if j.State != StateRunning || j.Lease == nil || j.Lease.Token != c.LeaseToken || j.Extra().Route.dispatchedAt == 0 {
 		return &Result{Job: j, Err: refuse(ErrStaleLease, "dispatch", j, "that delivery's lease has ended")}
 	}
 	switch c.Step {
 	case DispatchAccepted:
-		if j.Route.acceptedAt != 0 {
+		if j.Extra().Route.acceptedAt != 0 {
 			return &Result{Job: j, Duplicate: true}
 		}
 		nj := copyJob(j)
-		route := *j.Route
+		route := *j.Extra().Route
 		route.acceptedAt = c.Now
-		nj.Route = &route
+		nj.extraMut().Route = &route
 		nj.AttemptLog = slices.Clone(j.AttemptLog)
 		if at := &nj.AttemptLog[len(nj.AttemptLog)-1]; at.RunningAt == 0 {
 			at.RunningAt = c.Now // the gateway runs it: the task's "running"
@@ -136,7 +136,7 @@ func (c *DispatchCommand) apply(a *applier) *Result {
 		a.put(j, nj, c.Now)
 		return &Result{Job: nj}
 	case DispatchRefused, DispatchUnreachable:
-		if j.Route.acceptedAt != 0 {
+		if j.Extra().Route.acceptedAt != 0 {
 			return &Result{Job: j, Err: refuse(ErrIllegalTransition, "dispatch", j, "gateway "+c.Gateway+" accepted it already")}
 		}
 		return a.dispatchFailed(c, j)
@@ -165,9 +165,9 @@ func (a *applier) dispatchLease(c *DispatchCommand, j *Job) *Result {
 	nj := a.start(j, gr)
 	// nj is this entry's own copy: the delivery's marks go on it before
 	// anyone reads it.
-	route := *j.Route
+	route := *j.Extra().Route
 	route.dispatchedAt, route.acceptedAt = c.Now, 0
-	nj.Route = &route
+	nj.extraMut().Route = &route
 	ev := &nj.History[len(nj.History)-1]
 	ev.Actor = "control-plane"
 	ev.Text += ": delivered to gateway " + g.ID
@@ -189,12 +189,12 @@ func (a *applier) dispatchFailed(c *DispatchCommand, j *Job) *Result {
 		return res
 	}
 	nj := res.Job
-	route := *nj.Route
+	route := *nj.Extra().Route
 	route.dispatchedAt = 0
 	if c.Step == DispatchRefused && !slices.Contains(route.refused, c.Gateway) {
 		route.refused = append(slices.Clone(route.refused[max(0, len(route.refused)-MaxRefused+1):]), c.Gateway)
 	}
-	nj.Route = &route
+	nj.extraMut().Route = &route
 	out := &Result{Job: nj, Requeued: true}
 	if c.Step == DispatchUnreachable {
 		if g := a.t.gateway(c.Gateway); g != nil && g.Health == HealthHealthy {
@@ -221,7 +221,7 @@ func (a *applier) dispatchFailed(c *DispatchCommand, j *Job) *Result {
 func (a *applier) expireDispatches(id string, now int64) []*Job {
 	var out []*Job
 	for _, j := range a.t.gatewayJobs(id) {
-		if j.State == StateRunning && j.Lease != nil && j.Route != nil && j.Route.dispatchedAt != 0 {
+		if j.State == StateRunning && j.Lease != nil && j.Extra().Route != nil && j.Extra().Route.dispatchedAt != 0 {
 			out = append(out, a.expireDead(j, now, "", id))
 		}
 	}
@@ -231,7 +231,7 @@ func (a *applier) expireDispatches(id string, now int64) []*Job {
 // Dispatching reports whether j is leased to its gateway by a delivery
 // the gateway has not accepted yet.
 func (j *Job) Dispatching() bool {
-	return j.State == StateRunning && j.Lease != nil && j.Route != nil && j.Route.dispatchedAt != 0 && j.Route.acceptedAt == 0
+	return j.State == StateRunning && j.Lease != nil && j.Extra().Route != nil && j.Extra().Route.dispatchedAt != 0 && j.Extra().Route.acceptedAt == 0
 }
 
 // PushJobs returns the queued and running tasks routed to push gateway id,

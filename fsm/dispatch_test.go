@@ -62,8 +62,8 @@ func TestDispatch(t *testing.T) {
 		t.Fatalf("a stale acceptance: %+v", r)
 	}
 	mustOK(t, h.dispatch(DispatchAccepted, j, "ga", "t1"))
-	if got := h.job(j.ID); got.Dispatching() || got.TaskState() != TaskRunning || got.Route.acceptedAt != h.now {
-		t.Fatalf("accepted: %+v", got.Route)
+	if got := h.job(j.ID); got.Dispatching() || got.TaskState() != TaskRunning || got.Extra().Route.acceptedAt != h.now {
+		t.Fatalf("accepted: %+v", got.Extra().Route)
 	}
 	if r := h.dispatch(DispatchAccepted, j, "ga", "t1"); r.Err != nil || !r.Duplicate {
 		t.Fatalf("a repeated acceptance: %+v", r)
@@ -102,14 +102,14 @@ func TestDispatch(t *testing.T) {
 	r = h.dispatch(DispatchRefused, h.job(k.ID), gw, "t3")
 	mustOK(t, r)
 	if got := h.job(k.ID); got.State != StateQueued || got.Attempts != 0 || gatewayOf(got) != other ||
-		len(got.Route.refused) != 1 || got.Route.refused[0] != gw || got.Route.dispatchedAt != 0 {
-		t.Fatalf("after a refusal: %+v %+v", got, got.Route)
+		len(got.Extra().Route.refused) != 1 || got.Extra().Route.refused[0] != gw || got.Extra().Route.dispatchedAt != 0 {
+		t.Fatalf("after a refusal: %+v %+v", got, got.Extra().Route)
 	}
 	// Refused by the other too: none is left, it stays where it is.
 	mustOK(t, h.dispatch(DispatchLease, h.job(k.ID), other, "t4"))
 	mustOK(t, h.dispatch(DispatchRefused, h.job(k.ID), other, "t4"))
-	if got := h.job(k.ID); got.State != StateQueued || gatewayOf(got) != other || len(got.Route.refused) != 2 {
-		t.Fatalf("refused by both: %+v", got.Route)
+	if got := h.job(k.ID); got.State != StateQueued || gatewayOf(got) != other || len(got.Extra().Route.refused) != 2 {
+		t.Fatalf("refused by both: %+v", got.Extra().Route)
 	}
 
 	// Unreachable: the gateway turns suspect and its queued tasks go on.
@@ -167,10 +167,10 @@ func TestDispatch(t *testing.T) {
 	}
 	g := f2.Read().Gateway(other)
 	got, _ := f2.Read().Job(n.ID)
-	if !g.Pushes() || g.Secret != "s-"+other || g.Role != RoleRightClaw || !got.Dispatching() || got.Route.dispatchedAt != h.now {
-		t.Fatalf("restored %+v %+v", g, got.Route)
+	if !g.Pushes() || g.Secret != "s-"+other || g.Role != RoleRightClaw || !got.Dispatching() || got.Extra().Route.dispatchedAt != h.now {
+		t.Fatalf("restored %+v %+v", g, got.Extra().Route)
 	}
-	if k2, _ := f2.Read().Job(k.ID); len(k2.Route.refused) != 2 {
-		t.Fatalf("restored refusals %+v", k2.Route)
+	if k2, _ := f2.Read().Job(k.ID); len(k2.Extra().Route.refused) != 2 {
+		t.Fatalf("restored refusals %+v", k2.Extra().Route)
 	}
 }

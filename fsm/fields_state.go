@@ -5,6 +5,13 @@ package fsm
 // to an object is one line here, and a reader of an earlier build skips it.
 
 func (j *Job) fields(f *fields) {
+	// The extra part is read into a value on the stack and kept only if
+	// it holds something, so a plain job reads without allocating it.
+	var local JobExtra
+	x := &local
+	if f.w {
+		x = j.Extra()
+	}
 	f.str(1, &j.ID)
 	f.istr(2, &j.Stream)
 	f.istr(3, &j.Target)
@@ -14,35 +21,35 @@ func (j *Job) fields(f *fields) {
 	f.int(7, &j.MaxAttempts)
 	f.int(8, &j.Priority)
 	f.i64(9, &j.NotBefore)
-	f.i64(10, &j.BackoffBase)
-	f.i64(11, &j.BackoffMax)
-	f.istr(12, &j.ConcurrencyKey)
-	f.int(13, &j.ConcurrencyLimit)
-	f.istr(14, &j.Requires)
-	f.istr(15, &j.ClaimCaps)
-	f.strs(16, &j.NotFor)
-	f.strs(17, &j.DependsOn)
-	f.int(18, &j.DepsPending)
-	f.bool(19, &j.RunOnDepFailure)
-	f.i64(20, &j.LeaseSeconds)
-	f.istr(21, &j.TaskClass)
+	f.i64(10, &x.BackoffBase)
+	f.i64(11, &x.BackoffMax)
+	f.istr(12, &x.ConcurrencyKey)
+	f.int(13, &x.ConcurrencyLimit)
+	f.istr(14, &x.Requires)
+	f.istr(15, &x.ClaimCaps)
+	f.strs(16, &x.NotFor)
+	f.strs(17, &x.DependsOn)
+	f.int(18, &x.DepsPending)
+	f.bool(19, &x.RunOnDepFailure)
+	f.i64(20, &x.LeaseSeconds)
+	f.istr(21, &x.TaskClass)
 	f.str(22, &j.IdempotencyKey)
-	f.istr(23, &j.ToolName)
-	f.i64(24, &j.Timeout)
-	f.str(25, &j.ClonedFrom)
-	objPtr(f, 26, &j.Route)
+	f.istr(23, &x.ToolName)
+	f.i64(24, &x.Timeout)
+	f.str(25, &x.ClonedFrom)
+	objPtr(f, 26, &x.Route)
 	objPtr(f, 27, &j.Lease)
-	f.i64(28, &j.CancelRequestedAt)
-	f.str(29, &j.CancelReason)
-	f.bytes(30, &j.Progress)
-	f.i64(31, &j.ProgressAt)
-	f.bytes(32, &j.Checkpoint)
-	f.i64(33, &j.CheckpointAt)
+	f.i64(28, &x.CancelRequestedAt)
+	f.str(29, &x.CancelReason)
+	f.bytes(30, &x.Progress)
+	f.i64(31, &x.ProgressAt)
+	f.bytes(32, &x.Checkpoint)
+	f.i64(33, &x.CheckpointAt)
 	f.bytes(34, &j.Result)
 	objPtr(f, 35, &j.Error)
-	f.str(36, &j.Stdout)
-	f.str(37, &j.Stderr)
-	objs(f, 38, &j.Comments)
+	f.str(36, &x.Stdout)
+	f.str(37, &x.Stderr)
+	objs(f, 38, &x.Comments)
 	objs(f, 39, &j.AttemptLog)
 	objs(f, 40, &j.History)
 	f.i64(41, &j.CreatedAt)
@@ -52,6 +59,10 @@ func (j *Job) fields(f *fields) {
 	f.u64(45, &j.CreateIndex)
 	f.u64(46, &j.QueueIndex)
 	f.u64(47, &j.ModifyIndex)
+	if !f.w && !local.isZero() {
+		j.extra = new(JobExtra)
+		*j.extra = local
+	}
 }
 
 func (r *RouteSpec) fields(f *fields) {

@@ -67,7 +67,7 @@ func (j *Job) TargetOf() (kind, name string) {
 		return "", ""
 	case strings.HasPrefix(j.Target, gatewayTag):
 		return TargetGateway, j.Target[len(gatewayTag):]
-	case j.Route != nil:
+	case j.Extra().Route != nil:
 		return TargetGateway, j.Target
 	case IsRole(j.Target):
 		return TargetRole, j.Target

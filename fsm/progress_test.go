@@ -18,12 +18,12 @@ func TestProgressAndCheckpoint(t *testing.T) {
 	h.now += 1e9
 	r := h.apply(CmdHeartbeat, &HeartbeatCommand{Now: h.now, Ref: ref, Actor: left, LeaseNanos: lease, Progress: []byte(`{"pct":40}`), Checkpoint: []byte(`{"page":7}`)})
 	mustOK(t, r)
-	if string(r.Job.Progress) != `{"pct":40}` || string(r.Job.Checkpoint) != `{"page":7}` || r.Job.ProgressAt != h.now || r.Job.Lease.ExpiresAt <= before {
+	if string(r.Job.Extra().Progress) != `{"pct":40}` || string(r.Job.Extra().Checkpoint) != `{"page":7}` || r.Job.Extra().ProgressAt != h.now || r.Job.Lease.ExpiresAt <= before {
 		t.Fatalf("after progress: %+v", r.Job)
 	}
 	r = h.apply(CmdHeartbeat, &HeartbeatCommand{Now: h.now, Ref: ref, Actor: left, LeaseNanos: lease, Progress: []byte(`{"pct":60}`)})
 	mustOK(t, r)
-	if string(r.Job.Progress) != `{"pct":60}` || string(r.Job.Checkpoint) != `{"page":7}` {
+	if string(r.Job.Extra().Progress) != `{"pct":60}` || string(r.Job.Extra().Checkpoint) != `{"page":7}` {
 		t.Fatalf("progress without a checkpoint: %+v", r.Job)
 	}
 	// A stale lease cannot report.
@@ -32,7 +32,7 @@ func TestProgressAndCheckpoint(t *testing.T) {
 	}
 	mustOK(t, h.apply(CmdFail, &FailCommand{Now: h.now, Ref: ref, Actor: left, Requeue: true, Error: JobError{Message: "oom"}}))
 	cl = h.claimNext([]string{"s"}, right)
-	if !cl.Claimed || cl.Job.Progress != nil || string(cl.Job.Checkpoint) != `{"page":7}` {
+	if !cl.Claimed || cl.Job.Extra().Progress != nil || string(cl.Job.Extra().Checkpoint) != `{"page":7}` {
 		t.Fatalf("next claim: %+v", cl.Job)
 	}
 }
@@ -300,8 +300,8 @@ func TestCancelAndRedriveOfAWaitingJob(t *testing.T) {
 	id := h.nextID("job")
 	mustOK(t, h.apply(CmdCreate, &CreateCommand{Now: h.now, ID: id, Stream: "s", Payload: []byte(`1`), Actor: head, DependsOn: []string{dep}}))
 	mustOK(t, h.cancel(id))
-	if j, _ := h.f.Read().Job(id); j.State != StateCancelled || j.DepsPending != 0 {
-		t.Fatalf("cancelled waiting job: %s waiting on %d", j.State, j.DepsPending)
+	if j, _ := h.f.Read().Job(id); j.State != StateCancelled || j.Extra().DepsPending != 0 {
+		t.Fatalf("cancelled waiting job: %s waiting on %d", j.State, j.Extra().DepsPending)
 	}
 	mustOK(t, h.apply(CmdRedrive, &RedriveCommand{Now: h.now, JobID: id, Actor: head}))
 	if r := h.claim(id, left); r.Err != nil {
@@ -328,7 +328,7 @@ func TestRunOnDependencyFailure(t *testing.T) {
 	r := create(true, p1, p2)
 	mustOK(t, r)
 	report := r.Job.ID
-	if !r.Job.RunOnDepFailure || r.Job.DepsPending != 2 {
+	if !r.Job.Extra().RunOnDepFailure || r.Job.Extra().DepsPending != 2 {
 		t.Fatalf("the fan-in: %+v", r.Job)
 	}
 	strict := create(false, p1).Job.ID // fails with p1
@@ -337,8 +337,8 @@ func TestRunOnDependencyFailure(t *testing.T) {
 	if j := h.job(strict); j.State != StateFailed || j.Error.Code != DependencyFailedCode {
 		t.Fatalf("a strict dependent of a failed part: %s", j.State)
 	}
-	if j := h.job(report); j.State != StateQueued || j.DepsPending != 1 {
-		t.Fatalf("the fan-in after one part failed: %s waiting on %d", j.State, j.DepsPending)
+	if j := h.job(report); j.State != StateQueued || j.Extra().DepsPending != 1 {
+		t.Fatalf("the fan-in after one part failed: %s waiting on %d", j.State, j.Extra().DepsPending)
 	}
 	if r := h.claim(report, left); r.Err == nil {
 		t.Fatal("the fan-in was claimable before its last part ended")
@@ -347,7 +347,7 @@ func TestRunOnDependencyFailure(t *testing.T) {
 	end(report, true)
 	end(after, true)
 
-	if r := create(true, p1); r.Err != nil || r.Job.DepsPending != 0 {
+	if r := create(true, p1); r.Err != nil || r.Job.Extra().DepsPending != 0 {
 		t.Fatalf("naming a failed job with the policy: %+v", r)
 	}
 	if r := create(false, p1); r.Err == nil {
@@ -364,7 +364,7 @@ func TestRunOnDependencyFailure(t *testing.T) {
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(raw))); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := f2.Read().Job(report); j == nil || !j.RunOnDepFailure {
+	if j, _ := f2.Read().Job(report); j == nil || !j.Extra().RunOnDepFailure {
 		t.Fatalf("restored fan-in: %+v", j)
 	}
 	checkIndexes(t, h.f)

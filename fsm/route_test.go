@@ -40,7 +40,7 @@ func TestRoute(t *testing.T) {
 	if r := route(jobs[3].ID, RouteSpec{Labels: map[string]string{"zone": "us"}}); !errors.Is(r.Err, ErrNoHealthyGateway) {
 		t.Fatalf("a full gateway took a job: %+v", r)
 	}
-	if j, _ := h.f.Read().Job(jobs[3].ID); j.Target != "" || j.Route != nil {
+	if j, _ := h.f.Read().Job(jobs[3].ID); j.Target != "" || j.Extra().Route != nil {
 		t.Fatalf("a refused route changed the job: %+v", j)
 	}
 	if r := route(jobs[3].ID, RouteSpec{Capabilities: []string{"gpu"}, Key: "dispatch-3"}); r.Err != nil || r.Job.Target != "gb" {
@@ -50,7 +50,7 @@ func TestRoute(t *testing.T) {
 	// the key, gb being full, it would be refused).
 	before := h.f.AppliedIndex()
 	if r := route(jobs[3].ID, RouteSpec{Key: "dispatch-3"}); r.Err != nil || !r.Duplicate || r.Job.Target != "gb" || r.Gateway.ID != "gb" ||
-		len(r.Job.Route.Capabilities) != 1 {
+		len(r.Job.Extra().Route.Capabilities) != 1 {
 		t.Fatalf("repeated dispatch: %+v", r)
 	}
 	if j, _ := h.f.Read().Job(jobs[3].ID); j.ModifyIndex > before {
@@ -74,7 +74,7 @@ func TestRoute(t *testing.T) {
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := f2.Read().Job(jobs[3].ID); j.Route == nil || len(j.Route.Capabilities) != 1 || j.Target != "gb" {
+	if j, _ := f2.Read().Job(jobs[3].ID); j.Extra().Route == nil || len(j.Extra().Route.Capabilities) != 1 || j.Target != "gb" {
 		t.Fatalf("restored route: %+v", j)
 	}
 
@@ -114,7 +114,7 @@ func TestRoute(t *testing.T) {
 	// A finished job drops its route.
 	done := h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: LeaseRef{JobID: jobs[1].ID, AttemptID: "a1", Token: "t1"},
 		Actor: Actor{Role: "left_claw", WorkerID: "wb"}, Result: []byte(`{}`)})
-	if done.Err != nil || done.Job.Route != nil || done.Job.Target != "gb" {
+	if done.Err != nil || done.Job.Extra().Route != nil || done.Job.Target != "gb" {
 		t.Fatalf("complete: %+v", done)
 	}
 }

@@ -87,8 +87,8 @@ func (e *enc) job(j *Job, version int) {
 	e.str(string(j.State))
 	e.int(j.Attempts)
 	e.int(j.MaxAttempts)
-	e.varint(j.LeaseSeconds)
-	e.str(j.TaskClass)
+	e.varint(j.Extra().LeaseSeconds)
+	e.str(j.Extra().TaskClass)
 	e.str(j.IdempotencyKey)
 	e.bool(j.Lease != nil)
 	if l := j.Lease; l != nil {
@@ -100,10 +100,10 @@ func (e *enc) job(j *Job, version int) {
 	}
 	e.bytes(j.Result)
 	e.optError(j.Error)
-	e.str(j.Stdout)
-	e.str(j.Stderr)
-	e.uvarint(uint64(len(j.Comments)))
-	for _, c := range j.Comments {
+	e.str(j.Extra().Stdout)
+	e.str(j.Extra().Stderr)
+	e.uvarint(uint64(len(j.Extra().Comments)))
+	for _, c := range j.Extra().Comments {
 		e.varint(c.At)
 		e.str(c.Actor)
 		e.str(c.Text)
@@ -144,16 +144,16 @@ func (e *enc) job(j *Job, version int) {
 	e.uvarint(j.QueueIndex)
 	e.uvarint(j.ModifyIndex)
 	if version >= 3 {
-		e.str(j.ToolName)
-		e.varint(j.Timeout)
-		e.str(j.ClonedFrom)
+		e.str(j.Extra().ToolName)
+		e.varint(j.Extra().Timeout)
+		e.str(j.Extra().ClonedFrom)
 	}
 	if version >= 4 {
-		e.bool(j.Route != nil)
-		if j.Route != nil {
-			e.strs(j.Route.Capabilities)
-			e.labels(j.Route.Labels)
-			e.str(j.Route.Key)
+		e.bool(j.Extra().Route != nil)
+		if j.Extra().Route != nil {
+			e.strs(j.Extra().Route.Capabilities)
+			e.labels(j.Extra().Route.Labels)
+			e.str(j.Extra().Route.Key)
 		}
 	}
 	if version >= 5 {
@@ -162,35 +162,35 @@ func (e *enc) job(j *Job, version int) {
 		}
 	}
 	if version >= 6 {
-		e.varint(j.CancelRequestedAt)
-		e.str(j.CancelReason)
-		e.bytes(j.Progress)
-		e.varint(j.ProgressAt)
-		e.bytes(j.Checkpoint)
-		e.varint(j.CheckpointAt)
+		e.varint(j.Extra().CancelRequestedAt)
+		e.str(j.Extra().CancelReason)
+		e.bytes(j.Extra().Progress)
+		e.varint(j.Extra().ProgressAt)
+		e.bytes(j.Extra().Checkpoint)
+		e.varint(j.Extra().CheckpointAt)
 		e.int(j.Priority)
 		e.varint(j.NotBefore)
-		e.varint(j.BackoffBase)
-		e.varint(j.BackoffMax)
-		e.str(j.ConcurrencyKey)
-		e.int(j.ConcurrencyLimit)
-		e.strs(j.DependsOn)
-		e.int(j.DepsPending)
+		e.varint(j.Extra().BackoffBase)
+		e.varint(j.Extra().BackoffMax)
+		e.str(j.Extra().ConcurrencyKey)
+		e.int(j.Extra().ConcurrencyLimit)
+		e.strs(j.Extra().DependsOn)
+		e.int(j.Extra().DepsPending)
 	}
 	if version >= 7 {
-		e.str(j.Requires)
-		e.str(j.ClaimCaps)
-		e.strs(j.NotFor)
+		e.str(j.Extra().Requires)
+		e.str(j.Extra().ClaimCaps)
+		e.strs(j.Extra().NotFor)
 	}
 	if version >= 8 {
-		e.bool(j.RunOnDepFailure)
+		e.bool(j.Extra().RunOnDepFailure)
 	}
 	// The optional tail: a routed task's delivery (from LevelDelivery on,
 	// so only builds that read it meet it).
-	if j.Route != nil && j.Route.hasDelivery() {
-		e.varint(j.Route.dispatchedAt)
-		e.varint(j.Route.acceptedAt)
-		e.strs(j.Route.refused)
+	if j.Extra().Route != nil && j.Extra().Route.hasDelivery() {
+		e.varint(j.Extra().Route.dispatchedAt)
+		e.varint(j.Extra().Route.acceptedAt)
+		e.strs(j.Extra().Route.refused)
 	}
 }
 
@@ -203,20 +203,20 @@ func (d *dec) job(version int) *Job {
 	j.State = State(d.istr())
 	j.Attempts = d.int()
 	j.MaxAttempts = d.int()
-	j.LeaseSeconds = d.varint()
-	j.TaskClass = d.istr()
+	j.extraMut().LeaseSeconds = d.varint()
+	j.extraMut().TaskClass = d.istr()
 	j.IdempotencyKey = d.str()
 	if d.bool() {
 		j.Lease = &Lease{Owner: d.istr(), WorkerID: d.istr(), AttemptID: d.str(), Token: d.str(), ExpiresAt: d.varint()}
 	}
 	j.Result = d.bytes()
 	j.Error = d.optError()
-	j.Stdout = d.str()
-	j.Stderr = d.str()
+	j.extraMut().Stdout = d.str()
+	j.extraMut().Stderr = d.str()
 	if n := d.count(3); n > 0 {
-		j.Comments = make([]Comment, n)
-		for i := range j.Comments {
-			j.Comments[i] = Comment{At: d.varint(), Actor: d.istr(), Text: d.str()}
+		j.extraMut().Comments = make([]Comment, n)
+		for i := range j.Extra().Comments {
+			j.Extra().Comments[i] = Comment{At: d.varint(), Actor: d.istr(), Text: d.str()}
 		}
 	}
 	if n := d.count(10); n > 0 {
@@ -252,12 +252,12 @@ func (d *dec) job(version int) *Job {
 	j.QueueIndex = d.uvarint()
 	j.ModifyIndex = d.uvarint()
 	if version >= 3 {
-		j.ToolName = d.istr()
-		j.Timeout = d.varint()
-		j.ClonedFrom = d.str()
+		j.extraMut().ToolName = d.istr()
+		j.extraMut().Timeout = d.varint()
+		j.extraMut().ClonedFrom = d.str()
 	}
 	if version >= 4 && d.bool() {
-		j.Route = &RouteSpec{Capabilities: d.strs(), Labels: d.labels(), Key: d.str()}
+		j.extraMut().Route = &RouteSpec{Capabilities: d.strs(), Labels: d.labels(), Key: d.str()}
 	}
 	if version >= 5 {
 		for i := range j.AttemptLog {
@@ -265,32 +265,33 @@ func (d *dec) job(version int) *Job {
 		}
 	}
 	if version >= 6 {
-		j.CancelRequestedAt = d.varint()
-		j.CancelReason = d.str()
-		j.Progress = d.bytes()
-		j.ProgressAt = d.varint()
-		j.Checkpoint = d.bytes()
-		j.CheckpointAt = d.varint()
+		j.extraMut().CancelRequestedAt = d.varint()
+		j.extraMut().CancelReason = d.str()
+		j.extraMut().Progress = d.bytes()
+		j.extraMut().ProgressAt = d.varint()
+		j.extraMut().Checkpoint = d.bytes()
+		j.extraMut().CheckpointAt = d.varint()
 		j.Priority = d.int()
 		j.NotBefore = d.varint()
-		j.BackoffBase = d.varint()
-		j.BackoffMax = d.varint()
-		j.ConcurrencyKey = d.istr()
-		j.ConcurrencyLimit = d.int()
-		j.DependsOn = d.strs()
-		j.DepsPending = d.int()
+		j.extraMut().BackoffBase = d.varint()
+		j.extraMut().BackoffMax = d.varint()
+		j.extraMut().ConcurrencyKey = d.istr()
+		j.extraMut().ConcurrencyLimit = d.int()
+		j.extraMut().DependsOn = d.strs()
+		j.extraMut().DepsPending = d.int()
 	}
 	if version >= 7 {
-		j.Requires = d.istr()
-		j.ClaimCaps = d.istr()
-		j.NotFor = d.strs()
+		j.extraMut().Requires = d.istr()
+		j.extraMut().ClaimCaps = d.istr()
+		j.extraMut().NotFor = d.strs()
 	}
 	if version >= 8 {
-		j.RunOnDepFailure = d.bool()
+		j.extraMut().RunOnDepFailure = d.bool()
 	}
-	if j.Route != nil && d.more() {
-		j.Route.dispatchedAt, j.Route.acceptedAt, j.Route.refused = d.varint(), d.varint(), d.strs()
+	if j.Extra().Route != nil && d.more() {
+		j.Extra().Route.dispatchedAt, j.Extra().Route.acceptedAt, j.Extra().Route.refused = d.varint(), d.varint(), d.strs()
 	}
+	j.compactExtra()
 	*jp = j
 	return jp
 }

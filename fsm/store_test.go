@@ -32,8 +32,8 @@ func checkIndexes(t testing.TB, f *FSM) {
 				t.Fatalf("keyed job %s missing from the keyed index", j.ID)
 			}
 		}
-		if j.ConcurrencyKey != "" && j.State == StateRunning {
-			runningByKey[j.ConcurrencyKey]++
+		if j.Extra().ConcurrencyKey != "" && j.State == StateRunning {
+			runningByKey[j.Extra().ConcurrencyKey]++
 		}
 		if q, want := queueEntry(j); want {
 			queued++
@@ -161,7 +161,7 @@ func checkIndexes(t testing.TB, f *FSM) {
 	deps := 0
 	v.byID.Ascend(func(it idItem) bool {
 		if j := it.j; waitingOnDeps(j) {
-			for _, d := range j.DependsOn {
+			for _, d := range j.Extra().DependsOn {
 				deps++
 				if got, ok := v.dependents.Get(depItem{dep: d, id: j.ID}); !ok || got.j != j {
 					t.Fatalf("waiting job %s missing under %s in the dependents index", j.ID, d)

@@ -63,7 +63,7 @@ func entriesOf(j *Job) jobEntries {
 	if j == nil {
 		return jobEntries{}
 	}
-	e := jobEntries{present: true, id: idItem{j.ID, j}, lane: laneOf(j.State), seq: seqItem{j.CreateIndex, j}}
+	e := jobEntries{present: true, id: idOf(j.ID, j), lane: laneOf(j.State), seq: seqItem{j.CreateIndex, j}}
 	e.idem, e.hasIdem = idemEntry(j)
 	e.attempt, e.hasAttempt = attemptEntry(j)
 	e.routed, e.hasRouted = routedEntry(j)
@@ -79,6 +79,9 @@ func entriesOf(j *Job) jobEntries {
 // putJob replaces old with j in every index (old nil: a new job; j nil: a
 // deletion).
 func (w *writer) putJob(old, j *Job) {
+	if j != nil {
+		j.compactExtra()
+	}
 	o, n := entriesOf(old), entriesOf(j)
 	// The id index says which version is stored: old must be it, or the
 	// other indexes would keep entries of a version they no longer hold.

@@ -57,7 +57,45 @@ type Job struct {
 	// NotBefore, while not 0, is when a queued job becomes claimable (a
 	// scheduled job, or one waiting out a retry backoff): until the
 	// leader's promote command reaches it, it is in no queue lane.
-	NotBefore int64
+	NotBefore      int64
+	IdempotencyKey string
+
+	// Lease is set while the job is running.
+	Lease *Lease
+
+	Result []byte // raw JSON, set by complete
+	Error  *JobError
+
+	// AttemptLog holds one record per claim, oldest first.
+	AttemptLog []Attempt
+	// History is the append-only event history.
+	History []Event
+
+	CreatedAt  int64 // unix nanoseconds, stamped by the leader
+	UpdatedAt  int64
+	StartedAt  int64 // last claim
+	FinishedAt int64 // last terminal transition
+
+	// CreateIndex is the Raft index of the create entry: the job's place in
+	// creation order and the cursor for listing.
+	CreateIndex uint64
+	// QueueIndex is the Raft index at which the job last entered the queue:
+	// claims take the lowest QueueIndex first (FIFO per stream).
+	QueueIndex uint64
+	// ModifyIndex is the Raft index of the last change.
+	ModifyIndex uint64
+
+	// extra holds the fields most jobs leave zero (nil while all are):
+	// read them with Extra, change them with extraMut.
+	extra *JobExtra
+}
+
+// JobExtra is the part of a job that most jobs never set: job-control
+// options, a task's or a routed job's fields, a running attempt's
+// reports, comments and output. It lives behind one pointer so that a
+// plain job does not carry it: a queued job costs a quarter less memory,
+// and every change of a job copies less.
+type JobExtra struct {
 	// BackoffBase and BackoffMax (seconds; 0: none) make a fail with
 	// requeue wait base*2^(attempts-1), at most max, with jitter, before
 	// the job is claimable again (retryDelay).
@@ -86,8 +124,7 @@ type Job struct {
 	// LeaseSeconds overrides the cluster's lease length for this job (0 = default).
 	LeaseSeconds int64
 	// TaskClass is an optional label (e.g. LLM_HEAVY) chosen at create.
-	TaskClass      string
-	IdempotencyKey string
+	TaskClass string
 
 	// A developer-queue task (devq.go) has a Timeout: stale past it since
 	// its claim (or last heartbeat), auto-failed at twice it. ToolName is
@@ -100,9 +137,6 @@ type Job struct {
 	// (cmd_route.go); Target is then that gateway's id. A gateway's death
 	// routes its queued jobs again with the same requirements.
 	Route *RouteSpec
-
-	// Lease is set while the job is running.
-	Lease *Lease
 
 	// CancelRequestedAt is when head asked to cancel the job while it ran
 	// (0: never): its worker learns it from its next heartbeat answer, and
@@ -119,30 +153,50 @@ type Job struct {
 	Checkpoint   []byte
 	CheckpointAt int64
 
-	Result []byte // raw JSON, set by complete
-	Error  *JobError
-	Stdout string
-	Stderr string
-
+	Stdout   string
+	Stderr   string
 	Comments []Comment
-	// AttemptLog holds one record per claim, oldest first.
-	AttemptLog []Attempt
-	// History is the append-only event history.
-	History []Event
+}
 
-	CreatedAt  int64 // unix nanoseconds, stamped by the leader
-	UpdatedAt  int64
-	StartedAt  int64 // last claim
-	FinishedAt int64 // last terminal transition
+// noExtra is what Extra answers for a job without its extra part. Nothing
+// may write to it: changes go through extraMut.
+var noExtra JobExtra
 
-	// CreateIndex is the Raft index of the create entry: the job's place in
-	// creation order and the cursor for listing.
-	CreateIndex uint64
-	// QueueIndex is the Raft index at which the job last entered the queue:
-	// claims take the lowest QueueIndex first (FIFO per stream).
-	QueueIndex uint64
-	// ModifyIndex is the Raft index of the last change.
-	ModifyIndex uint64
+// Extra returns the job's rarely-set fields, for reading (all zero for a
+// job that has none). Change them only through the state machine.
+func (j *Job) Extra() *JobExtra {
+	if j.extra != nil {
+		return j.extra
+	}
+	return &noExtra
+}
+
+// extraMut returns the job's rarely-set fields for a change, giving the
+// job its own extra part first if it has none.
+func (j *Job) extraMut() *JobExtra {
+	if j.extra == nil {
+		j.extra = &JobExtra{}
+	}
+	return j.extra
+}
+
+// isZero reports whether x holds nothing.
+func (x *JobExtra) isZero() bool {
+	return x.BackoffBase == 0 && x.BackoffMax == 0 && x.ConcurrencyKey == "" && x.ConcurrencyLimit == 0 &&
+		x.Requires == "" && x.ClaimCaps == "" && x.NotFor == nil && x.DependsOn == nil && x.DepsPending == 0 &&
+		!x.RunOnDepFailure && x.LeaseSeconds == 0 && x.TaskClass == "" && x.ToolName == "" && x.Timeout == 0 &&
+		x.ClonedFrom == "" && x.Route == nil && x.CancelRequestedAt == 0 && x.CancelReason == "" &&
+		x.Progress == nil && x.ProgressAt == 0 && x.Checkpoint == nil && x.CheckpointAt == 0 &&
+		x.Stdout == "" && x.Stderr == "" && x.Comments == nil
+}
+
+// compactExtra drops an extra part that holds nothing, so that a job
+// whose rare fields were all cleared looks (and weighs) like one that
+// never had them.
+func (j *Job) compactExtra() {
+	if j.extra != nil && j.extra.isZero() {
+		j.extra = nil
+	}
 }
 
 // Lease is the exclusive right of one claimant to work on a running job.
@@ -267,8 +321,8 @@ type BlobChunk struct {
 
 // lease returns the lease length of j in nanoseconds given the cluster default.
 func (j *Job) leaseNanos(def int64) int64 {
-	if j.LeaseSeconds > 0 {
-		return j.LeaseSeconds * 1e9
+	if j.Extra().LeaseSeconds > 0 {
+		return j.Extra().LeaseSeconds * 1e9
 	}
 	return def
 }
@@ -281,14 +335,20 @@ func copyJob(j *Job) *Job {
 		l := *j.Lease
 		c.Lease = &l
 	}
-	c.Comments = j.Comments[:len(j.Comments):len(j.Comments)]
+	if j.extra != nil {
+		x := *j.extra
+		x.Comments = x.Comments[:len(x.Comments):len(x.Comments)]
+		c.extra = &x
+	}
 	c.AttemptLog = append([]Attempt(nil), j.AttemptLog...)
 	c.History = j.History[:len(j.History):len(j.History)]
 	return &c
 }
 
 // CancelRequested reports whether j runs with a cancel asked of it.
-func (j *Job) CancelRequested() bool { return j.State == StateRunning && j.CancelRequestedAt != 0 }
+func (j *Job) CancelRequested() bool {
+	return j.State == StateRunning && j.Extra().CancelRequestedAt != 0
+}
 
 // CurrentAttempt returns the attempt holding the lease, or nil.
 func (j *Job) CurrentAttempt() *Attempt {

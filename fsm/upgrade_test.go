@@ -171,6 +171,13 @@ func dumpState(f *FSM) string {
 	return b.String()
 }
 
+// jobFieldOrder is the order a job's fields print in: its record's.
+var jobFieldOrder = strings.Fields(`ID Stream Target Payload State Attempts MaxAttempts Priority NotBefore
+	BackoffBase BackoffMax ConcurrencyKey ConcurrencyLimit Requires ClaimCaps NotFor DependsOn DepsPending
+	RunOnDepFailure LeaseSeconds TaskClass IdempotencyKey ToolName Timeout ClonedFrom Route Lease
+	CancelRequestedAt CancelReason Progress ProgressAt Checkpoint CheckpointAt Result Error Stdout Stderr
+	Comments AttemptLog History CreatedAt UpdatedAt StartedAt FinishedAt CreateIndex QueueIndex ModifyIndex`)
+
 // dumpValue prints a value whole, unexported fields included, maps in key
 // order and pointers followed: two equal states print the same text.
 func dumpValue(v reflect.Value) string {
@@ -191,6 +198,30 @@ func dumpValue(v reflect.Value) string {
 			}
 			walk(v.Elem())
 		case reflect.Struct:
+			if v.Type() == reflect.TypeOf(Job{}) {
+				// A job prints as one record, its extra part's fields
+				// in their place, whichever part holds them.
+				b.WriteString("{")
+				sep := ""
+				x := v.FieldByName("extra")
+				for _, name := range jobFieldOrder {
+					fv := v.FieldByName(name)
+					if !fv.IsValid() {
+						if x.IsNil() {
+							continue
+						}
+						fv = x.Elem().FieldByName(name)
+					}
+					if fv.IsZero() {
+						continue
+					}
+					b.WriteString(sep + name + ":")
+					sep = " "
+					walk(fv)
+				}
+				b.WriteString("}")
+				return
+			}
 			// Zero fields are left out, so a field a later build adds
 			// prints nothing until it is used.
 			b.WriteString("{")
@@ -380,5 +411,26 @@ func TestSnapshotKeepsEveryField(t *testing.T) {
 		if want, got := dumpState(f), restoreDump(t, raw); want != got {
 			t.Fatalf("seed %d: the restored state differs:\n%s", seed, firstDiff(want, got))
 		}
+	}
+}
+
+// TestJobFieldOrderIsWhole: every field of a job, in either part, prints.
+func TestJobFieldOrderIsWhole(t *testing.T) {
+	want := map[string]bool{}
+	for _, typ := range []reflect.Type{reflect.TypeOf(Job{}), reflect.TypeOf(JobExtra{})} {
+		for i := 0; i < typ.NumField(); i++ {
+			if typ.Field(i).Name != "extra" {
+				want[typ.Field(i).Name] = true
+			}
+		}
+	}
+	for _, n := range jobFieldOrder {
+		if !want[n] {
+			t.Errorf("jobFieldOrder names %s, which a job does not have", n)
+		}
+		delete(want, n)
+	}
+	for n := range want {
+		t.Errorf("jobFieldOrder leaves out %s", n)
 	}
 }

@@ -24,7 +24,7 @@ func TestCommentLimit(t *testing.T) {
 	if msg := er["message"].(string); !strings.Contains(msg, "100 comments, the most a job keeps") {
 		t.Errorf("message: %s", msg)
 	}
-	if n := len(e.job(id).Comments); n != queue.MaxComments {
+	if n := len(e.job(id).Extra().Comments); n != queue.MaxComments {
 		t.Fatalf("%d comments after the refusal", n)
 	}
 }

@@ -56,8 +56,8 @@ func DeliveryBody(nodes func() []string) func(j *fsm.Job, g *fsm.Gateway) ([]byt
 		t := viewControlTask(j)
 		t.LeaseToken = j.Lease.Token
 		d := api.TaskDelivery{TaskID: j.ID, IdempotencyKey: j.Lease.Token, Gateway: g.ID, Role: j.Lease.Owner, Task: t, Nodes: nodes()}
-		if j.Route != nil {
-			d.RouteKey = j.Route.Key
+		if j.Extra().Route != nil {
+			d.RouteKey = j.Extra().Route.Key
 		}
 		return json.Marshal(d)
 	}

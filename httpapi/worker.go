@@ -75,7 +75,7 @@ func claimAnswer(j *fsm.Job) api.WorkerClaim {
 		Claimed: true, JobID: j.ID, AttemptID: j.Lease.AttemptID, LeaseToken: j.Lease.Token,
 		Stream: j.Stream, MessageID: messageID(j), Payload: j.Payload,
 		LeaseTTLSeconds: ttl.Seconds(), HeartbeatIntervalSeconds: (ttl / 3).Seconds(),
-		Attempt: j.Attempts, MaxAttempts: j.MaxAttempts, Checkpoint: j.Checkpoint,
+		Attempt: j.Attempts, MaxAttempts: j.MaxAttempts, Checkpoint: j.Extra().Checkpoint,
 	}
 }
 
@@ -329,8 +329,8 @@ func (s *Server) workerHeld(role, worker string) (*api.WorkerHeld, error) {
 		// A heartbeat moved the expiry since the claim: the lease's length
 		// is the job's own, or the cluster's.
 		ttl := s.queue.Config().Lease
-		if j.LeaseSeconds > 0 {
-			ttl = time.Duration(j.LeaseSeconds) * time.Second
+		if j.Extra().LeaseSeconds > 0 {
+			ttl = time.Duration(j.Extra().LeaseSeconds) * time.Second
 		}
 		a.LeaseTTLSeconds, a.HeartbeatIntervalSeconds = ttl.Seconds(), (ttl / 3).Seconds()
 		out.Jobs = append(out.Jobs, a)

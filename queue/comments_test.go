@@ -53,8 +53,8 @@ func TestCommentLimitHoldsUnderConcurrency(t *testing.T) {
 			queue.MaxComments, tries-queue.MaxComments)
 	}
 	got, _ := leader.FSM.Read().Job(j.ID)
-	if len(got.Comments) != queue.MaxComments {
-		t.Fatalf("the job has %d comments, want %d", len(got.Comments), queue.MaxComments)
+	if len(got.Extra().Comments) != queue.MaxComments {
+		t.Fatalf("the job has %d comments, want %d", len(got.Extra().Comments), queue.MaxComments)
 	}
 	if err := c.CheckConverged(5 * time.Second); err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestCommentBytesLimit(t *testing.T) {
 	if _, _, err := svc.Comment(ctx, j.ID, claw, "one byte too many"); !errors.As(err, &limit) {
 		t.Fatalf("a comment past %d bytes: %v, want a CommentLimitError", queue.MaxCommentBytes, err)
 	}
-	if got, _ := svc.Job(head.Role, j.ID); len(got.Comments) != queue.MaxCommentBytes/queue.MaxTextBytes {
-		t.Fatalf("the job has %d comments after the refusal", len(got.Comments))
+	if got, _ := svc.Job(head.Role, j.ID); len(got.Extra().Comments) != queue.MaxCommentBytes/queue.MaxTextBytes {
+		t.Fatalf("the job has %d comments after the refusal", len(got.Extra().Comments))
 	}
 }

@@ -174,7 +174,7 @@ func (d *deliverer) scan() {
 			continue
 		}
 		for _, j := range r.PushJobs(g.ID) {
-			lease := j.State == fsm.StateQueued && g.Health == fsm.HealthHealthy && j.NotBefore == 0 && j.DepsPending == 0
+			lease := j.State == fsm.StateQueued && g.Health == fsm.HealthHealthy && j.NotBefore == 0 && j.Extra().DepsPending == 0
 			if d.busy[j.ID] || (!lease && !j.Dispatching()) || now.Before(d.waitTo[j.ID]) {
 				continue
 			}
@@ -232,7 +232,7 @@ func (d *deliverer) deliver(j *fsm.Job, g *fsm.Gateway) {
 		}
 		j = res.Job
 	}
-	deadline := time.Unix(0, j.Route.DispatchedAt()).Add(d.cfg.AcceptTimeout)
+	deadline := time.Unix(0, j.Extra().Route.DispatchedAt()).Add(d.cfg.AcceptTimeout)
 	if !leased {
 		// Leased by an earlier leader: the gateway gets at least one full
 		// try from this one, however long the election took.

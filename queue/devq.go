@@ -329,7 +329,7 @@ func (s *Service) Task(role, id string) (*fsm.Job, *fsm.Stream, error) {
 // Stale reports whether running task j is past its timeout at now: its
 // lease (twice the timeout) has less than one timeout left.
 func Stale(j *fsm.Job, now int64) bool {
-	return j.IsTask() && j.State == fsm.StateRunning && j.Lease != nil && now > j.Lease.ExpiresAt-j.Timeout*int64(time.Second)
+	return j.IsTask() && j.State == fsm.StateRunning && j.Lease != nil && now > j.Lease.ExpiresAt-j.Extra().Timeout*int64(time.Second)
 }
 
 // Now is the service's clock, for views that depend on it (stale).

@@ -426,11 +426,11 @@ func (s *Service) Comment(ctx context.Context, id string, actor fsm.Actor, text 
 	if err != nil {
 		return nil, 0, err
 	}
-	if len(j.Comments) >= MaxComments {
-		return nil, 0, &CommentLimitError{Message: fmt.Sprintf("job %s has %d comments, the most a job keeps; nothing was added", id, len(j.Comments))}
+	if len(j.Extra().Comments) >= MaxComments {
+		return nil, 0, &CommentLimitError{Message: fmt.Sprintf("job %s has %d comments, the most a job keeps; nothing was added", id, len(j.Extra().Comments))}
 	}
 	size := 0
-	for _, c := range j.Comments {
+	for _, c := range j.Extra().Comments {
 		size += len(c.Text)
 	}
 	if size+len(text) > MaxCommentBytes {

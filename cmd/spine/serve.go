@@ -24,7 +24,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	gometrics "github.com/hashicorp/go-metrics/compat"
-	gometricsprom "github.com/hashicorp/go-metrics/compat/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -219,14 +218,15 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 
 // collectMetrics bridges the metrics hashicorp/raft and memberlist emit
 // (commit time, log dispatch, AppendEntries round trips, FSM apply;
-// go-metrics names under "spine_") into reg. With pprof it also keeps them
-// in memory, ten-second intervals of the last minute, for /debug/metrics.
+// go-metrics names under "spine_") into reg (raftSink). With pprof it also
+// keeps them in memory, ten-second intervals of the last minute, for
+// /debug/metrics.
 func collectMetrics(reg prometheus.Registerer, inmem bool) (*gometrics.InmemSink, error) {
-	prom, err := gometricsprom.NewPrometheusSinkFrom(gometricsprom.PrometheusOpts{Registerer: reg, Expiration: time.Minute, Name: "spine_gometrics"})
-	if err != nil {
+	sink := newRaftSink(time.Minute)
+	if err := reg.Register(sink); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	sinks := gometrics.FanoutSink{prom}
+	sinks := gometrics.FanoutSink{sink}
 	var mem *gometrics.InmemSink
 	if inmem {
 		mem = gometrics.NewInmemSink(10*time.Second, time.Minute)

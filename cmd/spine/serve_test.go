@@ -157,7 +157,7 @@ func TestDebugEndpoints(t *testing.T) {
 	}
 	bridged := false
 	for _, f := range families {
-		if f.GetName() == "spine_raft_commitTime" && len(f.Metric) == 1 && f.Metric[0].GetSummary().GetSampleCount() == 1 {
+		if f.GetName() == "spine_raft_commitTime" && len(f.Metric) == 1 && f.Metric[0].GetHistogram().GetSampleCount() == 1 {
 			bridged = true
 		}
 	}
