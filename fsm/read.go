@@ -343,16 +343,6 @@ func (r *Reader) PeekTask(stream string) *Job {
 	return j
 }
 
-// QueuedByStream counts queued jobs per stream (ended streams included).
-func (r *Reader) QueuedByStream() map[string]int {
-	out := map[string]int{}
-	r.view().queue.Ascend(func(it queueItem) bool {
-		out[it.stream]++
-		return true
-	})
-	return out
-}
-
 // OldestTaskEnded returns the finish time of the finished task that
 // finished first, or 0 when there is none.
 func (r *Reader) OldestTaskEnded() int64 {
@@ -361,16 +351,4 @@ func (r *Reader) OldestTaskEnded() int64 {
 		return 0
 	}
 	return it.at
-}
-
-// TaskCounts counts tasks by state.
-func (r *Reader) TaskCounts() map[State]int {
-	out := map[State]int{}
-	r.view().byID.Ascend(func(it idItem) bool {
-		if it.j.IsTask() {
-			out[it.j.State]++
-		}
-		return true
-	})
-	return out
 }

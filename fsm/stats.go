@@ -16,12 +16,14 @@ import (
 // by a restore, and the counters are this process's own.
 
 // statItem counts the jobs of one stream with one target in one state
-// lane (by target, so a claw's counts leave out the jobs it may not see).
-// Items with a zero count are deleted, so the index holds only streams
-// that have jobs.
+// lane (by target, so a claw's counts leave out the jobs it may not see),
+// the developer queue's tasks apart from the other jobs (task). Items with
+// a zero count are deleted, so the index holds only streams that have
+// jobs.
 type statItem struct {
 	stream, target string
 	lane           stateLane
+	task           bool
 	n              int
 }
 
@@ -32,13 +34,18 @@ func lessStat(a, b statItem) bool {
 	if a.target != b.target {
 		return a.target < b.target
 	}
-	return a.lane < b.lane
+	if a.lane != b.lane {
+		return a.lane < b.lane
+	}
+	return !a.task && b.task
 }
 
-// count adds d to the jobs of stream with target in lane.
-func (w *writer) count(stream, target string, lane stateLane, d int) {
-	it, _ := w.t.stats.Get(statItem{stream: stream, target: target, lane: lane})
-	it.stream, it.target, it.lane = stream, target, lane
+// count adds d to the jobs of j's stream with j's target in lane, among
+// the tasks if j is one.
+func (w *writer) count(j *Job, lane stateLane, d int) {
+	key := statItem{stream: j.Stream, target: j.Target, lane: lane, task: j.IsTask()}
+	it, _ := w.t.stats.Get(key)
+	it.stream, it.target, it.lane, it.task = key.stream, key.target, key.lane, key.task
 	it.n += d
 	if it.n <= 0 {
 		w.t.stats.Delete(it)
@@ -89,6 +96,20 @@ func (r *Reader) StreamCountsFor(role string) []StreamCount {
 	})
 	slices.SortStableFunc(out, func(a, b StreamCount) int {
 		return cmp.Or(cmp.Compare(a.Stream, b.Stream), cmp.Compare(laneOf(a.State), laneOf(b.State)))
+	})
+	return out
+}
+
+// TaskCounts counts the developer queue's tasks by state, from the
+// per-stream counts: its cost grows with the number of streams and
+// targets, not of jobs.
+func (r *Reader) TaskCounts() map[State]int {
+	out := map[State]int{}
+	r.view().stats.Ascend(func(it statItem) bool {
+		if it.task && laneStates[it.lane] != "" {
+			out[laneStates[it.lane]] += it.n
+		}
+		return true
 	})
 	return out
 }
