@@ -133,6 +133,8 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 	t := r.view()
 	q := t.queueAge
 	from := queueItem{rank: math.MinInt64}
+	visited := 0
+	defer func() { r.f.visited.Add(uint64(visited)) }()
 	for {
 		var head queueItem
 		found := false
@@ -143,6 +145,7 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 		if !found {
 			return out
 		}
+		visited++
 		if role == HeadRole || t.seesTarget(role, head.j.Target) {
 			out[head.stream] = head.j.UpdatedAt
 		} else {
@@ -152,6 +155,7 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 					return false
 				}
 				n++
+				visited++
 				if t.seesTarget(role, it.j.Target) {
 					out[head.stream] = it.j.UpdatedAt
 					return false
@@ -222,6 +226,13 @@ func (f *FSM) EventCounts() map[string]uint64 {
 	}
 	return out
 }
+
+// JobsVisited is how many jobs this node's reads have walked since it
+// started: the jobs a List examined for its pages, and those the figures
+// per stream looked at. It measures what reads cost; the share of one
+// page that needs no jobs but per-stream figures does not grow with the
+// number of jobs in the state.
+func (f *FSM) JobsVisited() uint64 { return f.visited.Load() }
 
 // EventCounts is FSM.EventCounts, for a holder of a Reader.
 func (r *Reader) EventCounts() map[string]uint64 { return r.f.EventCounts() }
