@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -126,6 +127,7 @@ func BenchmarkFlatPages(b *testing.B) {
 	for _, n := range flatSizes {
 		t := &testing.T{} // the test env's helpers take a *testing.T; nothing here fails it
 		e, ck := flatEnv(t, n)
+		runtime.GC() // the build's garbage, not the pages'
 		for _, p := range flatPages {
 			b.Run(fmt.Sprintf("jobs=%d/%s", n, p.name), func(b *testing.B) {
 				for range b.N {
