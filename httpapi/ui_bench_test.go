@@ -42,21 +42,25 @@ func BenchmarkUITaskList(b *testing.B) {
 }
 
 // flatPages are the pages and routes whose cost must not grow with the
-// number of jobs: the UI's dashboard and cluster page, the developer
-// queue's status and streams, the dead letters and the system state.
+// number of queued jobs: the UI's dashboard, cluster and streams pages,
+// the developer queue's status and streams, the dead letters, the system
+// state and its agents, and a task claim that names no stream.
 var flatPages = []struct{ name, path string }{
 	{"dashboard", "/ui/"},
 	{"cluster", "/ui/cluster"},
+	{"ui-streams", "/ui/streams"},
 	{"api-status", "/api/status"},
 	{"api-streams", "/api/streams"},
 	{"dlq", "/dlq"},
 	{"v1-state", "/v1/state"},
+	{"v1-agents", "/v1/agents"},
 	{"claim-no-stream", "POST /api/claim"},
 }
 
-// flatEnv is a server whose state holds queued jobs and tasks (queued
-// of them, in streams a, b and the developer queue's auth and web), a few
-// of them running under two workers and a few done; no dead letters.
+// flatEnv is a server whose state holds queued jobs and tasks, as many as
+// queued in all (jobs in streams a and b, tasks in the developer queue's
+// auth and web), four of them then running under two workers and two
+// done; no dead letters.
 func flatEnv(t *testing.T, queued int) (*env, *http.Cookie) {
 	t.Helper()
 	e := newEnv(t, func(c *envConfig) {
@@ -89,7 +93,7 @@ func flatEnv(t *testing.T, queued int) (*env, *http.Cookie) {
 			t.Fatal(err)
 		}
 	}
-	// Four running (two per worker), two of them then done.
+	// Six claimed under two workers: four stay running, two are done.
 	for i := range 6 {
 		j, _, err := e.srv.queue.ClaimNext(context.Background(), queue.ClaimNextInput{Streams: []string{"a", "auth"},
 			Actor: fsm.Actor{Role: fsm.HeadRole, WorkerID: fmt.Sprintf("w%d", i%2)}})
@@ -119,8 +123,8 @@ func (e *env) flatPage(path string, ck *http.Cookie) resp {
 	return e.do("GET", path, headTok, nil)
 }
 
-// BenchmarkFlatPages answers each of flatPages with 1,000, 100,000 and
-// 300,000 queued jobs: each costs the same at every size.
+// BenchmarkFlatPages answers each of flatPages with 1,000 to 300,000
+// queued jobs (flatSizes): each costs the same at every size.
 //
 //	go test -run '^$' -bench FlatPages -benchtime 200x ./httpapi/
 func BenchmarkFlatPages(b *testing.B) {
@@ -140,4 +144,4 @@ func BenchmarkFlatPages(b *testing.B) {
 	}
 }
 
-var flatSizes = []int{1_000, 100_000, 300_000}
+var flatSizes = []int{1_000, 30_000, 100_000, 300_000}
