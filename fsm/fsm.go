@@ -77,6 +77,8 @@ type FSM struct {
 	level atomic.Int32
 	// events counts the job events applied (stats.go).
 	events eventCounts
+	// visited counts the jobs reads walked (stats.go, JobsVisited).
+	visited atomic.Uint64
 	// chain is the running hash of applied commands (hash.go).
 	chain *chain
 	// scratch reads the tagged fields of each entry applied (the apply

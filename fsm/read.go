@@ -63,7 +63,10 @@ func (r *Reader) RunningByAttempt(id string) *Job {
 
 // ListFilter selects jobs for List. Zero fields match everything.
 type ListFilter struct {
-	State  State
+	State State
+	// States, when set, keeps only jobs in one of these states (State, if
+	// also set, must be one of them): List walks only their lanes.
+	States []State
 	Stream string
 	// Target matches jobs targeted at this role, worker id or gateway.
 	Target string
@@ -73,25 +76,31 @@ type ListFilter struct {
 	After uint64
 	// Limit caps the page (default 100).
 	Limit int
-	// MaxScan bounds the jobs examined for one page (default 100,000), so a
-	// filter that matches little cannot make one request scan everything.
+	// MaxScan bounds the jobs examined for one page (default
+	// DefaultMaxScan; negative: no bound), so a filter that matches little
+	// cannot make one request scan everything.
 	MaxScan int
 }
 
+// DefaultMaxScan is ListFilter.MaxScan's default.
+const DefaultMaxScan = 100_000
+
 // List returns jobs in creation order matching f, and the cursor of the
-// next page (0 when there is none).
+// next page: 0 when the lanes it walks hold no job past the page. A page
+// cut short by MaxScan has a cursor (the last job examined) and may be
+// empty.
 func (r *Reader) List(f ListFilter) ([]*Job, uint64, error) {
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	if f.MaxScan <= 0 {
-		f.MaxScan = 100_000
+	if f.MaxScan == 0 {
+		f.MaxScan = DefaultMaxScan
 	}
-	// Walk the state lanes: one for a state filter, else all of them merged
-	// by create index.
+	// Walk the lanes of the states asked for (all of them when none is),
+	// merged by create index.
 	m := laneMerge{heads: make([]laneHead, 0, numLanes)}
 	for lane := range stateLane(numLanes) {
-		if f.State != "" && lane != laneOf(f.State) {
+		if !f.walks(lane) {
 			continue
 		}
 		h := laneHead{tr: r.view().lanes[lane], from: f.After + 1}
@@ -101,11 +110,14 @@ func (r *Reader) List(f ListFilter) ([]*Job, uint64, error) {
 	}
 	var out []*Job
 	var last uint64
-	for scanned := 0; scanned < f.MaxScan; scanned++ {
+	scanned := 0
+	defer func() { r.f.visited.Add(uint64(scanned)) }()
+	for f.MaxScan < 0 || scanned < f.MaxScan {
 		j := m.next()
 		if j == nil {
 			return out, 0, nil
 		}
+		scanned++
 		last = j.CreateIndex
 		if (f.State != "" && j.State != f.State) || (f.Stream != "" && j.Stream != f.Stream) ||
 			(f.Target != "" && j.Target != f.Target && gatewayOf(j) != f.Target) || (f.Visible != nil && !f.Visible(j)) {
@@ -113,10 +125,29 @@ func (r *Reader) List(f ListFilter) ([]*Job, uint64, error) {
 		}
 		out = append(out, j)
 		if len(out) == f.Limit {
-			return out, last, nil
+			break
 		}
 	}
+	if len(m.heads) == 0 {
+		return out, 0, nil // the lanes end with this page
+	}
 	return out, last, nil
+}
+
+// walks reports whether List with f walks lane.
+func (f *ListFilter) walks(lane stateLane) bool {
+	if f.State != "" && lane != laneOf(f.State) {
+		return false
+	}
+	if len(f.States) == 0 {
+		return true
+	}
+	for _, s := range f.States {
+		if lane == laneOf(s) {
+			return true
+		}
+	}
+	return false
 }
 
 // laneChunk is how many jobs a lane iterator reads from its tree at a time.
@@ -343,16 +374,6 @@ func (r *Reader) PeekTask(stream string) *Job {
 	return j
 }
 
-// QueuedByStream counts queued jobs per stream (ended streams included).
-func (r *Reader) QueuedByStream() map[string]int {
-	out := map[string]int{}
-	r.view().queue.Ascend(func(it queueItem) bool {
-		out[it.stream]++
-		return true
-	})
-	return out
-}
-
 // OldestTaskEnded returns the finish time of the finished task that
 // finished first, or 0 when there is none.
 func (r *Reader) OldestTaskEnded() int64 {
@@ -361,16 +382,4 @@ func (r *Reader) OldestTaskEnded() int64 {
 		return 0
 	}
 	return it.at
-}
-
-// TaskCounts counts tasks by state.
-func (r *Reader) TaskCounts() map[State]int {
-	out := map[State]int{}
-	r.view().byID.Ascend(func(it idItem) bool {
-		if it.j.IsTask() {
-			out[it.j.State]++
-		}
-		return true
-	})
-	return out
 }

@@ -16,12 +16,14 @@ import (
 // by a restore, and the counters are this process's own.
 
 // statItem counts the jobs of one stream with one target in one state
-// lane (by target, so a claw's counts leave out the jobs it may not see).
-// Items with a zero count are deleted, so the index holds only streams
-// that have jobs.
+// lane (by target, so a claw's counts leave out the jobs it may not see),
+// the developer queue's tasks apart from the other jobs (task). Items with
+// a zero count are deleted, so the index holds only streams that have
+// jobs.
 type statItem struct {
 	stream, target string
 	lane           stateLane
+	task           bool
 	n              int
 }
 
@@ -32,13 +34,18 @@ func lessStat(a, b statItem) bool {
 	if a.target != b.target {
 		return a.target < b.target
 	}
-	return a.lane < b.lane
+	if a.lane != b.lane {
+		return a.lane < b.lane
+	}
+	return !a.task && b.task
 }
 
-// count adds d to the jobs of stream with target in lane.
-func (w *writer) count(stream, target string, lane stateLane, d int) {
-	it, _ := w.t.stats.Get(statItem{stream: stream, target: target, lane: lane})
-	it.stream, it.target, it.lane = stream, target, lane
+// count adds d to the jobs of j's stream with j's target in lane, among
+// the tasks if j is one.
+func (w *writer) count(j *Job, lane stateLane, d int) {
+	key := statItem{stream: j.Stream, target: j.Target, lane: lane, task: j.IsTask()}
+	it, _ := w.t.stats.Get(key)
+	it.stream, it.target, it.lane, it.task = key.stream, key.target, key.lane, key.task
 	it.n += d
 	if it.n <= 0 {
 		w.t.stats.Delete(it)
@@ -93,6 +100,20 @@ func (r *Reader) StreamCountsFor(role string) []StreamCount {
 	return out
 }
 
+// TaskCounts counts the developer queue's tasks by state, from the
+// per-stream counts: its cost grows with the number of streams and
+// targets, not of jobs.
+func (r *Reader) TaskCounts() map[State]int {
+	out := map[State]int{}
+	r.view().stats.Ascend(func(it statItem) bool {
+		if it.task && laneStates[it.lane] != "" {
+			out[laneStates[it.lane]] += it.n
+		}
+		return true
+	})
+	return out
+}
+
 // OldestQueued returns, per stream with queued jobs, when the job that has
 // waited longest was last queued (unix nanoseconds), whatever the
 // priorities: the first job of each stream in the queue-age index. Its
@@ -112,6 +133,8 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 	t := r.view()
 	q := t.queueAge
 	from := queueItem{rank: math.MinInt64}
+	visited := 0
+	defer func() { r.f.visited.Add(uint64(visited)) }()
 	for {
 		var head queueItem
 		found := false
@@ -122,6 +145,7 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 		if !found {
 			return out
 		}
+		visited++
 		if role == HeadRole || t.seesTarget(role, head.j.Target) {
 			out[head.stream] = head.j.UpdatedAt
 		} else {
@@ -131,6 +155,7 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 					return false
 				}
 				n++
+				visited++
 				if t.seesTarget(role, it.j.Target) {
 					out[head.stream] = it.j.UpdatedAt
 					return false
@@ -201,6 +226,13 @@ func (f *FSM) EventCounts() map[string]uint64 {
 	}
 	return out
 }
+
+// JobsVisited is how many jobs this node's reads have walked since it
+// started: the jobs a List examined for its pages, and those the figures
+// per stream looked at. It measures what reads cost; the share of one
+// page that needs no jobs but per-stream figures does not grow with the
+// number of jobs in the state.
+func (f *FSM) JobsVisited() uint64 { return f.visited.Load() }
 
 // EventCounts is FSM.EventCounts, for a holder of a Reader.
 func (r *Reader) EventCounts() map[string]uint64 { return r.f.EventCounts() }

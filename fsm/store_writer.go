@@ -112,12 +112,12 @@ func (w *writer) putJob(old, j *Job) {
 		had, has := o.present && o.lane == lane, n.present && n.lane == lane
 		w.mark(tLanes+int(lane), update(w.t.lanes[lane], lessSeq, o.seq, had, n.seq, has))
 	}
-	if o.present != n.present || (o.present && (o.lane != n.lane || old.Stream != j.Stream || old.Target != j.Target)) {
+	if o.present != n.present || (o.present && (o.lane != n.lane || old.Stream != j.Stream || old.Target != j.Target || old.IsTask() != j.IsTask())) {
 		if o.present {
-			w.count(old.Stream, old.Target, o.lane, -1)
+			w.count(old, o.lane, -1)
 		}
 		if n.present {
-			w.count(j.Stream, j.Target, n.lane, 1)
+			w.count(j, n.lane, 1)
 		}
 	}
 	w.putKeyed(old, j)

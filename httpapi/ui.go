@@ -244,7 +244,6 @@ type dashboardData struct {
 	Sessions []*fsm.Session
 	Active   []*fsm.Stream
 	Counts   map[string][2]int // stream → queued, running tasks
-	Tasks    map[fsm.State]int
 	// Defaults are the streams' job defaults, by stream.
 	Defaults map[string]*fsm.StreamDefaults
 }
@@ -254,7 +253,7 @@ func (s *Server) uiDashboard(w http.ResponseWriter, r *http.Request, u *uiView) 
 	if err != nil {
 		return err
 	}
-	d := &dashboardData{State: st, Stream: r.URL.Query().Get("stream"), Counts: s.queue.StreamCounts(u.Role), Tasks: s.queue.TaskCounts(),
+	d := &dashboardData{State: st, Stream: r.URL.Query().Get("stream"), Counts: s.queue.StreamCounts(u.Role),
 		Defaults: s.queue.StreamDefaults()}
 	seen := map[string]bool{}
 	for _, q := range st.Queues {

@@ -282,15 +282,12 @@ func (s *Service) Tasks(role string, f TaskFilter) ([]*fsm.Job, uint64, error) {
 	lf := f.ListFilter
 	states := map[string][]fsm.State{"queued": {fsm.StateQueued}, "running": {fsm.StateRunning},
 		"succeeded": {fsm.StateDone}, "failed": {fsm.StateFailed, fsm.StateDead}}
-	var want []fsm.State
 	if f.Status != "" {
-		var ok bool
-		if want, ok = states[f.Status]; !ok {
+		want, ok := states[f.Status]
+		if !ok {
 			return nil, 0, invalid("status must be one of queued, running, succeeded, failed")
 		}
-		if len(want) == 1 {
-			lf.State = want[0]
-		}
+		lf.States = want
 	}
 	if f.Stale {
 		if f.Status != "" && f.Status != "running" {
@@ -304,12 +301,9 @@ func (s *Service) Tasks(role string, f TaskFilter) ([]*fsm.Job, uint64, error) {
 		if !j.IsTask() || (role != fsm.HeadRole && !r.Sees(role, j)) {
 			return false
 		}
-		if len(want) > 1 && j.State != fsm.StateFailed && j.State != fsm.StateDead {
-			return false
-		}
 		return !f.Stale || Stale(j, now)
 	}
-	return r.List(lf)
+	return r.List(s.bounded(lf))
 }
 
 // Task reads one task.
@@ -385,5 +379,6 @@ func (s *Service) StreamCounts(role string) map[string][2]int {
 	return out
 }
 
-// TaskCounts counts tasks by state.
+// TaskCounts counts tasks by state (from the per-stream counts: no walk
+// of the jobs).
 func (s *Service) TaskCounts() map[fsm.State]int { return s.state.Read().TaskCounts() }

@@ -240,7 +240,15 @@ func (s *Service) List(role string, f fsm.ListFilter) ([]*fsm.Job, uint64, error
 	if role != fsm.HeadRole {
 		f.Visible = func(j *fsm.Job) bool { return r.Sees(role, j) }
 	}
-	return r.List(f)
+	return r.List(s.bounded(f))
+}
+
+// bounded is f with the service's scan bound, unless f sets its own.
+func (s *Service) bounded(f fsm.ListFilter) fsm.ListFilter {
+	if f.MaxScan == 0 {
+		f.MaxScan = s.cfg.MaxScan
+	}
+	return f
 }
 
 // MaxHeld bounds the answer of Held.
@@ -259,23 +267,23 @@ func (s *Service) Held(role, worker string) ([]*fsm.Job, error) {
 	if b := r.WorkerIDRole(worker); b != "" && b != role && role != fsm.HeadRole {
 		return nil, fmt.Errorf("%w: %s is in use by another role", fsm.ErrWorkerIDTaken, worker)
 	}
-	jobs, _, err := r.List(fsm.ListFilter{State: fsm.StateRunning, Limit: MaxHeld, Visible: func(j *fsm.Job) bool {
+	jobs, _, err := r.List(s.bounded(fsm.ListFilter{State: fsm.StateRunning, Limit: MaxHeld, Visible: func(j *fsm.Job) bool {
 		return j.Lease != nil && j.Lease.Owner == role && j.Lease.WorkerID == worker
-	}})
+	}}))
 	return jobs, err
 }
 
 // ListDLQ pages through the failed and dead jobs (f.State, if set, must be
-// one of them).
+// one of them): it walks only their lanes, so its cost grows with the page
+// and the dead letters, not with the other jobs.
 func (s *Service) ListDLQ(f fsm.ListFilter) ([]*fsm.Job, uint64, error) {
 	switch f.State {
-	case "":
-		f.Visible = func(j *fsm.Job) bool { return j.State == fsm.StateFailed || j.State == fsm.StateDead }
-	case fsm.StateFailed, fsm.StateDead:
+	case "", fsm.StateFailed, fsm.StateDead:
+		f.States = []fsm.State{fsm.StateFailed, fsm.StateDead}
 	default:
 		return nil, 0, invalid("the dead-letter view holds only failed and dead jobs")
 	}
-	return s.state.Read().List(f)
+	return s.state.Read().List(s.bounded(f))
 }
 
 // ClaimJob claims the job id for actor, who has the capabilities caps

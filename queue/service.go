@@ -69,7 +69,11 @@ type Config struct {
 	// the create entry, so the job carries it whatever node later runs it.
 	// A zero Base: a fail with requeue queues the job again at once.
 	RetryBackoff RetryBackoff
-	Logger       hclog.Logger
+	// MaxScan bounds the jobs one page of a list examines, so a filter
+	// that matches little cannot make one request walk every job (default
+	// fsm.DefaultMaxScan); such a page may come short, with a cursor.
+	MaxScan int
+	Logger  hclog.Logger
 	// Now and NewID are the leader's clock and id source (tests replace them).
 	Now   func() time.Time
 	NewID func() string
@@ -113,6 +117,9 @@ func New(cfg Config, c Cluster, st State) *Service {
 	}
 	if cfg.MaxBlobBytes <= 0 {
 		cfg.MaxBlobBytes = 8 << 20
+	}
+	if cfg.MaxScan <= 0 {
+		cfg.MaxScan = fsm.DefaultMaxScan
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

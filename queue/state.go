@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"math"
 	"sort"
 
 	"github.com/spine-queue/spine/fsm"
@@ -42,7 +43,8 @@ type SystemState struct {
 
 // SystemState reads the registry, every running lease and the queues from
 // one consistent view, as a caller of role may see them: the jobs, counts
-// and queues of the jobs whose target it may see.
+// and queues of the jobs whose target it may see. Its cost grows with the
+// number of streams and of running jobs, not of the others.
 func (s *Service) SystemState(role string) *SystemState {
 	r := s.state.Read()
 	out := &SystemState{Gateways: r.Gateways(), Counts: map[fsm.State]int{
@@ -57,11 +59,14 @@ func (s *Service) SystemState(role string) *SystemState {
 		}
 		return d
 	}
-	// From the per-stream counts: no walk of the queued jobs.
+	// From the per-stream counts: no walk of the jobs.
 	for _, sc := range r.StreamCountsFor(role) {
 		out.Counts[sc.State] += sc.N
-		if sc.State == fsm.StateQueued {
+		switch sc.State {
+		case fsm.StateQueued:
 			get(sc.Stream).Queued = sc.N
+		case fsm.StateRunning:
+			get(sc.Stream).Running = sc.N
 		}
 	}
 	for stream, at := range r.OldestQueuedFor(role) {
@@ -73,11 +78,6 @@ func (s *Service) SystemState(role string) *SystemState {
 	for stream, u := range r.UnmatchedFor(role, s.now()-LiveWindow.Nanoseconds()) {
 		get(stream).Unmatched = u
 	}
-	for _, a := range out.Agents {
-		for _, j := range a.Jobs {
-			get(j.Stream).Running++
-		}
-	}
 	for _, d := range depth {
 		out.Streams = append(out.Streams, *d)
 	}
@@ -87,11 +87,12 @@ func (s *Service) SystemState(role string) *SystemState {
 
 // Agents lists who works on what, as a caller of role may see it: every
 // registered worker (with the jobs running under its id that role may
-// read), then every other worker id holding a lease on such a job.
+// read), then every other worker id holding a lease on such a job. It
+// walks every running job, however many: the view is exact.
 func (s *Service) Agents(role string) []*Agent { return agents(s.state.Read(), role) }
 
 func agents(r *fsm.Reader, role string) []*Agent {
-	f := fsm.ListFilter{State: fsm.StateRunning, Limit: 1 << 30}
+	f := fsm.ListFilter{State: fsm.StateRunning, Limit: math.MaxInt, MaxScan: -1}
 	if role != fsm.HeadRole {
 		f.Visible = func(j *fsm.Job) bool { return r.Sees(role, j) }
 	}
