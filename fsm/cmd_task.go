@@ -94,7 +94,8 @@ func (c *TaskCreateCommand) apply(a *applier) *Result {
 		if src.State != StateFailed && src.State != StateDead {
 			return &Result{Job: src, Err: refuse(ErrIllegalTransition, "requeue", src, "only a failed task can be requeued")}
 		}
-		tool, class, timeout, payload = src.Extra().ToolName, src.Extra().TaskClass, src.Extra().Timeout, src.Payload
+		x := src.Extra()
+		tool, class, timeout, payload = x.ToolName, x.TaskClass, x.Timeout, src.Payload
 		if stream == "" {
 			stream = src.Stream
 		}

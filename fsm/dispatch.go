@@ -231,7 +231,8 @@ func (a *applier) expireDispatches(id string, now int64) []*Job {
 // Dispatching reports whether j is leased to its gateway by a delivery
 // the gateway has not accepted yet.
 func (j *Job) Dispatching() bool {
-	return j.State == StateRunning && j.Lease != nil && j.Extra().Route != nil && j.Extra().Route.dispatchedAt != 0 && j.Extra().Route.acceptedAt == 0
+	r := j.Extra().Route
+	return j.State == StateRunning && j.Lease != nil && r != nil && r.dispatchedAt != 0 && r.acceptedAt == 0
 }
 
 // PushJobs returns the queued and running tasks routed to push gateway id,

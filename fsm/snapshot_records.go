@@ -289,7 +289,8 @@ func (d *dec) job(version int) *Job {
 		j.extraMut().RunOnDepFailure = d.bool()
 	}
 	if j.Extra().Route != nil && d.more() {
-		j.Extra().Route.dispatchedAt, j.Extra().Route.acceptedAt, j.Extra().Route.refused = d.varint(), d.varint(), d.strs()
+		r := j.Extra().Route
+		r.dispatchedAt, r.acceptedAt, r.refused = d.varint(), d.varint(), d.strs()
 	}
 	j.compactExtra()
 	*jp = j

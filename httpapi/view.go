@@ -18,32 +18,33 @@ func viewError(e *fsm.JobError) *api.JobError {
 
 func viewJob(j *fsm.Job) *api.Job {
 	kind, target := j.TargetOf()
+	x := j.Extra()
 	v := &api.Job{
 		ID: j.ID, Stream: j.Stream, Target: api.NullableString(target), TargetKind: kind, Payload: j.Payload, Status: api.JobStatus(j.State),
-		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority, RunAt: api.Time(j.NotBefore), LeaseSeconds: int(j.Extra().LeaseSeconds), TaskClass: j.Extra().TaskClass,
-		Result: j.Result, Error: viewError(j.Error), Stdout: j.Extra().Stdout, Stderr: j.Extra().Stderr, IdempotencyKey: j.IdempotencyKey,
+		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority, RunAt: api.Time(j.NotBefore), LeaseSeconds: int(x.LeaseSeconds), TaskClass: x.TaskClass,
+		Result: j.Result, Error: viewError(j.Error), Stdout: x.Stdout, Stderr: x.Stderr, IdempotencyKey: j.IdempotencyKey,
 		CreatedAt: api.Time(j.CreatedAt), UpdatedAt: api.Time(j.UpdatedAt), StartedAt: api.Time(j.StartedAt),
 		FinishedAt:  api.Time(j.FinishedAt),
 		CreateIndex: j.CreateIndex, ModifyIndex: j.ModifyIndex,
-		Comments: make([]api.Comment, 0, len(j.Extra().Comments)),
-		Cancel:   j.CancelRequested(), CancelRequestedAt: api.Time(j.Extra().CancelRequestedAt), CancelReason: j.Extra().CancelReason,
-		Progress: j.Extra().Progress, ProgressAt: api.Time(j.Extra().ProgressAt), Checkpoint: j.Extra().Checkpoint, CheckpointAt: api.Time(j.Extra().CheckpointAt),
+		Comments: make([]api.Comment, 0, len(x.Comments)),
+		Cancel:   j.CancelRequested(), CancelRequestedAt: api.Time(x.CancelRequestedAt), CancelReason: x.CancelReason,
+		Progress: x.Progress, ProgressAt: api.Time(x.ProgressAt), Checkpoint: x.Checkpoint, CheckpointAt: api.Time(x.CheckpointAt),
 	}
-	if j.Extra().ConcurrencyKey != "" {
-		v.ConcurrencyKey, v.ConcurrencyLimit = j.Extra().ConcurrencyKey, max(j.Extra().ConcurrencyLimit, 1)
+	if x.ConcurrencyKey != "" {
+		v.ConcurrencyKey, v.ConcurrencyLimit = x.ConcurrencyKey, max(x.ConcurrencyLimit, 1)
 	}
-	v.DependsOn, v.WaitingOn = j.Extra().DependsOn, j.Extra().DepsPending
-	if j.Extra().RunOnDepFailure {
+	v.DependsOn, v.WaitingOn = x.DependsOn, x.DepsPending
+	if x.RunOnDepFailure {
 		v.OnDependencyFailure = "run"
 	}
-	v.Requires, v.NotFor = fsm.Labels(j.Extra().Requires), j.Extra().NotFor
-	if j.Extra().BackoffBase > 0 {
-		v.Backoff = &api.Backoff{Base: j.Extra().BackoffBase, Max: j.Extra().BackoffMax}
+	v.Requires, v.NotFor = fsm.Labels(x.Requires), x.NotFor
+	if x.BackoffBase > 0 {
+		v.Backoff = &api.Backoff{Base: x.BackoffBase, Max: x.BackoffMax}
 	}
 	if l := j.Lease; l != nil {
 		v.ClaimedBy, v.WorkerID, v.AttemptID, v.LeaseExpiresAt = l.Owner, l.WorkerID, l.AttemptID, api.Time(l.ExpiresAt)
 	}
-	for _, c := range j.Extra().Comments {
+	for _, c := range x.Comments {
 		v.Comments = append(v.Comments, api.Comment{At: api.Time(c.At), Actor: c.Actor, Text: c.Text})
 	}
 	return v
