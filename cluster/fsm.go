@@ -14,6 +14,7 @@ import (
 type applyTracker struct {
 	applied   atomic.Uint64
 	snapIndex atomic.Uint64 // index of the snapshot most recently opened
+	restores  atomic.Uint64 // snapshots the FSM has restored
 
 	mu     sync.Mutex
 	notify chan struct{} // closed and replaced on every advance
@@ -66,6 +67,7 @@ func (f *trackedFSM) Restore(rc io.ReadCloser) error {
 	}
 	// raft opens the snapshot (trackedSnapshots.Open) right before Restore on
 	// the same goroutine, so snapIndex is this snapshot's index.
+	f.t.restores.Add(1)
 	f.t.set(f.t.snapIndex.Load())
 	return nil
 }

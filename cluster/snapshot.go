@@ -58,7 +58,18 @@ func (n *Node) RestoreSnapshot(r io.Reader, size int64, timeout time.Duration) (
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: size}
 	n.logger.Warn("restoring a snapshot: the cluster's state is being replaced", "bytes", size)
+	restores := n.tracker.restores.Load()
 	if err := n.raft.Restore(meta, r, timeout); err != nil {
+		if n.tracker.restores.Load() != restores {
+			// raft installed the snapshot here, then waited for an entry
+			// after it to commit, and that wait failed (most often: the
+			// followers took longer to install it than the leader lease,
+			// and leadership moved). Whether the cluster keeps the
+			// restored state depends on who leads now: not "nothing
+			// restored".
+			n.logger.Warn("snapshot installed on this node, but not confirmed by the cluster", "error", err)
+			return 0, fmt.Errorf("%w: the snapshot was installed on the leader, which could not confirm it with the other nodes (%v)", ErrOutcomeUnknown, err)
+		}
 		return 0, translateOpErr(err)
 	}
 	idx := n.raft.LastIndex()

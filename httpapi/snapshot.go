@@ -126,6 +126,10 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request, c
 	if errors.Is(err, clusterinfo.ErrNotLeader) {
 		return errorf(http.StatusServiceUnavailable, api.CodeNoLeader, "leadership changed before the restore began; nothing was restored, send it again")
 	}
+	if errors.Is(err, clusterinfo.ErrOutcomeUnknown) {
+		return errorf(http.StatusServiceUnavailable, api.CodeOutcomeUnknown, "the leader installed the snapshot but lost leadership before "+
+			"the other nodes confirmed it, so the cluster may or may not hold the restored state: read it (GET /v1/state) before restoring again")
+	}
 	if err != nil {
 		return err
 	}
