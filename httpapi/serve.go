@@ -273,6 +273,15 @@ func decode(c *call, v interface{}) error {
 	if what := nonObject(body); what != "" {
 		return badRequest("the body must be a JSON object ({\"field\": value, ...}), not %s", what)
 	}
+	if u, ok := v.(json.Unmarshaler); ok && json.Valid(body) {
+		// One well-formed object for a type that decodes itself (a job's
+		// create, strictly): what the decoder below would hand it, without
+		// a second decoder's copy of the body.
+		if err := u.UnmarshalJSON(body); err != nil {
+			return bodyError(err, v)
+		}
+		return nil
+	}
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
