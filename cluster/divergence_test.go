@@ -141,8 +141,18 @@ func TestPausedLeaderCannotWriteUnderNewTerm(t *testing.T) {
 	boot := waitLeader(t, nodes[:1])
 	ctx := context.Background()
 	for _, n := range nodes[1:] {
-		if err := boot.AddVoter(context.Background(), n.self()); err != nil {
-			t.Fatal(err)
+		// The fast timings can depose the first leader on a loaded machine
+		// while it adds the others: add again through whoever leads.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := boot.AddVoter(context.Background(), n.self())
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			boot = waitLeader(t, nodes)
 		}
 	}
 	old := nodes[2]

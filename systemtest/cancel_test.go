@@ -25,13 +25,16 @@ func TestCancelAcrossLeaderKill(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 3, map[string]string{"LEASE_SECONDS": "3", "REAPER_INTERVAL_MS": "200", "SPINE_LEASE_GRACE_MS": "500"})
 	leader, fs := apiRoles(t, c)
-	const stream = "cancels"
-	create := func(url string) string {
+	// The silent job has a stream of its own: the Go worker's last long
+	// poll on the first may still be waiting on the server when it stops.
+	const stream, silentStream = "cancels", "cancels-silent"
+	createIn := func(url, stream string) string {
 		t.Helper()
 		var j apiJob
 		apiDecode(t, apiWant(t, apiDo(t, "POST", url+"/jobs", apiHead, map[string]any{"stream": stream, "payload": map[string]int{"n": 1}, "maxAttempts": 5}), http.StatusCreated), &j)
 		return j.ID
 	}
+	create := func(url string) string { t.Helper(); return createIn(url, stream) }
 	status := func(url, id string) api.Job {
 		t.Helper()
 		var j api.Job
@@ -101,9 +104,9 @@ func TestCancelAcrossLeaderKill(t *testing.T) {
 	stop()
 
 	// A job whose worker never reports: the lease's end cancels it.
-	silent := create(nl.URL)
+	silent := createIn(nl.URL, silentStream)
 	var wc api.WorkerClaim
-	apiDecode(t, apiWant(t, apiDo(t, "POST", nl.URL+"/internal/worker/claim", apiRight, api.WorkerClaimRequest{WorkerID: "silent", Streams: []string{stream}}), http.StatusOK), &wc)
+	apiDecode(t, apiWant(t, apiDo(t, "POST", nl.URL+"/internal/worker/claim", apiRight, api.WorkerClaimRequest{WorkerID: "silent", Streams: []string{silentStream}}), http.StatusOK), &wc)
 	if !wc.Claimed || wc.JobID != silent {
 		t.Fatalf("claim %+v, want %s", wc, silent)
 	}
@@ -121,7 +124,7 @@ func TestCancelAcrossLeaderKill(t *testing.T) {
 		return nil
 	})
 	// Nothing of the stream was ever handed out again.
-	apiDecode(t, apiWant(t, apiDo(t, "POST", nl.URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "late", Streams: []string{stream}}), http.StatusOK), &wc)
+	apiDecode(t, apiWant(t, apiDo(t, "POST", nl.URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: "late", Streams: []string{stream, silentStream}}), http.StatusOK), &wc)
 	if wc.Claimed {
 		t.Fatalf("claimed %s after every job was cancelled", wc.JobID)
 	}
