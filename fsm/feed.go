@@ -72,7 +72,10 @@ type feedBlock [feedChunk]*FeedEvent
 // on every replica (the boundaries depend on seqs alone).
 type feedLog struct {
 	blocks []*feedBlock
-	base   uint64 // a multiple of feedChunk
+	// dropped counts the blocks resliced off the front of blocks' backing
+	// array since it was last copied: they stay reachable through it.
+	dropped int
+	base    uint64 // a multiple of feedChunk
 	latest uint64 // the seq of the last event fed; 0: none yet
 	on     bool
 }
@@ -103,10 +106,21 @@ func (l *feedLog) add(e *FeedEvent) {
 	e.Seq = l.latest + 1
 	l.put(e)
 	for len(l.blocks) > 1 && l.latest-(l.base+feedChunk) >= FeedRetention {
-		// Not cleared: a view may still read it. The backing array lets
-		// go of it when an append outgrows it.
+		// Not cleared: a view may still read it (below: when the array
+		// lets go of it).
 		l.blocks = l.blocks[1:]
 		l.base += feedChunk
+		l.dropped++
+	}
+	if l.dropped > 0 && l.dropped >= len(l.blocks)/8 {
+		// The dropped blocks' events are still reachable through the
+		// backing array (a view may read them, so they are not cleared):
+		// once they are an eighth of what is kept, the kept blocks move to
+		// an array of their own, and the old one goes with the last view
+		// that reads it. Without this the array held up to twice the
+		// retention between the appends that outgrow it.
+		l.blocks = append(make([]*feedBlock, 0, len(l.blocks)+len(l.blocks)/4+1), l.blocks...)
+		l.dropped = 0
 	}
 }
 

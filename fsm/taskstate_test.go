@@ -232,3 +232,24 @@ func writeSnap(t *testing.T, f *FSM) []byte {
 	}
 	return sink.Bytes()
 }
+
+// The feed's memory is its retention: blocks it dropped do not stay
+// reachable through its array, and a view taken before the drops still
+// reads every event it held.
+func TestFeedHoldsOnlyItsRetention(t *testing.T) {
+	var l, view feedLog
+	for s := uint64(1); s <= 4*FeedRetention; s++ {
+		l.add(&FeedEvent{ID: "x"})
+		if s == FeedRetention+5 {
+			view = l // what a publish copies
+		}
+		if held := len(l.blocks) + l.dropped; held > FeedRetention/feedChunk*9/8+2 {
+			t.Fatalf("after %d events the feed's array holds %d blocks, its retention is %d", s, held, FeedRetention/feedChunk)
+		}
+	}
+	for s := view.oldest(); s <= view.latest; s++ {
+		if e := view.get(s); e == nil || e.Seq != s {
+			t.Fatalf("the old view lost event %d", s)
+		}
+	}
+}
