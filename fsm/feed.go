@@ -76,8 +76,8 @@ type feedLog struct {
 	// array since it was last copied: they stay reachable through it.
 	dropped int
 	base    uint64 // a multiple of feedChunk
-	latest uint64 // the seq of the last event fed; 0: none yet
-	on     bool
+	latest  uint64 // the seq of the last event fed; 0: none yet
+	on      bool
 }
 
 // oldest is the seq of the oldest event held, 0 when none is.
