@@ -194,11 +194,10 @@ func (c *CreateCommand) apply(a *applier) *Result {
 	a.t.jobControl = true
 	return a.createWith(c, func(j *Job) {
 		j.Priority = c.Priority
-		if deps != nil || pending != 0 || c.RunOnDepFailure || c.BackoffBase != 0 || c.BackoffMax != 0 ||
-			c.ConcurrencyKey != "" || c.ConcurrencyLimit != 0 || requires != "" {
+		j.BackoffBase, j.BackoffMax = c.BackoffBase, c.BackoffMax
+		if deps != nil || pending != 0 || c.RunOnDepFailure || c.ConcurrencyKey != "" || c.ConcurrencyLimit != 0 || requires != "" {
 			x := j.extraMut()
 			x.DependsOn, x.DepsPending, x.RunOnDepFailure = deps, pending, c.RunOnDepFailure
-			x.BackoffBase, x.BackoffMax = c.BackoffBase, c.BackoffMax
 			x.ConcurrencyKey, x.ConcurrencyLimit = c.ConcurrencyKey, c.ConcurrencyLimit
 			x.Requires = requires
 		}

@@ -77,12 +77,12 @@ func (r *Reader) NextScheduled() int64 {
 // jitter is drawn from the job's id and attempt, not a random source: every
 // replica computes the same delay. 0 without a backoff.
 func retryDelay(j *Job) int64 {
-	if j.Extra().BackoffBase <= 0 {
+	if j.BackoffBase <= 0 {
 		return 0
 	}
-	d := float64(j.Extra().BackoffBase) * math.Pow(2, float64(max(j.Attempts-1, 0)))
-	if j.Extra().BackoffMax > 0 {
-		d = min(d, float64(j.Extra().BackoffMax))
+	d := float64(j.BackoffBase) * math.Pow(2, float64(max(j.Attempts-1, 0)))
+	if j.BackoffMax > 0 {
+		d = min(d, float64(j.BackoffMax))
 	}
 	d = min(d, 365*24*3600) * 1e9
 	h := fnv.New64a()

@@ -57,8 +57,13 @@ type Job struct {
 	// NotBefore, while not 0, is when a queued job becomes claimable (a
 	// scheduled job, or one waiting out a retry backoff): until the
 	// leader's promote command reaches it, it is in no queue lane.
-	NotBefore      int64
-	IdempotencyKey string
+	NotBefore int64
+	// BackoffBase and BackoffMax (seconds; 0: none) make a fail with
+	// requeue wait base*2^(attempts-1), at most max, with jitter, before
+	// the job is claimable again (retryDelay). Most jobs have them: the
+	// cluster's default backoff is set on every job created without one.
+	BackoffBase, BackoffMax int64
+	IdempotencyKey          string
 
 	// Lease is set while the job is running.
 	Lease *Lease
@@ -91,15 +96,11 @@ type Job struct {
 }
 
 // JobExtra is the part of a job that most jobs never set: job-control
-// options, a task's or a routed job's fields, a running attempt's
+// options (but the retry backoff, which the cluster's default sets), a task's or a routed job's fields, a running attempt's
 // reports, comments and output. It lives behind one pointer so that a
 // plain job does not carry it: a queued job costs a quarter less memory,
 // and every change of a job copies less.
 type JobExtra struct {
-	// BackoffBase and BackoffMax (seconds; 0: none) make a fail with
-	// requeue wait base*2^(attempts-1), at most max, with jitter, before
-	// the job is claimable again (retryDelay).
-	BackoffBase, BackoffMax int64
 	// ConcurrencyKey, when set, limits how many jobs of the key run at
 	// once, cluster-wide, to ConcurrencyLimit (at least 1); the others
 	// wait without blocking other keys (concurrency.go).
@@ -182,7 +183,7 @@ func (j *Job) extraMut() *JobExtra {
 
 // isZero reports whether x holds nothing.
 func (x *JobExtra) isZero() bool {
-	return x.BackoffBase == 0 && x.BackoffMax == 0 && x.ConcurrencyKey == "" && x.ConcurrencyLimit == 0 &&
+	return x.ConcurrencyKey == "" && x.ConcurrencyLimit == 0 &&
 		x.Requires == "" && x.ClaimCaps == "" && x.NotFor == nil && x.DependsOn == nil && x.DepsPending == 0 &&
 		!x.RunOnDepFailure && x.LeaseSeconds == 0 && x.TaskClass == "" && x.ToolName == "" && x.Timeout == 0 &&
 		x.ClonedFrom == "" && x.Route == nil && x.CancelRequestedAt == 0 && x.CancelReason == "" &&

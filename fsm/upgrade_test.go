@@ -434,3 +434,18 @@ func TestJobFieldOrderIsWhole(t *testing.T) {
 		t.Errorf("jobFieldOrder leaves out %s", n)
 	}
 }
+
+// A job as the cluster creates it (with the default retry backoff) and as
+// a worker's loop takes it through has no extra part: the part is for
+// what most jobs leave zero, and every job that carries one pays for it.
+func TestAPlainJobHasNoExtraPart(t *testing.T) {
+	h := newHarness(t)
+	j := h.create(CreateCommand{BackoffBase: 1, BackoffMax: 60})
+	if j.extra != nil {
+		t.Fatalf("a created job has an extra part: %+v", *j.extra)
+	}
+	c := h.claim(j.ID, Actor{Role: "left_claw", WorkerID: "w1"}).Job
+	if c.extra != nil {
+		t.Fatalf("a claimed job has an extra part: %+v", *c.extra)
+	}
+}

@@ -38,8 +38,8 @@ func viewJob(j *fsm.Job) *api.Job {
 		v.OnDependencyFailure = "run"
 	}
 	v.Requires, v.NotFor = fsm.Labels(x.Requires), x.NotFor
-	if x.BackoffBase > 0 {
-		v.Backoff = &api.Backoff{Base: x.BackoffBase, Max: x.BackoffMax}
+	if j.BackoffBase > 0 {
+		v.Backoff = &api.Backoff{Base: j.BackoffBase, Max: j.BackoffMax}
 	}
 	if l := j.Lease; l != nil {
 		v.ClaimedBy, v.WorkerID, v.AttemptID, v.LeaseExpiresAt = l.Owner, l.WorkerID, l.AttemptID, api.Time(l.ExpiresAt)
