@@ -1,6 +1,7 @@
 package main
 
 import (
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 
 	gometrics "github.com/hashicorp/go-metrics/compat"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // raftSink carries the metrics hashicorp/raft and memberlist emit through
@@ -207,4 +209,68 @@ func (k *raftSink) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range k.collided {
 		send(s)
 	}
+}
+
+// sinkSummary is what /debug/metrics shows: every series since the node
+// started, under go-metrics' dotted names.
+type sinkSummary struct {
+	Gauges   []sinkValue  `json:"Gauges"`
+	Counters []sinkValue  `json:"Counters"`
+	Samples  []sinkTiming `json:"Samples"`
+}
+
+type sinkValue struct {
+	Name   string            `json:"Name"`
+	Value  float64           `json:"Value"`
+	Labels map[string]string `json:"Labels,omitempty"`
+}
+
+type sinkTiming struct {
+	Name   string            `json:"Name"`
+	Count  uint64            `json:"Count"`
+	Sum    float64           `json:"Sum"`
+	Mean   float64           `json:"Mean"`
+	Labels map[string]string `json:"Labels,omitempty"`
+}
+
+func (k *raftSink) summary() sinkSummary {
+	out := sinkSummary{Gauges: []sinkValue{}, Counters: []sinkValue{}, Samples: []sinkTiming{}}
+	add := func(s *sinkSeries) {
+		name := strings.Join(s.parts, ".")
+		var labels map[string]string
+		if len(s.labels) > 0 {
+			labels = map[string]string{}
+			for _, l := range s.labels {
+				labels[l.Name] = l.Value
+			}
+		}
+		var m dto.Metric
+		switch s.kind {
+		case sinkGauge:
+			_ = s.gauge.Write(&m)
+			out.Gauges = append(out.Gauges, sinkValue{Name: name, Value: m.GetGauge().GetValue(), Labels: labels})
+		case sinkCounter:
+			_ = s.counter.Write(&m)
+			out.Counters = append(out.Counters, sinkValue{Name: name, Value: m.GetCounter().GetValue(), Labels: labels})
+		default:
+			_ = s.hist.Write(&m)
+			h := m.GetHistogram()
+			v := sinkTiming{Name: name, Count: h.GetSampleCount(), Sum: h.GetSampleSum(), Labels: labels}
+			if v.Count > 0 {
+				v.Mean = v.Sum / float64(v.Count)
+			}
+			out.Samples = append(out.Samples, v)
+		}
+	}
+	k.series.Range(func(_, v any) bool { add(v.(*sinkSeries)); return true })
+	k.mu.Lock()
+	for _, s := range k.collided {
+		add(s)
+	}
+	k.mu.Unlock()
+	for _, l := range [][]sinkValue{out.Gauges, out.Counters} {
+		sort.Slice(l, func(i, j int) bool { return l[i].Name < l[j].Name })
+	}
+	sort.Slice(out.Samples, func(i, j int) bool { return out.Samples[i].Name < out.Samples[j].Name })
+	return out
 }

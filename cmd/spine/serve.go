@@ -102,7 +102,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	// hashicorp/raft and memberlist emit through go-metrics.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	inmem, err := collectMetrics(reg, cfg.Pprof)
+	raftMetrics, err := collectMetrics(reg)
 	if err != nil {
 		ln.Close()
 		return err
@@ -158,7 +158,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	}
 	handler := api.Handler()
 	if cfg.Pprof {
-		handler = withPprof(handler, cfg.Tokens, inmem)
+		handler = withPprof(handler, cfg.Tokens, raftMetrics)
 	}
 	if metricsLn != nil {
 		msrv := &http.Server{Handler: metricsMux(api.MetricsHandler()), ReadHeaderTimeout: 10 * time.Second}
@@ -218,27 +218,20 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 
 // collectMetrics bridges the metrics hashicorp/raft and memberlist emit
 // (commit time, log dispatch, AppendEntries round trips, FSM apply;
-// go-metrics names under "spine_") into reg (raftSink). With pprof it also
-// keeps them in memory, ten-second intervals of the last minute, for
-// /debug/metrics.
-func collectMetrics(reg prometheus.Registerer, inmem bool) (*gometrics.InmemSink, error) {
+// go-metrics names under "spine_") into reg (raftSink), which also serves
+// them as JSON under /debug/metrics with pprof.
+func collectMetrics(reg prometheus.Registerer) (*raftSink, error) {
 	sink := newRaftSink(time.Minute)
 	if err := reg.Register(sink); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	sinks := gometrics.FanoutSink{sink}
-	var mem *gometrics.InmemSink
-	if inmem {
-		mem = gometrics.NewInmemSink(10*time.Second, time.Minute)
-		sinks = append(sinks, mem)
-	}
 	conf := gometrics.DefaultConfig("spine")
 	conf.EnableHostname = false
 	conf.EnableRuntimeMetrics = false // the Go collector has them
-	if _, err := gometrics.NewGlobal(conf, sinks); err != nil {
+	if _, err := gometrics.NewGlobal(conf, sink); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	return mem, nil
+	return sink, nil
 }
 
 // metricsMux serves /metrics alone, for the metrics listener.
@@ -248,9 +241,9 @@ func metricsMux(h http.Handler) http.Handler {
 	return mux
 }
 
-// withPprof serves the Go profiler under /debug/pprof/ and the metrics of
-// the last intervals under /debug/metrics (JSON) to head tokens only.
-func withPprof(api http.Handler, tokens *httpapi.Tokens, metrics *gometrics.InmemSink) http.Handler {
+// withPprof serves the Go profiler under /debug/pprof/ and raft's metrics
+// under /debug/metrics (JSON) to head tokens only.
+func withPprof(api http.Handler, tokens *httpapi.Tokens, metrics *raftSink) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
 	headOnly := func(h http.HandlerFunc) http.HandlerFunc {
@@ -277,13 +270,8 @@ func withPprof(api http.Handler, tokens *httpapi.Tokens, metrics *gometrics.Inme
 	}))
 	if metrics != nil {
 		mux.HandleFunc("GET /debug/metrics", headOnly(func(w http.ResponseWriter, r *http.Request) {
-			summary, err := metrics.DisplayMetrics(w, r)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(summary)
+			_ = json.NewEncoder(w).Encode(metrics.summary())
 		}))
 	}
 	return mux

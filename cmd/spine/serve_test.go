@@ -146,7 +146,7 @@ func TestDebugEndpoints(t *testing.T) {
 	tokens.Add(httpapi.RoleLeftClaw, "l")
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "api") })
 	reg := prometheus.NewRegistry()
-	sink, err := collectMetrics(reg, true)
+	sink, err := collectMetrics(reg)
 	if err != nil || sink == nil {
 		t.Fatalf("no metrics sink: %v", err)
 	}
