@@ -99,6 +99,11 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.stores = st
+	if cs, ok := st.snaps.(*checkedSnapshots); ok {
+		// Until a snapshot is restored, raft opening another is a fall
+		// back (snapstate.go).
+		cs.whenRestored(func() bool { return n.tracker.applied.Load() != 0 })
+	}
 	fail := func(err error) (*Node, error) {
 		if n.ml != nil {
 			n.ml.Shutdown()

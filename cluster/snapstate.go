@@ -68,6 +68,16 @@ func (s *checkedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, e
 	return &meta.SnapshotMeta, newCheckedState(f, statePath, meta, checked), nil
 }
 
+// whenRestored tells a starting node's store how to know that the state
+// machine holds a restored snapshot.
+func (s *checkedSnapshots) whenRestored(restored func() bool) {
+	if st := s.start.Load(); st != nil {
+		st.mu.Lock()
+		st.restored = restored
+		st.mu.Unlock()
+	}
+}
+
 // started ends the node's start: it waits for the check of the snapshots
 // raft did not restore, and returns the first error of any check.
 func (s *checkedSnapshots) started() error {
@@ -89,8 +99,13 @@ func (s *checkedSnapshots) started() error {
 type snapStart struct {
 	newest string
 	checks *snapshotChecks // of the others
-	mu     sync.Mutex
-	opened bool
+	// restored, if set, reports whether the state machine holds a
+	// restored snapshot (or more): raft opening a snapshot then is not a
+	// fall back, but raft at work (sending one to a follower) before the
+	// node's start has quite ended.
+	restored func() bool
+	mu       sync.Mutex
+	opened   bool
 	// checked: the newest's state was read whole, and failed is what it
 	// did not match (or why raft may not go on).
 	checked bool
@@ -105,6 +120,8 @@ func (st *snapStart) open(id, dir string) error {
 	switch {
 	case !st.opened && id == st.newest:
 		st.opened = true
+		return nil
+	case st.opened && st.restored != nil && st.restored():
 		return nil
 	case !st.opened:
 		st.opened = true

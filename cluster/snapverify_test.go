@@ -404,3 +404,21 @@ func TestStartDoesNotFallBackToAnOlderSnapshot(t *testing.T) {
 		t.Fatalf("%d restores: raft fell back", f.restores)
 	}
 }
+
+// Once the state machine holds a restored snapshot, raft opening one (to
+// send it to a follower) before the start has ended is no fall back.
+func TestStartLetsRaftOpenSnapshotsOnceOneIsRestored(t *testing.T) {
+	restored := false
+	st := &snapStart{newest: "b", restored: func() bool { return restored }}
+	if err := st.open("b", t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	restored = true
+	if err := st.open("b", t.TempDir()); err != nil {
+		t.Fatalf("an open after the restore: %v", err)
+	}
+	restored = false
+	if err := st.open("a", t.TempDir()); err == nil {
+		t.Fatal("a fall back was let through")
+	}
+}
