@@ -99,6 +99,11 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.stores = st
+	if cs, ok := st.snaps.(*checkedSnapshots); ok {
+		// Until a snapshot is restored, raft opening another is a fall
+		// back (snapstate.go).
+		cs.whenRestored(func() bool { return n.tracker.applied.Load() != 0 })
+	}
 	fail := func(err error) (*Node, error) {
 		if n.ml != nil {
 			n.ml.Shutdown()
@@ -178,13 +183,20 @@ func New(cfg Config) (*Node, error) {
 	}
 	r, err := raft.NewRaft(rc, wrapFSM(cfg.FSM, n.tracker, durable), st.logs, st.stable,
 		&trackedSnapshots{SnapshotStore: st.snaps, t: n.tracker}, n.trans)
+	n.raft = r
+	// The snapshots raft did not restore were checked meanwhile; a damaged
+	// one refuses the start, as does the newest not restoring.
+	if cs, ok := st.snaps.(*checkedSnapshots); ok {
+		if cerr := cs.started(); cerr != nil {
+			return fail(cerr)
+		}
+	}
 	if err != nil {
 		return fail(fmt.Errorf("start raft: %w", err))
 	}
 	if st.overlap != nil {
 		st.overlap.setLeaderCheck(func() bool { return r.State() == raft.Leader })
 	}
-	n.raft = r
 	n.proposer = newProposer(r, cfg.MaxInflightBatches, func() time.Duration { return n.cfg.ApplyTimeout })
 
 	if cfg.Bootstrap && !hasState {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -28,12 +29,18 @@ import (
 // come up from an older state than its log was compacted against. A byte
 // flipped in meta.json's index, term or membership is not even noticed.
 //
-// So before raft opens, verifySnapshots checks every snapshot kept: meta.json
-// parses and names its directory, state.bin has the size and the CRC-64
-// meta.json gives; and, when the snapshot has one, that meta.json agrees
-// with the check file spine wrote beside it (snapCheckName), which records
-// the fields raft put in meta.json and carries a CRC-32C of its own. Any
-// mismatch refuses the start (ErrCorruptStore, naming the file).
+// So every snapshot kept is checked: meta.json parses and names its
+// directory, state.bin has the size and the CRC-64 meta.json gives; and,
+// when the snapshot has one, meta.json agrees with the check file spine
+// wrote beside it (snapCheckName), which records the fields raft put in
+// meta.json and carries a CRC-32C of its own. Any mismatch refuses the
+// start (ErrCorruptStore, naming the file). Every meta.json is checked
+// before raft opens the store, and the state of every snapshot but the
+// newest in the background while raft restores the newest; the newest's
+// state is checked as raft reads it (checkedState), in one pass with the
+// restore rather than one before it. While the node starts raft may open
+// the newest snapshot only: its fall back to an older one is refused
+// (snapStart).
 //
 // The check file is written into the snapshot's temporary directory before
 // raft moves it into place (checkedSnapshots.Create), so every snapshot
@@ -78,22 +85,60 @@ type snapMeta struct {
 // verifySnapshots checks every snapshot in dir (raft/snapshots), reading
 // each state.bin once. A missing dir is a node without snapshots.
 func verifySnapshots(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
+	c, err := checkSnapshots(dir, "")
+	if err != nil {
 		return err
 	}
+	return c.wait()
+}
+
+// snapshotChecks is the check of the snapshots' states under way in the
+// background.
+type snapshotChecks struct {
+	done chan struct{}
+	err  error // once done is closed
+}
+
+func (c *snapshotChecks) wait() error {
+	<-c.done
+	return c.err
+}
+
+// checkSnapshots checks the meta.json (and check file) of every snapshot
+// in dir, and starts checking the state of each but skip's.
+func checkSnapshots(dir, skip string) (*snapshotChecks, error) {
+	c := &snapshotChecks{done: make(chan struct{})}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		close(c.done)
+		return c, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var states []*snapMeta
+	var dirs []string
 	for _, e := range ents {
 		// raft ignores files and unfinished (.tmp) snapshots too.
 		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
 			continue
 		}
-		if err := verifySnapshot(filepath.Join(dir, e.Name())); err != nil {
-			return err
+		meta, err := checkSnapshotMeta(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		if e.Name() != skip {
+			states, dirs = append(states, meta), append(dirs, filepath.Join(dir, e.Name()))
 		}
 	}
-	return nil
+	go func() {
+		defer close(c.done)
+		for i, meta := range states {
+			if c.err = verifyState(dirs[i], meta); c.err != nil {
+				return
+			}
+		}
+	}()
+	return c, nil
 }
 
 func snapCorrupt(path, why string) error {
@@ -102,20 +147,36 @@ func snapCorrupt(path, why string) error {
 
 // verifySnapshot checks one snapshot directory.
 func verifySnapshot(dir string) error {
+	meta, err := checkSnapshotMeta(dir)
+	if err != nil {
+		return err
+	}
+	return verifyState(dir, meta)
+}
+
+// checkSnapshotMeta checks a snapshot's meta.json (and check file) and
+// returns it.
+func checkSnapshotMeta(dir string) (*snapMeta, error) {
 	metaPath := filepath.Join(dir, "meta.json")
 	meta, err := readSnapMeta(metaPath)
 	if err != nil {
-		return snapCorrupt(metaPath, err.Error())
+		return nil, snapCorrupt(metaPath, err.Error())
 	}
 	if meta.ID != filepath.Base(dir) {
-		return snapCorrupt(metaPath, fmt.Sprintf("it names snapshot %q, not its directory's", meta.ID))
+		return nil, snapCorrupt(metaPath, fmt.Sprintf("it names snapshot %q, not its directory's", meta.ID))
 	}
 	if meta.Version < raft.SnapshotVersionMin || meta.Version > raft.SnapshotVersionMax {
-		return snapCorrupt(metaPath, fmt.Sprintf("snapshot version %d, which raft does not know", meta.Version))
+		return nil, snapCorrupt(metaPath, fmt.Sprintf("snapshot version %d, which raft does not know", meta.Version))
 	}
 	if err := checkSnapMeta(dir, meta); err != nil {
-		return err
+		return nil, err
 	}
+	return meta, nil
+}
+
+// verifyState reads a snapshot's state.bin whole and holds it against its
+// meta.json.
+func verifyState(dir string, meta *snapMeta) error {
 	statePath := filepath.Join(dir, "state.bin")
 	f, err := os.Open(statePath)
 	if err != nil {
@@ -127,11 +188,18 @@ func verifySnapshot(dir string) error {
 	if err != nil {
 		return snapCorrupt(statePath, fmt.Sprintf("read: %v", err))
 	}
+	return stateMatches(statePath, meta, n, h.Sum(nil))
+}
+
+// stateMatches holds n bytes of state.bin whose CRC-64 is sum against its
+// meta.json.
+func stateMatches(statePath string, meta *snapMeta, n int64, sum []byte) error {
+	metaPath := filepath.Join(filepath.Dir(statePath), "meta.json")
 	if n != meta.Size {
 		return snapCorrupt(statePath, fmt.Sprintf("%d bytes, but %s says %d", n, metaPath, meta.Size))
 	}
-	if got := h.Sum(nil); !bytes.Equal(got, meta.CRC) {
-		return snapCorrupt(statePath, fmt.Sprintf("its CRC-64 is %x, but %s says %x", got, metaPath, meta.CRC))
+	if !bytes.Equal(sum, meta.CRC) {
+		return snapCorrupt(statePath, fmt.Sprintf("its CRC-64 is %x, but %s says %x", sum, metaPath, meta.CRC))
 	}
 	return nil
 }
@@ -185,10 +253,12 @@ func checkSnapMeta(dir string, meta *snapMeta) error {
 }
 
 // checkedSnapshots is raft's file snapshot store writing a check file into
-// every snapshot it creates and holding meta.json against it on Open.
+// every snapshot it creates, and opening each checked: meta.json against
+// the check file at once, state.bin as it is read (checkedState).
 type checkedSnapshots struct {
 	*raft.FileSnapshotStore
-	dir string // raft/snapshots
+	dir   string // raft/snapshots
+	start atomic.Pointer[snapStart]
 }
 
 func (s *checkedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
@@ -200,25 +270,6 @@ func (s *checkedSnapshots) Create(version raft.SnapshotVersion, index, term uint
 	return &checkedSink{SnapshotSink: sink, dir: filepath.Join(s.dir, sink.ID()+".tmp"), hash: crc64.New(snapCRC),
 		check: snapCheck{Format: 1, ID: sink.ID(), Version: int(version), Index: index, Term: term,
 			ConfigurationIndex: configurationIndex, Configuration: configurationSum(configuration)}}, nil
-}
-
-func (s *checkedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
-	meta, rc, err := s.FileSnapshotStore.Open(id)
-	if err != nil {
-		return nil, nil, err
-	}
-	dir := filepath.Join(s.dir, id)
-	m, err := readSnapMeta(filepath.Join(dir, "meta.json"))
-	if err == nil {
-		err = checkSnapMeta(dir, m)
-	} else {
-		err = snapCorrupt(filepath.Join(dir, "meta.json"), err.Error())
-	}
-	if err != nil {
-		rc.Close()
-		return nil, nil, err
-	}
-	return meta, rc, nil
 }
 
 // checkedSink computes the state's size and CRC-64 as raft writes it and

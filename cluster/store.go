@@ -217,18 +217,14 @@ func openStores(cfg *Config, fatal func(error)) (*stores, error) {
 		s.logs = cached
 	}
 	if s.snaps == nil {
-		// Every snapshot kept is checked before raft picks one (snapverify.go).
-		snapDir := filepath.Join(raftDir, snapDirName)
-		if err := verifySnapshots(snapDir); err != nil {
-			s.close()
-			return nil, err
-		}
-		fss, err := raft.NewFileSnapshotStoreWithLogger(raftDir, DefaultSnapshotRetain, cfg.Logger.Named("snapshot"))
+		// Every snapshot kept is checked, the newest as raft restores it
+		// (snapverify.go).
+		snaps, err := openSnapshots(raftDir, cfg.Logger.Named("snapshot"))
 		if err != nil {
 			s.close()
 			return nil, err
 		}
-		s.snaps = &checkedSnapshots{FileSnapshotStore: fss, dir: snapDir}
+		s.snaps = snaps
 	}
 	return s, nil
 }

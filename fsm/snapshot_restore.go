@@ -25,15 +25,19 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	if err := readMsgpack(br, &h); err != nil {
 		return nil, h, fmt.Errorf("restore header: %w", err)
 	}
-	var got snapCounts
+	rs := &restoring{w: w}
 	switch {
 	case h.Version == 1:
-		err = readRecordsV1(br, w, &got)
+		err = readRecordsV1(br, rs)
 	case h.Version >= 2 && h.Version <= snapshotVersion:
-		err = readRecordsV2(br, w, &got, h.Version)
+		err = readRecordsV2(br, rs, h.Version)
 	default:
 		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 to %d", h.Version, snapshotVersion)
 	}
+	if err == nil {
+		err = rs.flush()
+	}
+	got := &rs.got
 	for _, v := range snapVersions {
 		if err == nil && v.n <= h.Version && v.restored != nil {
 			err = v.restored(w)
@@ -58,12 +62,33 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 // snapCounts counts the records read of each kind.
 type snapCounts [256]int
 
-// restoreRecord stores one decoded record of kind k and counts it.
-func restoreRecord(w *writer, k *snapKind, obj any, got *snapCounts) error {
-	if got[k.kind]++; k.once && got[k.kind] > 1 {
+// restoring is a restore under way: the state being built, the records
+// read of each kind, and the jobs read but not stored yet.
+type restoring struct {
+	w    *writer
+	got  snapCounts
+	jobs bulkJobs
+}
+
+// restoreRecord stores one decoded record of kind k and counts it. The
+// records of a bulk kind are collected, and stored all at once before a
+// record of another kind is.
+func (rs *restoring) restoreRecord(k *snapKind, obj any) error {
+	if rs.got[k.kind]++; k.once && rs.got[k.kind] > 1 {
 		return fmt.Errorf("restore: more than one %s record", k.name)
 	}
-	return k.restore(w, obj)
+	if k.bulk {
+		return rs.jobs.add(obj.(*Job))
+	}
+	if err := rs.flush(); err != nil {
+		return err
+	}
+	return k.restore(rs.w, obj)
+}
+
+// flush stores the jobs collected (snapshot_bulk.go).
+func (rs *restoring) flush() error {
+	return rs.jobs.flush(rs.w, func(w *writer, j *Job) error { return snapKinds[snapJob].restore(w, j) })
 }
 
 func readType(br *bufio.Reader) (byte, error) {
@@ -77,11 +102,11 @@ func readType(br *bufio.Reader) (byte, error) {
 	return t, nil
 }
 
-// readRecordsV2 inserts binary object records up to and including the
+// readRecordsV2 stores binary object records up to and including the
 // trailer's type byte. Decoding runs in its own goroutine, a batch of
-// records ahead of the inserts (the indexes take one writer at a time, so
-// the inserts themselves cannot be spread over cores).
-func readRecordsV2(br *bufio.Reader, w *writer, got *snapCounts, version int) error {
+// records ahead of the restore, which meanwhile collects each job's index
+// entries (snapshot_bulk.go).
+func readRecordsV2(br *bufio.Reader, rs *restoring, version int) error {
 	type record struct {
 		k   *snapKind
 		obj any
@@ -150,7 +175,7 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapCounts, version int) er
 	}()
 	for recs := range batches {
 		for _, r := range recs {
-			if err := restoreRecord(w, r.k, r.obj, got); err != nil {
+			if err := rs.restoreRecord(r.k, r.obj); err != nil {
 				return err
 			}
 		}
@@ -160,7 +185,7 @@ func readRecordsV2(br *bufio.Reader, w *writer, got *snapCounts, version int) er
 
 // readRecordsV1 inserts msgpack object records up to and including the
 // trailer's type byte.
-func readRecordsV1(br *bufio.Reader, w *writer, got *snapCounts) error {
+func readRecordsV1(br *bufio.Reader, rs *restoring) error {
 	for {
 		t, err := readType(br)
 		if err != nil || t == snapEnd {
@@ -174,7 +199,7 @@ func readRecordsV1(br *bufio.Reader, w *writer, got *snapCounts) error {
 		if err := readMsgpack(br, obj); err != nil {
 			return fmt.Errorf("restore record %d: %w", t, err)
 		}
-		if err := restoreRecord(w, k, obj, got); err != nil {
+		if err := rs.restoreRecord(k, obj); err != nil {
 			return err
 		}
 	}

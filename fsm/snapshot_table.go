@@ -42,6 +42,10 @@ type snapKind struct {
 	// msgpack returns the object a version 1 snapshot held as a msgpack
 	// record (kinds of version 1 only).
 	msgpack func() any
+	// bulk: the kind's records are jobs, collected as they are read and
+	// stored all at once (snapshot_bulk.go); restore stores one when they
+	// cannot be.
+	bulk bool
 }
 
 // snapKinds is the table, by record type byte.
@@ -83,6 +87,12 @@ func snapRow[T any](kind byte, name string, since int,
 // once marks k as a kind a snapshot holds at most one record of.
 func once(k *snapKind) *snapKind {
 	k.once = true
+	return k
+}
+
+// bulk marks k as the kind of the jobs, stored all at once.
+func bulk(k *snapKind) *snapKind {
+	k.bulk = true
 	return k
 }
 
@@ -168,7 +178,7 @@ func (r *recordWriter) put() bool {
 }
 
 func init() {
-	registerSnap(snapRow(snapJob, "Jobs", 1,
+	registerSnap(bulk(snapRow(snapJob, "Jobs", 1,
 		func(t *tables, version int, r *recordWriter) {
 			t.byID.Ascend(func(it idItem) bool { return r.add(it.j, func(e *enc) { e.job(it.j, version) }) })
 		},
@@ -182,7 +192,7 @@ func init() {
 			}
 			w.putJob(nil, j)
 			return nil
-		}))
+		})))
 	registerSnap(snapRow(snapBlob, "Blobs", 1,
 		func(t *tables, _ int, r *recordWriter) {
 			t.blobs.Ascend(func(it blobItem) bool { return r.add(it.b, func(e *enc) { e.blob(it.b) }) })

@@ -42,7 +42,7 @@ spine cluster status --addr http://127.0.0.1:36735`,
 	"spine cluster remove":          `spine cluster remove --node-id n4`,
 	"spine cluster transfer-leader": "spine cluster transfer-leader -o table\nspine cluster transfer-leader --to n2",
 
-	"spine snapshot save":    "spine snapshot save backup.snap",
+	"spine snapshot save":    "spine snapshot save backup.snap\nspine snapshot save backup.snap --inspect -o table",
 	"spine snapshot inspect": "spine snapshot inspect backup.snap",
 	"spine snapshot restore": "spine snapshot restore backup.snap",
 
