@@ -192,17 +192,17 @@ func (b *bulkJobs) add(j *Job) error {
 		b.routed = append(b.routed, e.routed)
 	}
 	if waitingOnDeps(j) {
-		for _, d := range j.DependsOn {
+		for _, d := range j.Extra().DependsOn {
 			b.deps = append(b.deps, depItem{d, j.ID, j})
 		}
 	}
-	if j.ConcurrencyKey != "" {
+	if j.Extra().ConcurrencyKey != "" {
 		b.withKey = append(b.withKey, j)
 	}
 	if b.stats == nil {
 		b.stats = map[statItem]int{}
 	}
-	b.stats[statItem{stream: j.Stream, target: j.Target, lane: e.lane}]++
+	b.stats[statItem{stream: j.Stream, target: j.Target, lane: e.lane, task: j.IsTask()}]++
 	return nil
 }
 
@@ -365,7 +365,7 @@ func (b *bulkJobs) build(w *writer) {
 		func() {
 			buildTree(t.byID, b.jobs.n, func(i int) idItem {
 				j := b.jobs.at(i)
-				return idItem{j.ID, j}
+				return idOf(j.ID, j)
 			})
 		},
 		func() { build(t.queue, &b.queue, b.queueItem) }, func() { build(t.queueAge, &b.age, b.queueItem) },
