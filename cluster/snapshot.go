@@ -45,18 +45,23 @@ func (n *Node) SaveSnapshot(ctx context.Context) (*SnapshotMeta, io.ReadCloser, 
 }
 
 // RestoreSnapshot replaces the cluster's state with a snapshot's (size
-// bytes read from r): the leader installs it as a snapshot of its own at
-// an index past its log, and raft sends it to every follower. The snapshot
+// bytes read from r, taken at raft index index): the leader installs it as
+// a snapshot of its own at an index past both its log and index, and raft
+// sends it to every follower. Past index: the state's jobs carry the raft
+// indexes of the entries that made them (their create index orders the
+// queue), so the entries after the restore must not reuse any of them,
+// however far behind the backup's cluster this cluster's log is. The snapshot
 // must have been checked to restore (fsm.SummarizeSnapshot): a state
 // machine that fails to restore it stops the node.
-func (n *Node) RestoreSnapshot(r io.Reader, size int64, timeout time.Duration) (uint64, error) {
+func (n *Node) RestoreSnapshot(r io.Reader, size int64, index uint64, timeout time.Duration) (uint64, error) {
 	if n.isShutdown() {
 		return 0, ErrShutdown
 	}
 	if !n.IsLeader() {
 		return 0, ErrNotLeader
 	}
-	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: size}
+	// raft puts the snapshot at max(its last index, meta.Index) + 1.
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: size, Index: index}
 	n.logger.Warn("restoring a snapshot: the cluster's state is being replaced", "bytes", size)
 	restores := n.tracker.restores.Load()
 	if err := n.raft.Restore(meta, r, timeout); err != nil {

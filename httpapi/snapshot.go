@@ -25,7 +25,7 @@ import (
 // snapshotter is what the backup routes need of the cluster (*cluster.Node).
 type snapshotter interface {
 	SaveSnapshot(ctx context.Context) (*clusterinfo.SnapshotMeta, io.ReadCloser, error)
-	RestoreSnapshot(r io.Reader, size int64, timeout time.Duration) (uint64, error)
+	RestoreSnapshot(r io.Reader, size int64, index uint64, timeout time.Duration) (uint64, error)
 }
 
 func (s *Server) snapshotter() (snapshotter, error) {
@@ -122,7 +122,7 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request, c
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	idx, err := sn.RestoreSnapshot(tmp, meta.Size, 30*time.Second)
+	idx, err := sn.RestoreSnapshot(tmp, meta.Size, max(meta.Index, sum.Index), 30*time.Second)
 	if errors.Is(err, clusterinfo.ErrNotLeader) {
 		return errorf(http.StatusServiceUnavailable, api.CodeNoLeader, "leadership changed before the restore began; nothing was restored, send it again")
 	}
