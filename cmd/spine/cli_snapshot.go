@@ -158,8 +158,10 @@ func snapshotRestore(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []stri
 	c.nargs(1, 1)
 	return func(pos []string) int {
 		path := pos[0]
-		// Checked here first: a damaged file is refused before it is sent.
-		if _, err := inspectFile(path); err != nil {
+		// Its checksums are checked here first: a damaged file is refused
+		// before it is sent. The leader reads the state itself (it restores
+		// it into a scratch state machine before installing it).
+		if _, err := checkFile(path); err != nil {
 			return c.fail(err)
 		}
 		st, err := os.Stat(path)
