@@ -40,7 +40,10 @@ func reportOf(path string, size int64, meta *snapfile.Meta) *snapshotReport {
 // checkFile checks the archive at path as every reader does (what it holds,
 // its checksums and sizes: snapfile.Read), reading it once, in constant
 // memory; the state itself is not decoded.
-func checkFile(path string) (*snapshotReport, error) {
+func checkFile(path string) (*snapshotReport, error) { return readArchive(path, io.Discard) }
+
+// readArchive checks the archive at path and writes its state to state.
+func readArchive(path string, state io.Writer) (*snapshotReport, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -50,7 +53,7 @@ func checkFile(path string) (*snapshotReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	meta, err := snapfile.Read(f, io.Discard)
+	meta, err := snapfile.Read(f, state)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -61,15 +64,6 @@ func checkFile(path string) (*snapshotReport, error) {
 // it restores (in memory, as a node would). The state is unpacked into a
 // temporary file next to it while it is read.
 func inspectFile(path string) (*snapshotReport, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".spine-inspect-*")
 	if err != nil {
 		tmp, err = os.CreateTemp("", "spine-inspect-*")
@@ -81,9 +75,9 @@ func inspectFile(path string) (*snapshotReport, error) {
 		tmp.Close()
 		os.Remove(tmp.Name())
 	}()
-	meta, err := snapfile.Read(f, tmp)
+	rep, err := readArchive(path, tmp)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return nil, err
@@ -92,7 +86,6 @@ func inspectFile(path string) (*snapshotReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: the checksums match but the state does not read: %w", path, err)
 	}
-	rep := reportOf(path, st.Size(), meta)
 	contents := httpapi.ContentsOf(sum)
 	rep.Contents = &contents
 	return rep, nil
