@@ -96,10 +96,11 @@ type Job struct {
 }
 
 // JobExtra is the part of a job that most jobs never set: job-control
-// options (but the retry backoff, which the cluster's default sets), a task's or a routed job's fields, a running attempt's
-// reports, comments and output. It lives behind one pointer so that a
-// plain job does not carry it: a queued job costs a fifth less memory,
-// and every change of a job copies less.
+// options (but the retry backoff, which the cluster's default sets), a
+// task's or a routed job's fields, a running attempt's reports, comments
+// and output. It lives behind one pointer so that a plain job does not
+// carry it: a queued job costs a fifth less memory, and every change of a
+// job copies less.
 type JobExtra struct {
 	// ConcurrencyKey, when set, limits how many jobs of the key run at
 	// once, cluster-wide, to ConcurrencyLimit (at least 1); the others
