@@ -82,6 +82,10 @@ const (
 	CmdLevel CommandType = 42
 	// A step of a routed task's delivery to a push gateway (dispatch.go).
 	CmdDispatch CommandType = 43
+
+	// From LevelPolicies: recurring schedules (44-47), rate limits
+	// (48-49), named tokens (50-52) and result contracts (53). Each
+	// feature's file declares the types it uses out of its range.
 )
 
 // IgnoreUnknownFlag, set on a command type, lets a node that does not know

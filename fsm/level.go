@@ -43,8 +43,13 @@ const (
 	// forms of builds before it are still read.
 	LevelTagged = 3
 
+	// LevelPolicies: recurring schedules, rate limits, named tokens and
+	// result contracts (schedule.go, ratelimit.go, tokens.go, contract.go):
+	// their command types and the fields they add to jobs and streams.
+	LevelPolicies = 4
+
 	// LatestLevel is the highest level this build applies.
-	LatestLevel = LevelTagged
+	LatestLevel = LevelPolicies
 )
 
 // LevelCommand raises the cluster's level to Level (a lower or equal level

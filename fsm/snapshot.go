@@ -46,7 +46,7 @@ const (
 // snapshotVersion is the newest snapshot version: it changes when the
 // record layout does (snapVersions says how). Restore reads every version
 // from 1.
-const snapshotVersion = 10
+const snapshotVersion = 11
 
 // snapTagged is the version from which every record is in the tagged
 // encoding (fields.go): a field added to a stored object is one line of its
@@ -115,6 +115,9 @@ var snapVersions = []versionRow{
 	// when a state might hold what versions 6 to 8 added) no longer
 	// decide anything.
 	{n: snapTagged, holds: func(t *tables) bool { return t.level >= LevelTagged }},
+	// Schedules, rate limits, named tokens and result contracts (record
+	// kinds 17 to 19 and the fields they add), from LevelPolicies on.
+	{n: 11, holds: func(t *tables) bool { return t.level >= LevelPolicies }},
 }
 
 // writeVersion returns the version a snapshot of t is written at.
