@@ -24,6 +24,9 @@ type applier struct {
 	// applied (a ClaimCommand with capabilities), nil outside one.
 	caps    []string
 	capsKey string
+	// token is the named token the command's actor carries: the events it
+	// records name it (tokens.go).
+	token string
 }
 
 func (a *applier) get(id string) (*Job, error) { return a.t.job(id), nil }
@@ -40,6 +43,7 @@ func (a *applier) put(old, j *Job, now int64) {
 	}
 	j.ModifyIndex = a.index
 	j.UpdatedAt = now
+	a.stampToken(old, j)
 	a.putJob(old, j)
 	a.emitJob(old, j)
 	a.countEvents(old, j)

@@ -101,6 +101,9 @@ const HeadRole = "head"
 type Actor struct {
 	Role     string
 	WorkerID string
+	// Token names the named token the caller authenticated with ("" for
+	// an environment token), from LevelPolicies on (tokens.go).
+	Token string
 }
 
 func (a Actor) isHead() bool { return a.Role == HeadRole }

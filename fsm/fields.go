@@ -395,7 +395,7 @@ func objs[T any, P interface {
 
 // The fields of the small objects commands share.
 
-func (a *Actor) fields(f *fields) { f.istr(1, &a.Role); f.istr(2, &a.WorkerID) }
+func (a *Actor) fields(f *fields) { f.istr(1, &a.Role); f.istr(2, &a.WorkerID); f.istr(3, &a.Token) }
 
 func (r *LeaseRef) fields(f *fields) { f.str(1, &r.JobID); f.str(2, &r.AttemptID); f.str(3, &r.Token) }
 

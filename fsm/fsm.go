@@ -51,7 +51,9 @@ type Result struct {
 	Pause *StreamPause
 	// Defaults: a stream's job defaults as set (nil once cleared).
 	Defaults *StreamDefaults
-	Err      error
+	// Token: the named token a token command made or revoked.
+	Token *Token
+	Err   error
 }
 
 // FSM is the job state machine. It implements raft.FSM and raft.BatchingFSM.
@@ -70,6 +72,8 @@ type FSM struct {
 	// feedCh is closed when the feed gains an event (feed.go).
 	feedMu sync.Mutex
 	feedCh chan struct{}
+	// tokWatch wakes the watchers of the named tokens (tokens.go).
+	tokWatch tokenWatch
 
 	applied atomic.Uint64
 	// level is the cluster level of the state applied so far (level.go),
@@ -119,12 +123,15 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // node nobody reads from (a follower, mostly) copies no tree nodes at all,
 // and a busy leader publishes at most once per batch.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
-	out, woken, fed := f.applyLocked(logs)
+	out, woken, fed, toks := f.applyLocked(logs)
 	if len(woken) > 0 {
 		f.waiters.fire(woken, false)
 	}
 	if fed {
 		f.feedFired()
+	}
+	if toks {
+		f.tokensFired()
 	}
 	return out
 }
@@ -132,7 +139,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 // applyLocked applies logs under the writer's lock and returns the answers
 // and the queue lanes that gained a job, and whether the feed gained an
 // event.
-func (f *FSM) applyLocked(logs []*raft.Log) ([]interface{}, []laneKey, bool) {
+func (f *FSM) applyLocked(logs []*raft.Log) ([]interface{}, []laneKey, bool, bool) {
 	out := make([]interface{}, len(logs))
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
@@ -151,9 +158,9 @@ func (f *FSM) applyLocked(logs []*raft.Log) ([]interface{}, []laneKey, bool) {
 		f.applied.Store(f.w.index)
 	}
 	f.level.Store(int32(f.w.t.level))
-	woken, fed := f.w.woken, f.w.fed
-	f.w.woken, f.w.fed = nil, false
-	return out, woken, fed
+	woken, fed, toks := f.w.woken, f.w.fed, f.w.tokensChanged
+	f.w.woken, f.w.fed, f.w.tokensChanged = nil, false, false
+	return out, woken, fed, toks
 }
 
 // current returns a view holding every entry applied so far: the latest
@@ -198,6 +205,7 @@ func (f *FSM) applyOne(w *writer, index uint64, data []byte) interface{} {
 		if err := decodeCreate(&c, data[1:], f.intern); err != nil {
 			panic(fmt.Sprintf("fsm: decode %s at index %d: %v", t, index, err))
 		}
+		a.token = c.Actor.Token
 		if c.form == CmdCreate || c.form == 0 && c.v1Form() == CmdCreate {
 			return a.create(&c) // c stays on the stack
 		}
@@ -208,6 +216,7 @@ func (f *FSM) applyOne(w *writer, index uint64, data []byte) interface{} {
 	if err != nil {
 		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", t, index, err))
 	}
+	a.token = actorToken(t, cmd.(command))
 	return cmd.(command).apply(&a)
 }
 
@@ -245,6 +254,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	// Every waiter looks again at the new state.
 	f.waiters.fire(nil, true)
 	f.feedFired()
+	f.tokensFired()
 	return nil
 }
 

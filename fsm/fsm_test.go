@@ -781,7 +781,8 @@ func randomLog(seed uint64, n int) [][]byte {
 	now := int64(1_700_000_000e9)
 	var ids []string
 	var tokens []LeaseRef
-	actors := []Actor{head, left, right, {Role: "left_claw", WorkerID: "w1"}, {Role: "right_claw", WorkerID: "w1"}}
+	actors := []Actor{head, left, right, {Role: "left_claw", WorkerID: "w1"}, {Role: "right_claw", WorkerID: "w1"},
+		{Role: "left_claw", WorkerID: "w2", Token: "agent-2"}, {Role: "head", Token: "ops"}}
 	var out [][]byte
 	for i := 0; i < n; i++ {
 		now += int64(rng.IntN(20e9))
@@ -797,6 +798,22 @@ func randomLog(seed uint64, n int) [][]byte {
 				return tokens[rng.IntN(len(tokens))]
 			}
 			return LeaseRef{JobID: pick()}
+		}
+		if rng.IntN(30) == 0 {
+			// Named tokens come and go (refused below LevelPolicies, a name
+			// or hash twice refused).
+			name := fmt.Sprintf("t%d", rng.IntN(4))
+			if rng.IntN(3) == 0 {
+				out = append(out, MustEncode(CmdTokenRevoke, &TokenRevokeCommand{Now: now, Name: name, Actor: head}))
+				continue
+			}
+			tc := &TokenCreateCommand{Now: now, Name: name, Hash: fmt.Sprintf("%064x", rng.IntN(6)),
+				Role: []string{HeadRole, RoleLeftClaw, OperatorRole}[rng.IntN(3)], Note: "n", Actor: a}
+			if rng.IntN(2) == 0 {
+				tc.Streams, tc.WorkerID, tc.ExpiresAt = []string{"s1", "s2"}, "w1", now+3600e9
+			}
+			out = append(out, MustEncode(CmdTokenCreate, tc))
+			continue
 		}
 		switch rng.IntN(12) {
 		case 11:

@@ -40,6 +40,8 @@ const (
 	// (level.go, identity.go).
 	snapLevel    byte = 15
 	snapWorkerID byte = 16
+	// Version 11: named tokens (tokens.go).
+	snapToken byte = 19
 	snapEnd      byte = 255
 )
 

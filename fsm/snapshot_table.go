@@ -326,4 +326,18 @@ func init() {
 			w.putBinding(b)
 			return nil
 		}))
+	// Named tokens (tokens.go): a version 11 kind, in the tagged encoding
+	// only; each goes back under its name and its hash.
+	registerSnap(snapRow(snapToken, "Tokens", 11,
+		func(t *tables, _ int, r *recordWriter) {
+			t.tokens.ascend(func(tk *Token) bool { return r.add(tk, nil) })
+		},
+		func(d *dec, _ int) *Token { return readTagged[Token](d).(*Token) },
+		func(w *writer, tk *Token) error {
+			if tk.Name == "" || tk.Hash == "" || w.t.tokens.get(tk.Name) != nil || w.t.tokenHashes.get(tk.Hash) != nil {
+				return fmt.Errorf("restore: token record %q without its name or hash, or twice", tk.Name)
+			}
+			w.putToken(tk)
+			return nil
+		}))
 }

@@ -297,6 +297,8 @@ type tables struct {
 	level      int
 	workerIDs  *btree.BTreeG[bindingItem]
 	workerSeen *btree.BTreeG[seenItem]
+	// The named tokens (tokens.go), by name and by their secret's hash.
+	tokens, tokenHashes *catalog[Token]
 }
 
 func (t *tables) job(id string) *Job {

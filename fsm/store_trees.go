@@ -36,6 +36,7 @@ const (
 	tReqs
 	tHeads
 	tWorkerIDs // the worker ids' bindings, by id and by when last used
+	tTokens    // the named tokens, by name and by hash (tokens.go)
 	tLanes     // tLanes+lane for each lane
 	numTrees   = tLanes + numLanes
 )
@@ -105,6 +106,8 @@ func declareTrees() []treeDecl {
 		tree(tGateways, newCatalog[Gateway], func(t *tables) **catalog[Gateway] { return &t.gateways }),
 		tree(tWorkers, newCatalog[Worker], func(t *tables) **catalog[Worker] { return &t.workers }),
 		tree(tWorkerIDs, newBindingTree, func(t *tables) **btree.BTreeG[bindingItem] { return &t.workerIDs }),
+		tree(tTokens, newCatalog[Token], func(t *tables) **catalog[Token] { return &t.tokens }),
+		tree(tTokens, newCatalog[Token], func(t *tables) **catalog[Token] { return &t.tokenHashes }),
 		tree(tWorkerIDs, newSeenTree, func(t *tables) **btree.BTreeG[seenItem] { return &t.workerSeen }),
 	}
 	for lane := range numLanes {

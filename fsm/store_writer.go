@@ -18,6 +18,9 @@ type writer struct {
 	dirty [numTrees]bool
 	woken []laneKey
 	fed   bool // the feed gained an event since its readers were woken
+	// tokensChanged: the named tokens changed since their watchers were
+	// woken (tokens.go).
+	tokensChanged bool
 	// feedHead is the feed's last seq, while a snapshot is restored.
 	feedHead uint64
 }

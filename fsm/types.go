@@ -281,6 +281,9 @@ type Event struct {
 	AttemptID string
 	WorkerID  string
 	Text      string
+	// Token names the named token of the call that caused the event
+	// ("" for an environment token or the cluster itself).
+	Token string
 }
 
 // Event types.
