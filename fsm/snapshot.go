@@ -42,7 +42,7 @@ const (
 	snapWorkerID byte = 16
 	// Version 11: named tokens (tokens.go).
 	snapToken byte = 19
-	snapEnd      byte = 255
+	snapEnd   byte = 255
 )
 
 // snapshotVersion is the newest snapshot version: it changes when the
