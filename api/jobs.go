@@ -187,6 +187,9 @@ type JobEvent struct {
 	AttemptID string    `json:"attemptId,omitempty"`
 	WorkerID  string    `json:"workerId,omitempty"`
 	Text      string    `json:"text,omitempty"`
+	// Token names the named token of the call that caused the event
+	// (none for an environment token, or the cluster's own events).
+	Token string `json:"token,omitempty"`
 }
 
 // JobAttempt records one claim of a job and how it ended.

@@ -125,6 +125,8 @@ type Event struct {
 	AttemptID string `json:"attempt_id,omitempty"`
 	AgentID   string `json:"agent_id,omitempty"`
 	Text      string `json:"text,omitempty"`
+	// Token names the named token of the call that caused a job event.
+	Token string `json:"token,omitempty"`
 }
 
 // EventGap is the data of a "gap" event of GET /v1/events: the events

@@ -41,6 +41,9 @@ type FeedEvent struct {
 	AttemptID string
 	WorkerID  string
 	Text      string
+	// Token names the named token of the call that caused a job event
+	// (tokens.go).
+	Token string
 }
 
 // Feed event kinds and registry event types.
@@ -202,7 +205,7 @@ func (a *applier) emitJob(old, j *Job) {
 			continue
 		}
 		a.emit(FeedEvent{At: ev.At, Kind: FeedJob, ID: j.ID, Type: ev.Type, Actor: ev.Actor, From: string(ev.From), To: string(ev.To),
-			Stream: j.Stream, Task: task, AttemptID: ev.AttemptID, WorkerID: ev.WorkerID, Text: ev.Text})
+			Stream: j.Stream, Task: task, AttemptID: ev.AttemptID, WorkerID: ev.WorkerID, Text: ev.Text, Token: ev.Token})
 	}
 }
 

@@ -203,6 +203,7 @@ func (e *FeedEvent) fields(f *fields) {
 	f.str(12, &e.AttemptID)
 	f.istr(13, &e.WorkerID)
 	f.str(14, &e.Text)
+	f.istr(15, &e.Token)
 }
 
 func (p *StreamPause) fields(f *fields) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/queue"
 )
 
 // Roles a token can have.
@@ -87,21 +88,33 @@ func (t *Tokens) Has(role string) bool {
 
 func isClaw(role string) bool { return role == RoleLeftClaw || role == RoleRightClaw }
 
-// authenticate returns the caller's role from the Authorization header.
-func (s *Server) authenticate(r *http.Request) (string, error) {
+// authenticate returns the caller the Authorization header's token makes:
+// an environment token's role (the bootstrap), else a named token's, from
+// this node's applied state (queue.Service.TokenCaller: a revoked token is
+// refused as soon as this node applied the revoke, an expired one by this
+// node's clock).
+func (s *Server) authenticate(r *http.Request) (queue.Caller, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return "", errorf(http.StatusUnauthorized, api.CodeUnauthorized, "missing Authorization: Bearer <token> header")
+		return queue.Caller{}, errorf(http.StatusUnauthorized, api.CodeUnauthorized, "missing Authorization: Bearer <token> header")
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return "", errorf(http.StatusUnauthorized, api.CodeUnauthorized, "Authorization header must be 'Bearer <token>'")
+		return queue.Caller{}, errorf(http.StatusUnauthorized, api.CodeUnauthorized, "Authorization header must be 'Bearer <token>'")
 	}
-	role := s.cfg.Tokens.Role(strings.TrimSpace(tok))
-	if role == "" {
-		return "", errorf(http.StatusUnauthorized, api.CodeUnauthorized, "invalid token")
+	return s.callerOf(strings.TrimSpace(tok))
+}
+
+// callerOf is the caller a bearer token makes.
+func (s *Server) callerOf(tok string) (queue.Caller, error) {
+	if role := s.cfg.Tokens.Role(tok); role != "" {
+		return queue.RoleCaller(role), nil
 	}
-	return role, nil
+	c, err := s.queue.TokenCaller(tok)
+	if err != nil {
+		return queue.Caller{}, errorf(http.StatusUnauthorized, api.CodeUnauthorized, "%s", strings.TrimPrefix(err.Error(), queue.ErrTokenRefused.Error()+": "))
+	}
+	return c, nil
 }
 
 // allow says which roles may call a route.
@@ -114,16 +127,22 @@ const (
 	allowAll = allowHead | allowClaws
 )
 
-func (a allow) permits(role string) bool {
-	switch {
-	case role == RoleHead:
-		return a&allowHead != 0
-	case isClaw(role):
-		return a&allowClaws != 0
-	}
-	return false
+// permits says whether caller c may call a route of this allow, by the
+// route's method (write: anything but GET): queue.Caller.MayCall decides.
+func (a allow) permits(c queue.Caller, method string) bool {
+	return c.MayCall(a&allowHead != 0, a&allowClaws != 0, method != http.MethodGet && method != http.MethodHead)
 }
 
-func forbidden(role, what string) error {
-	return errorf(http.StatusForbidden, api.CodeForbidden, "role %s may not %s", role, what)
+// permitsRoute is permits for a route named "METHOD /path" (an MCP
+// tool's).
+func (s *Server) permitsRoute(c queue.Caller, route string) bool {
+	method, _, _ := strings.Cut(route, " ")
+	return s.allowed[route].permits(c, method)
+}
+
+func forbidden(c queue.Caller, what string) error {
+	if c.ReadOnly() {
+		return errorf(http.StatusForbidden, api.CodeForbidden, "token %s is read-only (role %s): it may not %s", c.Token, c.Role, what)
+	}
+	return errorf(http.StatusForbidden, api.CodeForbidden, "role %s may not %s", c.Role, what)
 }

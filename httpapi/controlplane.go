@@ -116,7 +116,7 @@ func (s *Server) handleGatewayRegister(w http.ResponseWriter, r *http.Request, c
 		before = old.Secret
 	}
 	g, idx, err := s.queue.RegisterGateway(r.Context(), queue.GatewayInput{ID: req.ID, Address: req.Address, Metadata: req.Metadata,
-		Capacity: req.Capacity, Actor: fsm.Actor{Role: c.role}, Delivery: req.Delivery, Role: req.Role, Secret: req.Secret})
+		Capacity: req.Capacity, Actor: c.caller.Actor(""), Delivery: req.Delivery, Role: req.Role, Secret: req.Secret})
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func (s *Server) handleGatewayDeregister(w http.ResponseWriter, r *http.Request,
 	if err := noFields(c); err != nil {
 		return err
 	}
-	g, gone, idx, err := s.queue.DeregisterGateway(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role})
+	g, gone, idx, err := s.queue.DeregisterGateway(r.Context(), r.PathValue("id"), c.caller.Actor(""))
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -170,7 +170,7 @@ func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, c 
 		return err
 	}
 	wk, idx, err := s.queue.RegisterWorker(r.Context(), queue.WorkerInput{ID: req.ID, Gateway: req.Gateway, Capabilities: req.Capabilities,
-		Metadata: req.Metadata, Capacity: req.Capacity, Actor: fsm.Actor{Role: c.role}})
+		Metadata: req.Metadata, Capacity: req.Capacity, Actor: c.caller.Actor("")})
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -183,7 +183,7 @@ func (s *Server) handleWorkerDeregister(w http.ResponseWriter, r *http.Request, 
 	if err := noFields(c); err != nil {
 		return err
 	}
-	wk, idx, err := s.queue.DeregisterWorker(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role})
+	wk, idx, err := s.queue.DeregisterWorker(r.Context(), r.PathValue("id"), c.caller.Actor(""))
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -213,7 +213,7 @@ func (s *Server) handleRegisteredWorkerHeartbeat(w http.ResponseWriter, r *http.
 		return err
 	}
 	id := r.PathValue("id")
-	a, err := s.queue.WorkerHeartbeat(fsm.Actor{Role: c.role}, id)
+	a, err := s.queue.WorkerHeartbeat(c.caller.Actor(""), id)
 	if err != nil {
 		return err
 	}
@@ -248,7 +248,7 @@ func (s *Server) viewAgent(a *queue.Agent) *api.Agent {
 }
 
 func (s *Server) handleSystemState(w http.ResponseWriter, r *http.Request, c *call) error {
-	out, err := s.systemState(r.Context(), c.role)
+	out, err := s.systemState(r.Context(), c.caller)
 	if err != nil {
 		return err
 	}
@@ -258,12 +258,12 @@ func (s *Server) handleSystemState(w http.ResponseWriter, r *http.Request, c *ca
 
 // systemState is GET /v1/state's answer: this node's view of the cluster
 // and of the replicated state.
-func (s *Server) systemState(ctx context.Context, role string) (*api.SystemState, error) {
+func (s *Server) systemState(ctx context.Context, caller queue.Caller) (*api.SystemState, error) {
 	cs, err := s.cluster.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st := s.queue.SystemState(role)
+	st := s.queue.SystemState(caller)
 	status := viewStatus(cs)
 	out := api.SystemState{NodeID: status.NodeID, Leader: status.Leader, Term: status.Term, Index: status.AppliedIndex,
 		Nodes: status.Nodes, Gateways: []*api.Gateway{}, Agents: []*api.Agent{}, Queues: []*api.QueueDepth{}, Jobs: map[string]int{}}
@@ -298,7 +298,7 @@ func (s *Server) systemState(ctx context.Context, role string) (*api.SystemState
 
 func (s *Server) handleAgents(w http.ResponseWriter, r *http.Request, c *call) error {
 	out := api.AgentList{Agents: []*api.Agent{}}
-	for _, a := range s.queue.Agents(c.role) {
+	for _, a := range s.queue.Agents(c.caller) {
 		out.Agents = append(out.Agents, s.viewAgent(a))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -314,7 +314,7 @@ func (s *Server) handleNextFor(w http.ResponseWriter, r *http.Request, c *call) 
 	if v := q.Get("streams"); v != "" {
 		streams = strings.Split(v, ",")
 	}
-	j, err := s.queue.NextFor(q.Get("agent_id"), c.role, streams)
+	j, err := s.queue.NextFor(q.Get("agent_id"), c.caller, streams)
 	if err != nil {
 		return err
 	}
@@ -335,7 +335,7 @@ func (s *Server) handleRoute(w http.ResponseWriter, r *http.Request, c *call) er
 		return err
 	}
 	j, g, idx, err := s.queue.Route(r.Context(), queue.RouteInput{JobID: req.JobID, Capabilities: req.Capabilities, Labels: req.Labels,
-		Key: req.IdempotencyKey, Actor: fsm.Actor{Role: c.role}})
+		Key: req.IdempotencyKey, Actor: c.caller.Actor("")})
 	s.setIndex(w, idx)
 	if err != nil {
 		return err

@@ -74,7 +74,7 @@ func (s *Server) handleControlTaskClaim(w http.ResponseWriter, r *http.Request, 
 	}
 	wait := time.Duration(min(req.MaxWaitMS, s.queue.Config().MaxClaimWait.Milliseconds())) * time.Millisecond
 	j, index, err := s.queue.ClaimNext(r.Context(), queue.ClaimNextInput{Streams: req.Streams,
-		Actor: fsm.Actor{Role: c.role, WorkerID: req.AgentID}, Wait: wait, ClaimID: req.ClaimID})
+		Actor: c.caller.Actor(req.AgentID), Wait: wait, ClaimID: req.ClaimID})
 	s.setIndex(w, index)
 	if err != nil {
 		return err
@@ -96,7 +96,7 @@ func controlTaskRef(r *http.Request, c *call, req *api.TaskStepRequest) (fsm.Lea
 		return fsm.LeaseRef{}, fsm.Actor{}, badRequest("lease_token (from the claim) is required")
 	}
 	return fsm.LeaseRef{JobID: r.PathValue("id"), AttemptID: req.AttemptID, Token: req.LeaseToken},
-		fsm.Actor{Role: c.role, WorkerID: req.AgentID}, nil
+		c.caller.Actor(req.AgentID), nil
 }
 
 // taskStep serves one step of the seed's state machine; a step it does
@@ -159,12 +159,12 @@ const (
 
 func viewFeedEvent(e *fsm.FeedEvent) api.Event {
 	return api.Event{Seq: e.Seq, Index: e.Index, At: api.Time(e.At), Kind: e.Kind, ID: e.ID, Type: e.Type, Actor: e.Actor,
-		From: e.From, To: e.To, Stream: e.Stream, State: string(e.Task), AttemptID: e.AttemptID, AgentID: e.WorkerID, Text: e.Text}
+		From: e.From, To: e.To, Stream: e.Stream, State: string(e.Task), AttemptID: e.AttemptID, AgentID: e.WorkerID, Text: e.Text, Token: e.Token}
 }
 
 // eventFilter is what a client of GET /v1/events asked to see.
 type eventFilter struct {
-	role   string
+	caller queue.Caller
 	kinds  map[string]bool
 	stream string
 	job    string
@@ -180,11 +180,14 @@ func (f *eventFilter) keep(s *Server, e *fsm.FeedEvent) bool {
 	if (f.stream != "" && e.Stream != f.stream) || (f.job != "" && e.ID != f.job) {
 		return false
 	}
-	if f.role == fsm.HeadRole {
+	if f.caller.ViewRole() == fsm.HeadRole && !f.caller.Scoped() {
 		return true
 	}
-	// A claw sees the events of the jobs it may see (queue.Visible).
-	j, err := s.queue.Job(f.role, e.ID)
+	// A claw, or a scoped token, sees the events of the jobs it may see.
+	if !f.caller.InScope(e.Stream) {
+		return false
+	}
+	j, err := s.queue.Job(f.caller, e.ID)
 	return err == nil && j != nil
 }
 
@@ -196,7 +199,7 @@ func (f *eventFilter) keep(s *Server, e *fsm.FeedEvent) bool {
 // by one "gap" event. Filters: ?kinds=job,worker, ?stream=, ?job=.
 func (s *Server) handleEventStream(w http.ResponseWriter, r *http.Request, c *call) error {
 	q := r.URL.Query()
-	f := &eventFilter{role: c.role, stream: q.Get("stream"), job: q.Get("job")}
+	f := &eventFilter{caller: c.caller, stream: q.Get("stream"), job: q.Get("job")}
 	if v := q.Get("kinds"); v != "" {
 		f.kinds = map[string]bool{}
 		for _, k := range strings.Split(v, ",") {

@@ -46,7 +46,7 @@ func (s *Server) devqRoutes() {
 
 func (s *Server) handleDevStatus(w http.ResponseWriter, r *http.Request, c *call) error {
 	id, _ := s.cluster.Leader()
-	counts := s.queue.StreamCounts(c.role)
+	counts := s.queue.StreamCounts(c.caller)
 	streams := s.queue.Streams("")
 	out := api.DevStatus{NodeID: s.cluster.ID(), Leader: id, Sessions: []*api.Session{}, Streams: []*api.Stream{},
 		Tasks: map[string]int{api.TaskQueued: 0, api.TaskRunning: 0, api.TaskSucceeded: 0, api.TaskFailed: 0}}
@@ -85,7 +85,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request, c *
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	ses, idx, err := s.queue.CreateSession(r.Context(), req.Name, req.Description, fsm.Actor{Role: c.role})
+	ses, idx, err := s.queue.CreateSession(r.Context(), req.Name, req.Description, c.caller.Actor(""))
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func (s *Server) handleSessionEnd(w http.ResponseWriter, r *http.Request, c *cal
 	if err := noFields(c); err != nil {
 		return err
 	}
-	ses, idx, err := s.queue.EndSession(r.Context(), r.PathValue("name"), fsm.Actor{Role: c.role})
+	ses, idx, err := s.queue.EndSession(r.Context(), r.PathValue("name"), c.caller.Actor(""))
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -108,7 +108,7 @@ func (s *Server) handleSessionEnd(w http.ResponseWriter, r *http.Request, c *cal
 }
 
 func (s *Server) handleStreams(w http.ResponseWriter, r *http.Request, c *call) error {
-	counts := s.queue.StreamCounts(c.role)
+	counts := s.queue.StreamCounts(c.caller)
 	out := []*api.Stream{}
 	for _, st := range s.queue.Streams(r.URL.Query().Get("session")) {
 		out = append(out, viewStream(st, counts))
@@ -122,7 +122,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewStream(st, s.queue.StreamCounts(c.role)))
+	writeJSON(w, http.StatusOK, viewStream(st, s.queue.StreamCounts(c.caller)))
 	return nil
 }
 
@@ -131,7 +131,7 @@ func (s *Server) handleStreamCreate(w http.ResponseWriter, r *http.Request, c *c
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	st, idx, err := s.queue.CreateStream(r.Context(), req.Name, req.Session, req.Instructions, fsm.Actor{Role: c.role})
+	st, idx, err := s.queue.CreateStream(r.Context(), req.Name, req.Session, req.Instructions, c.caller.Actor(""))
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -144,12 +144,12 @@ func (s *Server) handleStreamEnd(w http.ResponseWriter, r *http.Request, c *call
 	if err := noFields(c); err != nil {
 		return err
 	}
-	st, idx, err := s.queue.EndStream(r.Context(), r.PathValue("name"), fsm.Actor{Role: c.role})
+	st, idx, err := s.queue.EndStream(r.Context(), r.PathValue("name"), c.caller.Actor(""))
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewStream(st, s.queue.StreamCounts(c.role)))
+	writeJSON(w, http.StatusOK, viewStream(st, s.queue.StreamCounts(c.caller)))
 	return nil
 }
 
@@ -179,7 +179,7 @@ func (s *Server) handleTasks(w http.ResponseWriter, r *http.Request, c *call) er
 		}
 		f.After = n
 	}
-	jobs, next, err := s.queue.Tasks(c.role, f)
+	jobs, next, err := s.queue.Tasks(c.caller, f)
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request, c *call) 
 		key = h
 	}
 	j, created, idx, err := s.queue.Enqueue(r.Context(), queue.EnqueueInput{Stream: req.Stream, ToolName: req.ToolName,
-		Payload: req.Payload, Timeout: req.Timeout, IdempotencyKey: key, Actor: fsm.Actor{Role: c.role}})
+		Payload: req.Payload, Timeout: req.Timeout, IdempotencyKey: key, Actor: c.caller.Actor("")})
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -222,7 +222,7 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request, c *call) 
 }
 
 func (s *Server) handleTask(w http.ResponseWriter, r *http.Request, c *call) error {
-	j, st, err := s.queue.Task(c.role, r.PathValue("id"))
+	j, st, err := s.queue.Task(c.caller, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -235,7 +235,7 @@ func (s *Server) handleRequeue(w http.ResponseWriter, r *http.Request, c *call) 
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	j, idx, err := s.queue.Requeue(r.Context(), r.PathValue("id"), req.Stream, fsm.Actor{Role: c.role})
+	j, idx, err := s.queue.Requeue(r.Context(), r.PathValue("id"), req.Stream, c.caller.Actor(""))
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -256,7 +256,7 @@ func (s *Server) handleTaskComplete(w http.ResponseWriter, r *http.Request, c *c
 		return err
 	}
 	res, idx, err := s.queue.Complete(r.Context(), queue.CompleteInput{Ref: taskRef(r, req.LeaseToken, req.AttemptID),
-		Actor: fsm.Actor{Role: c.role}, Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
+		Actor: c.caller.Actor(""), Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -274,7 +274,7 @@ func (s *Server) handleTaskFail(w http.ResponseWriter, r *http.Request, c *call)
 		return badRequest("error is required: say what went wrong")
 	}
 	res, idx, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: taskRef(r, req.LeaseToken, req.AttemptID),
-		Actor: fsm.Actor{Role: c.role}, Error: fsm.JobError{Message: req.Error}, Stdout: req.Stdout, Stderr: req.Stderr})
+		Actor: c.caller.Actor(""), Error: fsm.JobError{Message: req.Error}, Stdout: req.Stdout, Stderr: req.Stderr})
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -288,7 +288,7 @@ func (s *Server) handleTaskHeartbeat(w http.ResponseWriter, r *http.Request, c *
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, idx, err := s.queue.Heartbeat(r.Context(), s.heartbeatInput(c, taskRef(r, req.LeaseToken, req.AttemptID), fsm.Actor{Role: c.role}))
+	res, idx, err := s.queue.Heartbeat(r.Context(), s.heartbeatInput(c, taskRef(r, req.LeaseToken, req.AttemptID), c.caller.Actor("")))
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -337,7 +337,7 @@ func (s *Server) handleTaskClaim(w http.ResponseWriter, r *http.Request, c *call
 		return badRequest("wait_ms must not be negative")
 	}
 	wait := time.Duration(min(req.WaitMS, s.queue.Config().MaxClaimWait.Milliseconds())) * time.Millisecond
-	j, st, idx, err := s.queue.ClaimTask(r.Context(), req.Stream, fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, wait, req.ClaimID)
+	j, st, idx, err := s.queue.ClaimTask(r.Context(), req.Stream, c.caller.Actor(req.WorkerID), wait, req.ClaimID)
 	s.setIndex(w, idx)
 	if err != nil {
 		return err
@@ -388,7 +388,7 @@ func (s *Server) handleRegistrySet(w http.ResponseWriter, r *http.Request, c *ca
 		reg.Scripts = append(reg.Scripts, fsm.Script{Path: sc.Path, Name: sc.Name, Description: sc.Description,
 			Inputs: sc.Inputs, Outputs: sc.Outputs, Tags: sc.Tags})
 	}
-	idx, err := s.queue.SetRegistry(r.Context(), reg, fsm.Actor{Role: c.role})
+	idx, err := s.queue.SetRegistry(r.Context(), reg, c.caller.Actor(""))
 	s.setIndex(w, idx)
 	if err != nil {
 		return err

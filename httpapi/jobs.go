@@ -31,7 +31,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 		key = req.IdempotencyKey
 	}
 	req.IdempotencyKey = key
-	v, index, err := s.createJob(r.Context(), c.role, &req)
+	v, index, err := s.createJob(r.Context(), c.caller, &req)
 	s.setIndex(w, index)
 	if err != nil {
 		return err
@@ -47,10 +47,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 // createJob creates the job req asks for, as role (the route's and the MCP
 // enqueue tool's): its view, with Duplicate set when req's idempotency key
 // named a job made before.
-func (s *Server) createJob(ctx context.Context, role string, req *api.JobCreateRequest) (*api.Job, uint64, error) {
+func (s *Server) createJob(ctx context.Context, caller queue.Caller, req *api.JobCreateRequest) (*api.Job, uint64, error) {
 	in := queue.CreateInput{Payload: req.Payload, Target: req.Target, TaskClass: req.TaskClass, IdempotencyKey: req.IdempotencyKey,
 		Priority: req.Priority, ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit, DependsOn: req.DependsOn,
-		Requires: req.Requires, Actor: fsm.Actor{Role: role}}
+		Requires: req.Requires, Actor: caller.Actor("")}
 	switch req.OnDependencyFailure {
 	case "", "fail":
 	case "run":
@@ -93,7 +93,7 @@ func (s *Server) createJob(ctx context.Context, role string, req *api.JobCreateR
 
 // lookup reads the job of the route's {id} that the caller may see.
 func (s *Server) lookup(r *http.Request, c *call) (*fsm.Job, error) {
-	return s.queue.Job(c.role, r.PathValue("id"))
+	return s.queue.Job(c.caller, r.PathValue("id"))
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -161,7 +161,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, c *call) err
 	if err != nil {
 		return err
 	}
-	jobs, next, err := s.queue.List(c.role, f)
+	jobs, next, err := s.queue.List(c.caller, f)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, c *call) er
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	j, index, err := s.queue.ClaimJob(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, req.Capabilities)
+	j, index, err := s.queue.ClaimJob(r.Context(), r.PathValue("id"), c.caller.Actor(req.WorkerID), req.Capabilities)
 	s.setIndex(w, index)
 	if err != nil {
 		return err
@@ -206,7 +206,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, c *call) e
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, index, err := s.queue.Cancel(r.Context(), r.PathValue("id"), req.Reason, fsm.Actor{Role: c.role})
+	res, index, err := s.queue.Cancel(r.Context(), r.PathValue("id"), req.Reason, c.caller.Actor(""))
 	return s.answerJob(w, res, index, err)
 }
 
@@ -219,7 +219,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request, c *call
 	if err != nil {
 		return err
 	}
-	in := s.heartbeatInput(c, ref, fsm.Actor{Role: c.role, WorkerID: req.WorkerID})
+	in := s.heartbeatInput(c, ref, c.caller.Actor(req.WorkerID))
 	in.Progress, in.Checkpoint = reported(req.Progress), reported(req.Checkpoint)
 	res, index, err := s.queue.Heartbeat(r.Context(), in)
 	return s.answerJob(w, res, index, err)
@@ -239,7 +239,7 @@ func (s *Server) handleComplete(w http.ResponseWriter, r *http.Request, c *call)
 	if err != nil {
 		return err
 	}
-	res, index, err := s.queue.Complete(r.Context(), queue.CompleteInput{Ref: ref, Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID},
+	res, index, err := s.queue.Complete(r.Context(), queue.CompleteInput{Ref: ref, Actor: c.caller.Actor(req.WorkerID),
 		Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
 	return s.answerJob(w, res, index, err)
 }
@@ -268,7 +268,7 @@ func (s *Server) handleFail(w http.ResponseWriter, r *http.Request, c *call) err
 	case namesRetryable(c.body):
 		requeue = req.Error.Retryable
 	}
-	res, index, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: ref, Actor: fsm.Actor{Role: c.role, WorkerID: req.WorkerID},
+	res, index, err := s.queue.Fail(r.Context(), queue.FailInput{Ref: ref, Actor: c.caller.Actor(req.WorkerID),
 		Error: jobError(req.Error), Requeue: requeue, Stdout: req.Stdout, Stderr: req.Stderr})
 	return s.answerJob(w, res, index, err)
 }
@@ -327,7 +327,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request, c *call) 
 	if req.NotForMe && req.WorkerID == "" {
 		return badRequest("not_for_me needs worker_id: the worker the job is not for")
 	}
-	res, index, err := s.queue.ReleaseFor(r.Context(), ref, fsm.Actor{Role: c.role, WorkerID: req.WorkerID}, req.Reason,
+	res, index, err := s.queue.ReleaseFor(r.Context(), ref, c.caller.Actor(req.WorkerID), req.Reason,
 		time.Duration(req.CooldownMS)*time.Millisecond, req.NotForMe)
 	return s.answerJob(w, res, index, err)
 }
@@ -337,6 +337,6 @@ func (s *Server) handleComment(w http.ResponseWriter, r *http.Request, c *call) 
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	res, index, err := s.queue.Comment(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role}, req.Text)
+	res, index, err := s.queue.Comment(r.Context(), r.PathValue("id"), c.caller.Actor(""), req.Text)
 	return s.answerJob(w, res, index, err)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/mcpserver"
+	"github.com/spine-queue/spine/queue"
 )
 
 // The node's MCP server (docs/mcp.md): /mcp speaks MCP's streamable HTTP
@@ -81,6 +82,7 @@ type mcpEndpoint struct {
 // mcpCaller is an authenticated request's caller; getServer builds its
 // session's server once.
 type mcpCaller struct {
+	caller      queue.Caller
 	role, token string
 	// user is the token's digest: whose sessions these are.
 	user string
@@ -138,7 +140,7 @@ func (m *mcpEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (m *mcpEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	s := m.s
 	s.setLeaderHeaders(w)
-	role, err := s.authenticate(r)
+	who, err := s.authenticate(r)
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -153,7 +155,7 @@ func (m *mcpEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	_, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	tok = strings.TrimSpace(tok)
-	caller := &mcpCaller{role: role, token: tok, user: tokenUser(tok)}
+	caller := &mcpCaller{caller: who, role: who.ViewRole(), token: tok, user: tokenUser(tok)}
 	if r.Method == http.MethodPost && isJSON(r.Header.Get("Content-Type")) {
 		// The body is read here, not by the SDK, to refuse what is not a
 		// JSON-RPC message in JSON-RPC's terms (the SDK's answers name Go
@@ -215,6 +217,8 @@ func (m *mcpEndpoint) newServer(r *http.Request, caller *mcpCaller) (*mcp.Server
 	m.built.Add(1)
 	role := mcpserver.RoleClaw
 	if caller.role == RoleHead {
+		// (The read-only operator gets head's tools; each call of a tool
+		// that writes is refused as the route would be.)
 		role = mcpserver.RoleHead
 	}
 	scheme := "http://"
@@ -225,6 +229,6 @@ func (m *mcpEndpoint) newServer(r *http.Request, caller *mcpCaller) (*mcp.Server
 	// a copy of its address and headers, without its body.
 	req := r.Clone(context.Background())
 	req.Body, req.ContentLength = http.NoBody, 0
-	b := &mcpBackend{s: m.s, role: caller.role, token: caller.token, self: scheme + r.Host, req: req}
+	b := &mcpBackend{s: m.s, caller: caller.caller, role: caller.role, token: caller.token, self: scheme + r.Host, req: req}
 	return mcpserver.New(mcpserver.Config{Backend: b, Role: role, SchemaCache: m.schemas, SessionIdle: m.limits.Idle})
 }

@@ -25,9 +25,12 @@ import (
 // request; a read is answered here when the queue may answer it here
 // (queue.Service.Read), else by the leader.
 type mcpBackend struct {
-	s     *Server
-	role  string
-	token string
+	s *Server
+	// caller is the session's (its token's); role the role whose view it
+	// reads (queue.Caller.ViewRole).
+	caller queue.Caller
+	role   string
+	token  string
 	// self is this node's address as the session reached it; req a copy
 	// of the request that opened the session (the skill file names the
 	// node it is read from).
@@ -89,8 +92,8 @@ const mcpLeaderWait = 30 * time.Second
 // (a *client.APIError), or the context's.
 func (b *mcpBackend) run(ctx context.Context, o op) error {
 	s := b.s
-	if !s.allowed[o.route].permits(b.role) {
-		return b.refusal("", forbidden(b.role, o.route))
+	if !s.permitsRoute(b.caller, o.route) {
+		return b.refusal("", forbidden(b.caller, o.route))
 	}
 	hold, cancel := context.WithTimeout(ctx, mcpLeaderWait)
 	defer cancel()
@@ -191,7 +194,7 @@ func (b *mcpBackend) refusal(jobID string, err error) error {
 	if err == nil || errors.As(err, &ce) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	ae := classify(b.s.queue.ForCaller(b.role, jobID, err))
+	ae := classify(b.s.queue.ForCaller(b.caller, jobID, err))
 	return b.apiError(ae, err)
 }
 
@@ -211,7 +214,7 @@ func (b *mcpBackend) apiError(ae *apiError, err error) *client.APIError {
 // workerRefusal is the refusal of a worker call, as the worker contract's
 // routes answer it (workerRefused).
 func (b *mcpBackend) workerRefusal(jobID string, err error) error {
-	if ae := b.s.workerRefused(b.role, jobID, err); ae != nil {
+	if ae := b.s.workerRefused(b.caller, jobID, err); ae != nil {
 		return b.apiError(ae, err)
 	}
 	return err
@@ -243,8 +246,8 @@ func (w *skillBuffer) Write(p []byte) (int, error) { w.body = append(w.body, p..
 func (w *skillBuffer) WriteHeader(int)             {}
 
 func (b *mcpBackend) ClusterStatus(ctx context.Context) (*api.ClusterStatus, error) {
-	if !b.s.allowed["GET /cluster/status"].permits(b.role) {
-		return nil, b.refusal("", forbidden(b.role, "GET /cluster/status"))
+	if !b.s.permitsRoute(b.caller, "GET /cluster/status") {
+		return nil, b.refusal("", forbidden(b.caller, "GET /cluster/status"))
 	}
 	// A node answers with its own view, as the route does.
 	st, err := b.s.cluster.Status(ctx)
@@ -259,7 +262,7 @@ func (b *mcpBackend) ClusterStatus(ctx context.Context) (*api.ClusterStatus, err
 func (b *mcpBackend) Streams(ctx context.Context) ([]api.StreamInfo, error) {
 	var out []api.StreamInfo
 	err := b.run(ctx, b.read("GET /streams", "", func() error {
-		out = b.s.streamInfos(b.role).Streams
+		out = b.s.streamInfos(b.caller).Streams
 		return nil
 	}, func(ctx context.Context, c *client.Client) (err error) {
 		out, err = c.Streams(ctx)
@@ -271,7 +274,7 @@ func (b *mcpBackend) Streams(ctx context.Context) ([]api.StreamInfo, error) {
 func (b *mcpBackend) Stream(ctx context.Context, name string) (*api.StreamInfo, error) {
 	var out *api.StreamInfo
 	err := b.run(ctx, b.read("GET /streams/{name}", "", func() (err error) {
-		out, err = b.s.streamInfo(b.role, name)
+		out, err = b.s.streamInfo(b.caller, name)
 		return err
 	}, func(ctx context.Context, c *client.Client) (err error) {
 		out, err = c.Stream(ctx, name)
@@ -283,7 +286,7 @@ func (b *mcpBackend) Stream(ctx context.Context, name string) (*api.StreamInfo, 
 // job reads job id as the caller sees it, into v.
 func (b *mcpBackend) job(ctx context.Context, route, id string, view func(*fsm.Job), leader func(ctx context.Context, c *client.Client) error) error {
 	return b.run(ctx, b.read(route, id, func() error {
-		j, err := b.s.queue.Job(b.role, id)
+		j, err := b.s.queue.Job(b.caller, id)
 		if err == nil {
 			view(j)
 		}
@@ -337,7 +340,7 @@ func (b *mcpBackend) JobList(ctx context.Context, p *client.JobListParams) (*api
 		if err != nil {
 			return err
 		}
-		jobs, next, err := b.s.queue.List(b.role, f)
+		jobs, next, err := b.s.queue.List(b.caller, f)
 		if err == nil {
 			l := viewList(jobs, next)
 			out = &l

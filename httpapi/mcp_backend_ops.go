@@ -14,7 +14,7 @@ import (
 func (b *mcpBackend) JobCreate(ctx context.Context, p *api.JobCreateRequest) (*api.Job, error) {
 	var out *api.Job
 	err := b.run(ctx, write("POST /jobs", "", func(ctx context.Context) (err error) {
-		out, _, err = b.s.createJob(ctx, b.role, p)
+		out, _, err = b.s.createJob(ctx, b.caller, p)
 		return err
 	}, func(ctx context.Context, c *client.Client) (err error) {
 		out, err = c.JobCreate(ctx, p)
@@ -28,7 +28,7 @@ func (b *mcpBackend) jobWrite(ctx context.Context, route, id string, here func(c
 	leader func(ctx context.Context, c *client.Client) (*api.Job, error)) (*api.Job, error) {
 	var out *api.Job
 	err := b.run(ctx, write(route, id, func(ctx context.Context) error {
-		res, _, err := here(ctx, fsm.Actor{Role: b.role})
+		res, _, err := here(ctx, b.caller.Actor(""))
 		if err == nil {
 			out = viewJob(res.Job)
 		}
@@ -61,7 +61,7 @@ func (b *mcpBackend) DLQRedrive(ctx context.Context, id string) (*api.Job, error
 func (b *mcpBackend) TaskRequeue(ctx context.Context, id, stream string) (*api.Task, error) {
 	var out *api.Task
 	err := b.run(ctx, write("POST /api/tasks/{id}/requeue", id, func(ctx context.Context) error {
-		j, _, err := b.s.queue.Requeue(ctx, id, stream, fsm.Actor{Role: b.role})
+		j, _, err := b.s.queue.Requeue(ctx, id, stream, b.caller.Actor(""))
 		if err == nil {
 			out = viewTask(j, nil, b.s.queue.Now())
 		}
@@ -78,7 +78,7 @@ func (b *mcpBackend) WorkerClaim(ctx context.Context, p *client.WorkerClaimParam
 		Capabilities: p.Capabilities}
 	var out *api.WorkerClaim
 	err := b.run(ctx, write("POST /internal/worker/claim", "", func(ctx context.Context) (err error) {
-		out, _, err = b.s.workerClaim(ctx, b.role, req)
+		out, _, err = b.s.workerClaim(ctx, b.caller, req)
 		return err
 	}, func(ctx context.Context, c *client.Client) error {
 		// This node stopping gracefully ends the wait, as it ends a
@@ -100,7 +100,7 @@ func (b *mcpBackend) WorkerClaim(ctx context.Context, p *client.WorkerClaimParam
 func (b *mcpBackend) WorkerHeld(ctx context.Context, worker string) ([]api.WorkerClaim, error) {
 	var out []api.WorkerClaim
 	err := b.run(ctx, b.read("GET /internal/worker/held", "", func() error {
-		h, err := b.s.workerHeld(b.role, worker)
+		h, err := b.s.workerHeld(b.caller, worker)
 		if err == nil {
 			out = h.Jobs
 		}
@@ -117,7 +117,7 @@ func (b *mcpBackend) WorkerHeartbeat(ctx context.Context, p *api.WorkerHeartbeat
 	o := write("POST /internal/worker/heartbeat", p.JobID, func(ctx context.Context) (err error) {
 		// A follower answers a heartbeat on a fresh lease from its own
 		// state, as the route does (queue.HeartbeatInput.Local).
-		c := &call{role: b.role, local: !b.s.cluster.IsLeader()}
+		c := &call{caller: b.caller, role: b.role, local: !b.s.cluster.IsLeader()}
 		out, _, err = b.s.workerHeartbeat(ctx, c, p)
 		return b.workerRefusal(p.JobID, err)
 	}, func(ctx context.Context, c *client.Client) (err error) {
@@ -130,19 +130,19 @@ func (b *mcpBackend) WorkerHeartbeat(ctx context.Context, p *api.WorkerHeartbeat
 
 func (b *mcpBackend) WorkerComplete(ctx context.Context, p *api.WorkerCompleteRequest) (*api.WorkerAck, error) {
 	return b.workerEnd(ctx, "complete", p.JobID, func(ctx context.Context) (*api.WorkerAck, uint64, error) {
-		return b.s.workerComplete(ctx, b.role, p)
+		return b.s.workerComplete(ctx, b.caller, p)
 	}, func(ctx context.Context, c *client.Client) (*api.WorkerAck, error) { return c.WorkerComplete(ctx, p) })
 }
 
 func (b *mcpBackend) WorkerFail(ctx context.Context, p *api.WorkerFailRequest) (*api.WorkerAck, error) {
 	return b.workerEnd(ctx, "fail", p.JobID, func(ctx context.Context) (*api.WorkerAck, uint64, error) {
-		return b.s.workerFail(ctx, b.role, p)
+		return b.s.workerFail(ctx, b.caller, p)
 	}, func(ctx context.Context, c *client.Client) (*api.WorkerAck, error) { return c.WorkerFail(ctx, p) })
 }
 
 func (b *mcpBackend) WorkerRelease(ctx context.Context, p *api.WorkerReleaseRequest) (*api.WorkerAck, error) {
 	return b.workerEnd(ctx, "release", p.JobID, func(ctx context.Context) (*api.WorkerAck, uint64, error) {
-		return b.s.workerRelease(ctx, b.role, p)
+		return b.s.workerRelease(ctx, b.caller, p)
 	}, func(ctx context.Context, c *client.Client) (*api.WorkerAck, error) { return c.WorkerRelease(ctx, p) })
 }
 

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,7 +41,10 @@ const (
 
 // call carries what the wrapper learned about a request.
 type call struct {
-	role string
+	// caller is who calls (authenticate); role is the role whose view it
+	// reads (queue.Caller.ViewRole).
+	caller queue.Caller
+	role   string
 	// body is the raw request body, already read (writes are buffered so a
 	// forward can be retried).
 	body []byte
@@ -82,16 +86,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow
 	s.setLeaderHeaders(w)
 	c := &call{}
 	if who != allowPublic {
-		role, err := s.authenticate(r)
+		caller, err := s.authenticate(r)
 		if err != nil {
 			s.writeError(w, err)
 			return
 		}
-		if !who.permits(role) {
-			s.writeError(w, forbidden(role, r.Method+" "+routeTemplate(r)))
+		if !who.permits(caller, r.Method) {
+			s.writeError(w, forbidden(caller, r.Method+" "+routeTemplate(r)))
 			return
 		}
-		c.role = role
+		c.caller, c.role = caller, caller.ViewRole()
+		if caller.Token != "" {
+			// A named token's call ends when the token is revoked or
+			// expires (a long poll, an event stream), as this node applies it.
+			ctx, release := s.queue.Hold(r.Context(), caller)
+			defer release()
+			r = r.WithContext(ctx)
+		}
 		if r.URL.RawQuery != "" {
 			q, err := url.ParseQuery(r.URL.RawQuery)
 			if err != nil {
@@ -123,19 +134,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, k kind, who allow
 		err = s.serveWrite(w, r, c, h, k == kindLocalFirst)
 	}
 	if err != nil {
+		if errors.Is(context.Cause(r.Context()), queue.ErrTokenRevoked) {
+			s.writeError(w, errorf(http.StatusUnauthorized, api.CodeUnauthorized, "token %s was revoked or expired during the call", c.caller.Token))
+			return
+		}
 		if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
 			// The caller went away (e.g. left a long poll): nobody to answer.
 			s.logger.Debug("caller left before the answer", "path", r.URL.Path)
 			return
 		}
-		s.writeError(w, s.forCaller(r, c.role, err))
+		s.writeError(w, s.forCaller(r, c.caller, err))
 	}
 }
 
 // forCaller keeps an error from showing a job its caller may not read
 // (queue.Service.ForCaller): such a job is not found.
-func (s *Server) forCaller(r *http.Request, role string, err error) error {
-	return s.queue.ForCaller(role, r.PathValue("id"), err)
+func (s *Server) forCaller(r *http.Request, caller queue.Caller, err error) error {
+	return s.queue.ForCaller(caller, r.PathValue("id"), err)
 }
 
 // routeTemplate is the route's path pattern ("/jobs/{id}"), else the path.

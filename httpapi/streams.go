@@ -47,23 +47,23 @@ func viewStreamInfo(si queue.StreamInfo, now time.Time) api.StreamInfo {
 }
 
 func (s *Server) handleStreamInfos(w http.ResponseWriter, r *http.Request, c *call) error {
-	writeJSON(w, http.StatusOK, s.streamInfos(c.role))
+	writeJSON(w, http.StatusOK, s.streamInfos(c.caller))
 	return nil
 }
 
 // streamInfos are the streams role sees (the route's and the MCP
 // list_streams tool's).
-func (s *Server) streamInfos(role string) api.StreamList {
+func (s *Server) streamInfos(caller queue.Caller) api.StreamList {
 	now := time.Now()
 	out := api.StreamList{Streams: []api.StreamInfo{}}
-	for _, si := range s.queue.StreamInfos(role) {
+	for _, si := range s.queue.StreamInfos(caller) {
 		out.Streams = append(out.Streams, viewStreamInfo(si, now))
 	}
 	return out
 }
 
 func (s *Server) handleStreamInfo(w http.ResponseWriter, r *http.Request, c *call) error {
-	v, err := s.streamInfo(c.role, r.PathValue("name"))
+	v, err := s.streamInfo(c.caller, r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -73,11 +73,14 @@ func (s *Server) handleStreamInfo(w http.ResponseWriter, r *http.Request, c *cal
 
 // streamInfo is stream name as role sees it (the route's and the MCP
 // tools').
-func (s *Server) streamInfo(role, name string) (*api.StreamInfo, error) {
+func (s *Server) streamInfo(caller queue.Caller, name string) (*api.StreamInfo, error) {
 	if !queue.ValidName(name) {
 		return nil, errorf(http.StatusBadRequest, api.CodeInvalidRequest, "stream name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
 	}
-	v := viewStreamInfo(s.queue.StreamInfo(role, name), time.Now())
+	if !caller.InScope(name) {
+		return nil, errorf(http.StatusNotFound, api.CodeNotFound, "stream %s: not found", name)
+	}
+	v := viewStreamInfo(s.queue.StreamInfo(caller, name), time.Now())
 	return &v, nil
 }
 
@@ -101,7 +104,7 @@ func (s *Server) handleStreamResume(w http.ResponseWriter, r *http.Request, c *c
 // it after the command (a claim woken by a resume may already show in it).
 func (s *Server) pauseStream(w http.ResponseWriter, r *http.Request, c *call, pause bool, reason string) error {
 	name := r.PathValue("name")
-	_, idx, err := s.queue.PauseStream(r.Context(), name, pause, reason, fsm.Actor{Role: c.role})
+	_, idx, err := s.queue.PauseStream(r.Context(), name, pause, reason, c.caller.Actor(""))
 	return s.answerStream(w, name, idx, err)
 }
 
@@ -112,7 +115,7 @@ func (s *Server) answerStream(w http.ResponseWriter, name string, idx uint64, er
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewStreamInfo(s.queue.StreamInfo(fsm.HeadRole, name), time.Now()))
+	writeJSON(w, http.StatusOK, viewStreamInfo(s.queue.StreamInfo(queue.RoleCaller(fsm.HeadRole), name), time.Now()))
 	return nil
 }
 
@@ -143,6 +146,6 @@ func (s *Server) handleStreamDefaultsClear(w http.ResponseWriter, r *http.Reques
 // after the command.
 func (s *Server) setStreamDefaults(w http.ResponseWriter, r *http.Request, c *call, key string, limit int) error {
 	name := r.PathValue("name")
-	_, idx, err := s.queue.SetStreamDefaults(r.Context(), name, key, limit, fsm.Actor{Role: c.role})
+	_, idx, err := s.queue.SetStreamDefaults(r.Context(), name, key, limit, c.caller.Actor(""))
 	return s.answerStream(w, name, idx, err)
 }

@@ -85,7 +85,7 @@ func (s *Server) uiRoutes() {
 	s.uiRoute("POST /ui/tasks/{id}/requeue", kindWrite, allowHead, s.uiRequeue)
 	s.uiDevqRoutes()
 	s.uiRoute("GET /ui/events", kindRead, allowAll, func(w http.ResponseWriter, r *http.Request, u *uiView) error {
-		return s.handleEventStream(w, r, &call{role: u.Role})
+		return s.handleEventStream(w, r, &call{caller: u.caller, role: u.Role})
 	})
 }
 
@@ -101,6 +101,7 @@ type uiView struct {
 	Refresh    int    // ms: the page's main part also refreshes on this timer
 	Data       any
 	session    *uiSession
+	caller     queue.Caller // the session's
 	form       url.Values
 	fragment   bool
 }
@@ -131,9 +132,10 @@ func (s *Server) uiRoute(pattern string, k kind, who allow, h uiHandler) {
 			return
 		}
 		u.session, u.Role, u.IsHead, u.CSRF = sess, sess.role, sess.role == RoleHead, sess.csrf()
+		u.caller = queue.RoleCaller(sess.role)
 		u.Leader, _ = s.cluster.Leader()
-		if !who.permits(sess.role) {
-			s.uiFail(w, r, u, forbidden(sess.role, r.Method+" "+routeTemplate(r)))
+		if !who.permits(u.caller, r.Method) {
+			s.uiFail(w, r, u, forbidden(u.caller, r.Method+" "+routeTemplate(r)))
 			return
 		}
 		if k != kindWrite {
@@ -148,7 +150,7 @@ func (s *Server) uiRoute(pattern string, k kind, who allow, h uiHandler) {
 			}
 			return
 		}
-		c := &call{role: sess.role}
+		c := &call{caller: u.caller, role: sess.role}
 		err = s.serveWrite(w, r, c, func(w http.ResponseWriter, r *http.Request, c *call) error {
 			form, err := url.ParseQuery(string(c.body))
 			if err != nil || !sess.checkCSRF(form.Get("csrf")) {
@@ -249,11 +251,11 @@ type dashboardData struct {
 }
 
 func (s *Server) uiDashboard(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	st, err := s.systemState(r.Context(), u.Role)
+	st, err := s.systemState(r.Context(), u.caller)
 	if err != nil {
 		return err
 	}
-	d := &dashboardData{State: st, Stream: r.URL.Query().Get("stream"), Counts: s.queue.StreamCounts(u.Role),
+	d := &dashboardData{State: st, Stream: r.URL.Query().Get("stream"), Counts: s.queue.StreamCounts(u.caller),
 		Defaults: s.queue.StreamDefaults()}
 	seen := map[string]bool{}
 	for _, q := range st.Queues {
@@ -305,7 +307,7 @@ func (s *Server) uiTasks(w http.ResponseWriter, r *http.Request, u *uiView) erro
 		}
 		f.After = n
 	}
-	jobs, next, err := s.queue.List(u.Role, f)
+	jobs, next, err := s.queue.List(u.caller, f)
 	if err != nil {
 		return err
 	}
@@ -335,7 +337,7 @@ type taskData struct {
 }
 
 func (s *Server) uiTask(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	j, err := s.queue.Job(u.Role, r.PathValue("id"))
+	j, err := s.queue.Job(u.caller, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -366,7 +368,7 @@ func (s *Server) uiCluster(w http.ResponseWriter, r *http.Request, u *uiView) er
 	if err != nil {
 		return err
 	}
-	st, err := s.systemState(r.Context(), u.Role)
+	st, err := s.systemState(r.Context(), u.caller)
 	if err != nil {
 		return err
 	}
@@ -391,7 +393,7 @@ func uiBack(u *uiView, def string) string {
 }
 
 func (s *Server) uiRedrive(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	_, _, err := s.queue.Redrive(r.Context(), r.PathValue("id"), fsm.Actor{Role: u.Role})
+	_, _, err := s.queue.Redrive(r.Context(), r.PathValue("id"), u.caller.Actor(""))
 	if err != nil {
 		return err
 	}
@@ -400,7 +402,7 @@ func (s *Server) uiRedrive(w http.ResponseWriter, r *http.Request, u *uiView) er
 }
 
 func (s *Server) uiRequeue(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	j, _, err := s.queue.Requeue(r.Context(), r.PathValue("id"), "", fsm.Actor{Role: u.Role})
+	j, _, err := s.queue.Requeue(r.Context(), r.PathValue("id"), "", u.caller.Actor(""))
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ func (s *Server) uiSessions(w http.ResponseWriter, r *http.Request, u *uiView) e
 
 func (s *Server) uiSessionCreate(w http.ResponseWriter, r *http.Request, u *uiView) error {
 	name := strings.TrimSpace(u.form.Get("name"))
-	_, _, err := s.queue.CreateSession(r.Context(), name, u.form.Get("description"), fsm.Actor{Role: u.Role})
+	_, _, err := s.queue.CreateSession(r.Context(), name, u.form.Get("description"), u.caller.Actor(""))
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (s *Server) uiSessionCreate(w http.ResponseWriter, r *http.Request, u *uiVi
 }
 
 func (s *Server) uiSessionEnd(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	_, _, err := s.queue.EndSession(r.Context(), r.PathValue("name"), fsm.Actor{Role: u.Role})
+	_, _, err := s.queue.EndSession(r.Context(), r.PathValue("name"), u.caller.Actor(""))
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ type streamsData struct {
 }
 
 func (s *Server) uiStreams(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	d := &streamsData{Streams: s.queue.Streams(""), Counts: s.queue.StreamCounts(u.Role)}
+	d := &streamsData{Streams: s.queue.Streams(""), Counts: s.queue.StreamCounts(u.caller)}
 	for _, ses := range s.queue.Sessions() {
 		if ses.Status == fsm.StatusActive {
 			d.Sessions = append(d.Sessions, ses)
@@ -81,7 +81,7 @@ func (s *Server) uiStreams(w http.ResponseWriter, r *http.Request, u *uiView) er
 func (s *Server) uiStreamCreate(w http.ResponseWriter, r *http.Request, u *uiView) error {
 	f := u.form
 	_, _, err := s.queue.CreateStream(r.Context(), strings.TrimSpace(f.Get("name")), f.Get("session"), f.Get("instructions"),
-		fsm.Actor{Role: u.Role})
+		u.caller.Actor(""))
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (s *Server) uiStreamCreate(w http.ResponseWriter, r *http.Request, u *uiVie
 }
 
 func (s *Server) uiStreamEnd(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	_, _, err := s.queue.EndStream(r.Context(), r.PathValue("name"), fsm.Actor{Role: u.Role})
+	_, _, err := s.queue.EndStream(r.Context(), r.PathValue("name"), u.caller.Actor(""))
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (s *Server) uiStreamEnd(w http.ResponseWriter, r *http.Request, u *uiView) 
 // back to it.
 func (s *Server) uiStreamPause(pause bool) uiHandler {
 	return func(w http.ResponseWriter, r *http.Request, u *uiView) error {
-		_, _, err := s.queue.PauseStream(r.Context(), r.PathValue("name"), pause, u.form.Get("reason"), fsm.Actor{Role: u.Role})
+		_, _, err := s.queue.PauseStream(r.Context(), r.PathValue("name"), pause, u.form.Get("reason"), u.caller.Actor(""))
 		if err != nil {
 			return err
 		}
@@ -173,7 +173,7 @@ func (s *Server) uiEnqueueForm(w http.ResponseWriter, r *http.Request, u *uiView
 func (s *Server) uiEnqueue(w http.ResponseWriter, r *http.Request, u *uiView) error {
 	f := u.form
 	in := queue.EnqueueInput{Stream: f.Get("stream"), ToolName: f.Get("tool"), Payload: json.RawMessage(strings.TrimSpace(f.Get("payload"))),
-		IdempotencyKey: f.Get("key"), Actor: fsm.Actor{Role: u.Role}}
+		IdempotencyKey: f.Get("key"), Actor: u.caller.Actor("")}
 	err := func() error {
 		if len(in.Payload) == 0 {
 			in.Payload = json.RawMessage(`{}`)

@@ -28,7 +28,7 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	a, index, err := s.workerClaim(r.Context(), c.role, &req)
+	a, index, err := s.workerClaim(r.Context(), c.caller, &req)
 	s.setIndex(w, index)
 	if err != nil {
 		return err
@@ -39,7 +39,8 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 
 // workerClaim is the worker contract's claim, for role (the route's and
 // the MCP claim tool's).
-func (s *Server) workerClaim(ctx context.Context, role string, req *api.WorkerClaimRequest) (*api.WorkerClaim, uint64, error) {
+func (s *Server) workerClaim(ctx context.Context, caller queue.Caller, req *api.WorkerClaimRequest) (*api.WorkerClaim, uint64, error) {
+	req.WorkerID = boundWorker(caller, req.WorkerID)
 	if err := queue.CheckWorkerID("worker_id", req.WorkerID, true); err != nil {
 		return nil, 0, err
 	}
@@ -51,7 +52,15 @@ func (s *Server) workerClaim(ctx context.Context, role string, req *api.WorkerCl
 	if req.MaxJobs < 0 || req.MaxJobs > fsm.MaxClaimBatch {
 		return nil, 0, badRequest("max_jobs must be 1 to %d", fsm.MaxClaimBatch)
 	}
-	actor := fsm.Actor{Role: role, WorkerID: req.WorkerID}
+	if err := caller.CheckWorker(req.WorkerID); err != nil {
+		return nil, 0, err
+	}
+	streams, err := caller.ScopeStreams(req.Streams)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Streams = streams
+	actor := caller.Actor(req.WorkerID)
 	jobs, index, err := s.queue.ClaimNextBatch(ctx, queue.ClaimNextInput{Streams: req.Streams,
 		Actor: actor, Wait: wait, MaxJobs: req.MaxJobs, Capabilities: req.Capabilities})
 	if err != nil {
@@ -87,7 +96,7 @@ func (s *Server) elsewhere(asked []string, actor fsm.Actor, caps []string) []api
 		asked = []string{fsm.DefaultStream}
 	}
 	var out []api.StreamQueue
-	for _, si := range s.queue.StreamInfos(actor.Role) {
+	for _, si := range s.queue.StreamInfos(queue.RoleCaller(actor.Role)) {
 		if n := si.Counts[fsm.StateQueued]; n > 0 && si.Pause == nil && !slices.Contains(asked, si.Name) && s.queue.HasWorkFor(si.Name, actor, caps) {
 			out = append(out, api.StreamQueue{Name: si.Name, Queued: n})
 		}
@@ -120,7 +129,7 @@ func workerLease(workerID, jobID, attemptID, token string, needAttempt bool) (fs
 // workerRefusal answers a fenced-off call with ok:false and the error (a
 // job the caller may not read is not found: queue.Service.ForCaller).
 func (s *Server) workerRefusal(w http.ResponseWriter, c *call, jobID string, err error) error {
-	ae := s.workerRefused(c.role, jobID, err)
+	ae := s.workerRefused(c.caller, jobID, err)
 	if ae == nil {
 		return err
 	}
@@ -130,8 +139,8 @@ func (s *Server) workerRefusal(w http.ResponseWriter, c *call, jobID string, err
 
 // workerRefused is a worker call's refusal in the API's terms, when err
 // fenced the call off (409, 403 or 404), else nil.
-func (s *Server) workerRefused(role, jobID string, err error) *apiError {
-	ae := classify(s.queue.ForCaller(role, jobID, err))
+func (s *Server) workerRefused(caller queue.Caller, jobID string, err error) *apiError {
+	ae := classify(s.queue.ForCaller(caller, jobID, err))
 	if ae.Status != http.StatusConflict && ae.Status != http.StatusForbidden && ae.Status != http.StatusNotFound {
 		return nil
 	}
@@ -165,7 +174,7 @@ func (s *Server) workerHeartbeat(ctx context.Context, c *call, req *api.WorkerHe
 	if err != nil {
 		return nil, 0, err
 	}
-	in := s.heartbeatInput(c, ref, fsm.Actor{Role: c.role, WorkerID: req.WorkerID})
+	in := s.heartbeatInput(c, ref, c.caller.Actor(req.WorkerID))
 	in.Progress, in.Checkpoint = reported(req.Progress), reported(req.Checkpoint)
 	res, index, err := s.queue.Heartbeat(ctx, in)
 	if err != nil {
@@ -179,7 +188,7 @@ func (s *Server) handleWorkerComplete(w http.ResponseWriter, r *http.Request, c 
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	ack, index, err := s.workerComplete(r.Context(), c.role, &req)
+	ack, index, err := s.workerComplete(r.Context(), c.caller, &req)
 	s.setIndex(w, index)
 	if err != nil {
 		return s.workerRefusal(w, c, req.JobID, err)
@@ -190,13 +199,14 @@ func (s *Server) handleWorkerComplete(w http.ResponseWriter, r *http.Request, c 
 
 // workerComplete is the worker contract's complete (the route's and the
 // MCP complete tool's); a refusal is the queue's error (workerRefused).
-func (s *Server) workerComplete(ctx context.Context, role string, req *api.WorkerCompleteRequest) (*api.WorkerAck, uint64, error) {
+func (s *Server) workerComplete(ctx context.Context, caller queue.Caller, req *api.WorkerCompleteRequest) (*api.WorkerAck, uint64, error) {
+	req.WorkerID = boundWorker(caller, req.WorkerID)
 	ref, err := workerLease(req.WorkerID, req.JobID, req.AttemptID, req.LeaseToken, true)
 	if err != nil {
 		return nil, 0, err
 	}
 	res, index, err := s.queue.Complete(ctx, queue.CompleteInput{Ref: ref,
-		Actor: fsm.Actor{Role: role, WorkerID: req.WorkerID}, Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
+		Actor: caller.Actor(req.WorkerID), Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
 	if err != nil {
 		return nil, index, err
 	}
@@ -208,7 +218,7 @@ func (s *Server) handleWorkerFail(w http.ResponseWriter, r *http.Request, c *cal
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	return s.answerWorker(w, c, req.JobID)(s.workerFail(r.Context(), c.role, &req))
+	return s.answerWorker(w, c, req.JobID)(s.workerFail(r.Context(), c.caller, &req))
 }
 
 // answerWorker answers a worker fail or release: the ack, or the refusal
@@ -226,7 +236,8 @@ func (s *Server) answerWorker(w http.ResponseWriter, c *call, jobID string) func
 
 // workerFail is the worker contract's fail (the route's and the MCP fail
 // tool's); a refusal is the queue's error (workerRefused).
-func (s *Server) workerFail(ctx context.Context, role string, req *api.WorkerFailRequest) (*api.WorkerAck, uint64, error) {
+func (s *Server) workerFail(ctx context.Context, caller queue.Caller, req *api.WorkerFailRequest) (*api.WorkerAck, uint64, error) {
+	req.WorkerID = boundWorker(caller, req.WorkerID)
 	ref, err := workerLease(req.WorkerID, req.JobID, req.AttemptID, req.LeaseToken, true)
 	if err != nil {
 		return nil, 0, err
@@ -237,7 +248,7 @@ func (s *Server) workerFail(ctx context.Context, role string, req *api.WorkerFai
 		requeue = *req.Requeue
 	}
 	res, index, err := s.queue.Fail(ctx, queue.FailInput{Ref: ref,
-		Actor: fsm.Actor{Role: role, WorkerID: req.WorkerID}, Error: je, Requeue: requeue, Stdout: req.Stdout, Stderr: req.Stderr})
+		Actor: caller.Actor(req.WorkerID), Error: je, Requeue: requeue, Stdout: req.Stdout, Stderr: req.Stderr})
 	if err != nil {
 		return nil, index, err
 	}
@@ -280,12 +291,13 @@ func (s *Server) handleWorkerRelease(w http.ResponseWriter, r *http.Request, c *
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	return s.answerWorker(w, c, req.JobID)(s.workerRelease(r.Context(), c.role, &req))
+	return s.answerWorker(w, c, req.JobID)(s.workerRelease(r.Context(), c.caller, &req))
 }
 
 // workerRelease is the worker contract's release (the route's and the MCP
 // release tool's); a refusal is the queue's error (workerRefused).
-func (s *Server) workerRelease(ctx context.Context, role string, req *api.WorkerReleaseRequest) (*api.WorkerAck, uint64, error) {
+func (s *Server) workerRelease(ctx context.Context, caller queue.Caller, req *api.WorkerReleaseRequest) (*api.WorkerAck, uint64, error) {
+	req.WorkerID = boundWorker(caller, req.WorkerID)
 	ref, err := workerLease(req.WorkerID, req.JobID, req.AttemptID, req.LeaseToken, false)
 	if err != nil {
 		return nil, 0, err
@@ -293,7 +305,7 @@ func (s *Server) workerRelease(ctx context.Context, role string, req *api.Worker
 	if req.CooldownMS < 0 || req.CooldownMS > queue.MaxCooldown.Milliseconds() {
 		return nil, 0, badRequest("cooldown_ms must be 0 to %d", queue.MaxCooldown.Milliseconds())
 	}
-	res, index, err := s.queue.ReleaseFor(ctx, ref, fsm.Actor{Role: role, WorkerID: req.WorkerID}, req.Reason,
+	res, index, err := s.queue.ReleaseFor(ctx, ref, caller.Actor(req.WorkerID), req.Reason,
 		time.Duration(req.CooldownMS)*time.Millisecond, req.NotForMe)
 	if err != nil {
 		return nil, index, err
@@ -305,7 +317,7 @@ func (s *Server) workerRelease(ctx context.Context, role string, req *api.Worker
 // worker_id, each as its claim answered it (lease token included): how a
 // worker that lost its claims' answers picks its work up again.
 func (s *Server) handleWorkerHeld(w http.ResponseWriter, r *http.Request, c *call) error {
-	out, err := s.workerHeld(c.role, r.URL.Query().Get("worker_id"))
+	out, err := s.workerHeld(c.caller, r.URL.Query().Get("worker_id"))
 	if err != nil {
 		return err
 	}
@@ -315,11 +327,12 @@ func (s *Server) handleWorkerHeld(w http.ResponseWriter, r *http.Request, c *cal
 
 // workerHeld is the worker contract's held list (the route's and the MCP
 // held_jobs tool's).
-func (s *Server) workerHeld(role, worker string) (*api.WorkerHeld, error) {
+func (s *Server) workerHeld(caller queue.Caller, worker string) (*api.WorkerHeld, error) {
+	worker = boundWorker(caller, worker)
 	if worker == "" {
 		return nil, badRequest("worker_id is required")
 	}
-	jobs, err := s.queue.Held(role, worker)
+	jobs, err := s.queue.Held(caller, worker)
 	if err != nil {
 		return nil, err
 	}
@@ -355,6 +368,16 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request, c *call) 
 	if err := noFields(c); err != nil {
 		return err
 	}
-	res, index, err := s.queue.Redrive(r.Context(), r.PathValue("id"), fsm.Actor{Role: c.role})
+	res, index, err := s.queue.Redrive(r.Context(), r.PathValue("id"), c.caller.Actor(""))
 	return s.answerJob(w, res, index, err)
+}
+
+// boundWorker is the worker id a worker call acts as: the one it names,
+// else the one its token is bound to (a call naming another is refused
+// by queue.Caller.CheckWorker, when its write is proposed or here).
+func boundWorker(c queue.Caller, named string) string {
+	if named == "" {
+		return c.WorkerID
+	}
+	return named
 }

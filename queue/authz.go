@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/spine-queue/spine/fsm"
 )
@@ -43,24 +45,25 @@ func CheckWorkerID(field, id string, required bool) error {
 	return nil
 }
 
-// Sees reports whether a caller of role may read j (fsm.Reader.Sees).
-func (s *Service) Sees(role string, j *fsm.Job) bool { return s.state.Peek().Sees(role, j) }
+// Sees reports whether caller c may read j (fsm.Reader.Sees, and its
+// scopes).
+func (s *Service) Sees(c Caller, j *fsm.Job) bool { return c.SeesJob(s.state.Peek(), j) }
 
-// Lookup reads a job role may see from r; a job it may not see is not
+// Lookup reads a job caller c may see from r; a job it may not see is not
 // found (as is one that does not exist).
-func Lookup(r *fsm.Reader, role, id string) (*fsm.Job, error) {
+func Lookup(r *fsm.Reader, c Caller, id string) (*fsm.Job, error) {
 	j, err := r.Job(id)
 	if err != nil {
 		return nil, err
 	}
-	if !r.Sees(role, j) {
+	if !c.SeesJob(r, j) {
 		return nil, notFound(id)
 	}
 	return j, nil
 }
 
-// Job reads job id as role may see it, from this node's state.
-func (s *Service) Job(role, id string) (*fsm.Job, error) { return Lookup(s.state.Peek(), role, id) }
+// Job reads job id as caller c may see it, from this node's state.
+func (s *Service) Job(c Caller, id string) (*fsm.Job, error) { return Lookup(s.state.Peek(), c, id) }
 
 // mayAct checks that actor may take step op of the job ref names
 // (fsm.Reader.MayAct), as the state machine's entry does from
@@ -149,19 +152,19 @@ func (s *Service) claimTargets(r *fsm.Reader, actor fsm.Actor) ([]string, error)
 // read: to a claw, such a job does not exist, whether it reads it or tries
 // to claim, heartbeat or finish it, so the error becomes the read's 404
 // and carries no job. id is the job the request named, if any.
-func (s *Service) ForCaller(role, id string, err error) error {
-	if err == nil || role == "" || role == fsm.HeadRole {
+func (s *Service) ForCaller(c Caller, id string, err error) error {
+	if err == nil || c.Role == "" || c.ViewRole() == fsm.HeadRole && !c.Scoped() {
 		return err
 	}
 	var refusal *Refusal
 	switch {
 	case errors.As(err, &refusal) && refusal.Job != nil:
-		if s.Sees(role, refusal.Job) {
+		if s.Sees(c, refusal.Job) {
 			return err
 		}
 		id = refusal.Job.ID
 	case errors.Is(err, fsm.ErrTargetMismatch) && id != "":
-		if _, lerr := s.Job(role, id); !errors.Is(lerr, fsm.ErrNotFound) {
+		if _, lerr := s.Job(c, id); !errors.Is(lerr, fsm.ErrNotFound) {
 			return err
 		}
 	default:
@@ -198,3 +201,184 @@ func (s *Service) mayChangeWorker(actor fsm.Actor, id string, registering bool) 
 type ForbiddenError struct{ Message string }
 
 func (e *ForbiddenError) Error() string { return e.Message }
+
+// Caller is who makes a call, as its credential says: a role and, for a
+// named token (tokens.go), the token's name, the streams it is scoped to
+// (none: every stream), the worker id it is bound to and its expiry. Every
+// surface authenticates its credential into a Caller and hands it to the
+// functions of this file, so the read-only role, scopes and bound worker
+// ids are enforced here alone.
+type Caller struct {
+	Role      string
+	Token     string
+	Streams   []string
+	WorkerID  string
+	ExpiresAt int64
+	index     uint64 // the token's create entry
+}
+
+// RoleCaller is the caller of an environment token of role.
+func RoleCaller(role string) Caller { return Caller{Role: role} }
+
+// ViewRole is the role whose view of the jobs the caller reads: the
+// read-only operator reads as head does.
+func (c Caller) ViewRole() string {
+	if c.Role == fsm.OperatorRole {
+		return fsm.HeadRole
+	}
+	return c.Role
+}
+
+// ReadOnly reports whether the caller may change nothing.
+func (c Caller) ReadOnly() bool { return c.Role == fsm.OperatorRole }
+
+// Scoped reports whether the caller is limited to some streams.
+func (c Caller) Scoped() bool { return len(c.Streams) > 0 }
+
+// InScope reports whether the caller may see, claim from and create in
+// stream.
+func (c Caller) InScope(stream string) bool {
+	return len(c.Streams) == 0 || slices.Contains(c.Streams, stream)
+}
+
+// MayCall reports whether the caller may call a route head may call
+// (head), the claws may (claws), and that changes something (write). The
+// read-only operator may call what head may and reads.
+func (c Caller) MayCall(head, claws, write bool) bool {
+	switch {
+	case c.Role == fsm.HeadRole:
+		return head
+	case fsm.IsClaw(c.Role):
+		return claws
+	case c.Role == fsm.OperatorRole:
+		return head && !write
+	}
+	return false
+}
+
+// Actor is the actor the caller's writes carry: its view role, the worker
+// id it names (a bound token's own when it names none) and its token.
+// A named worker id other than the bound one is refused when the write is
+// proposed (authorizeWrite).
+func (c Caller) Actor(workerID string) fsm.Actor {
+	if workerID == "" {
+		workerID = c.WorkerID
+	}
+	return fsm.Actor{Role: c.ViewRole(), WorkerID: workerID, Token: c.Token}
+}
+
+// CheckWorker refuses a worker id a bound token may not act as.
+func (c Caller) CheckWorker(workerID string) error {
+	if c.WorkerID != "" && workerID != "" && workerID != c.WorkerID {
+		return &ForbiddenError{Message: fmt.Sprintf("token %s is bound to worker %s; it may not act as worker %s", c.Token, c.WorkerID, workerID)}
+	}
+	return nil
+}
+
+// SeesJob reports whether the caller may read j: its role may, and j is in
+// its scope.
+func (c Caller) SeesJob(r *fsm.Reader, j *fsm.Job) bool {
+	return c.InScope(j.Stream) && r.Sees(c.ViewRole(), j)
+}
+
+// ScopeStreams narrows a list of streams a call names to the caller's
+// scope: a scoped caller naming none gets its scopes; a name out of scope
+// is refused.
+func (c Caller) ScopeStreams(streams []string) ([]string, error) {
+	if !c.Scoped() {
+		return streams, nil
+	}
+	if len(streams) == 0 {
+		return slices.Clone(c.Streams), nil
+	}
+	for _, st := range streams {
+		if !c.InScope(st) {
+			return nil, c.outOfScope(st)
+		}
+	}
+	return streams, nil
+}
+
+func (c Caller) outOfScope(stream string) error {
+	return &ForbiddenError{Message: fmt.Sprintf("token %s is scoped to streams %s; stream %s is not one of them",
+		c.Token, strings.Join(c.Streams, ", "), stream)}
+}
+
+// callerOf is the caller an actor's token makes, from this node's latest
+// state: an actor without a token is its role's.
+func (s *Service) callerOf(a fsm.Actor) (Caller, error) {
+	if a.Token == "" {
+		return RoleCaller(a.Role), nil
+	}
+	tk := s.state.Peek().TokenNamed(a.Token)
+	if tk == nil {
+		return Caller{}, fmt.Errorf("%w: token %s was revoked", ErrTokenRefused, a.Token)
+	}
+	if tk.ExpiresAt != 0 && s.now() >= tk.ExpiresAt {
+		return Caller{}, fmt.Errorf("%w: token %s expired", ErrTokenRefused, a.Token)
+	}
+	return CallerOf(tk), nil
+}
+
+// authorizeWrite checks a write a named token makes, before it is
+// proposed: the token is still in force; a read-only token writes
+// nothing; a bound token acts as its worker alone; a scoped token names,
+// creates in and acts on jobs of its streams alone (a claim naming no
+// stream claims from its scopes). Every command is read the same way, by
+// its fields: Actor, Stream, Streams, JobID and Ref.
+func (s *Service) authorizeWrite(cmd interface{}) error {
+	v := reflect.ValueOf(cmd)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	v = v.Elem()
+	af := v.FieldByName("Actor")
+	if !af.IsValid() || af.Type() != reflect.TypeOf(fsm.Actor{}) {
+		return nil
+	}
+	actor := af.Interface().(fsm.Actor)
+	if actor.Token == "" {
+		return nil
+	}
+	c, err := s.callerOf(actor)
+	if err != nil {
+		return err
+	}
+	if c.ReadOnly() {
+		return &ForbiddenError{Message: fmt.Sprintf("token %s is read-only (role %s): it may change nothing", c.Token, c.Role)}
+	}
+	if err := c.CheckWorker(actor.WorkerID); err != nil {
+		return err
+	}
+	if !c.Scoped() {
+		return nil
+	}
+	if f := v.FieldByName("Stream"); f.IsValid() && f.Kind() == reflect.String && f.String() != "" && !c.InScope(f.String()) {
+		return c.outOfScope(f.String())
+	}
+	if f := v.FieldByName("Streams"); f.IsValid() && f.Type() == reflect.TypeOf([]string(nil)) && f.CanSet() {
+		streams, err := c.ScopeStreams(f.Interface().([]string))
+		if err != nil {
+			return err
+		}
+		if _, claim := cmd.(*fsm.ClaimCommand); claim {
+			f.Set(reflect.ValueOf(streams))
+		}
+	}
+	var ids []string
+	if f := v.FieldByName("JobID"); f.IsValid() && f.Kind() == reflect.String && f.String() != "" {
+		ids = append(ids, f.String())
+	}
+	if f := v.FieldByName("Ref"); f.IsValid() && f.Type() == reflect.TypeOf(fsm.LeaseRef{}) {
+		if id := f.Interface().(fsm.LeaseRef).JobID; id != "" {
+			ids = append(ids, id)
+		}
+	}
+	r := s.state.Peek()
+	for _, id := range ids {
+		if j, err := r.Job(id); err == nil && !c.InScope(j.Stream) {
+			return notFound(id)
+		}
+	}
+	return nil
+}

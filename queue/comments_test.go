@@ -81,7 +81,7 @@ func TestCommentBytesLimit(t *testing.T) {
 	if _, _, err := svc.Comment(ctx, j.ID, claw, "one byte too many"); !errors.As(err, &limit) {
 		t.Fatalf("a comment past %d bytes: %v, want a CommentLimitError", queue.MaxCommentBytes, err)
 	}
-	if got, _ := svc.Job(head.Role, j.ID); len(got.Extra().Comments) != queue.MaxCommentBytes/queue.MaxTextBytes {
+	if got, _ := svc.Job(queue.RoleCaller(head.Role), j.ID); len(got.Extra().Comments) != queue.MaxCommentBytes/queue.MaxTextBytes {
 		t.Fatalf("the job has %d comments after the refusal", len(got.Extra().Comments))
 	}
 }

@@ -278,7 +278,7 @@ type TaskFilter struct {
 }
 
 // Tasks pages through tasks; Stale keeps running tasks past their timeout.
-func (s *Service) Tasks(role string, f TaskFilter) ([]*fsm.Job, uint64, error) {
+func (s *Service) Tasks(c Caller, f TaskFilter) ([]*fsm.Job, uint64, error) {
 	lf := f.ListFilter
 	states := map[string][]fsm.State{"queued": {fsm.StateQueued}, "running": {fsm.StateRunning},
 		"succeeded": {fsm.StateDone}, "failed": {fsm.StateFailed, fsm.StateDead}}
@@ -298,7 +298,7 @@ func (s *Service) Tasks(role string, f TaskFilter) ([]*fsm.Job, uint64, error) {
 	now := s.now()
 	r := s.state.Read()
 	lf.Visible = func(j *fsm.Job) bool {
-		if !j.IsTask() || (role != fsm.HeadRole && !r.Sees(role, j)) {
+		if !j.IsTask() || !c.SeesJob(r, j) {
 			return false
 		}
 		return !f.Stale || Stale(j, now)
@@ -307,9 +307,9 @@ func (s *Service) Tasks(role string, f TaskFilter) ([]*fsm.Job, uint64, error) {
 }
 
 // Task reads one task.
-func (s *Service) Task(role, id string) (*fsm.Job, *fsm.Stream, error) {
+func (s *Service) Task(c Caller, id string) (*fsm.Job, *fsm.Stream, error) {
 	r := s.state.Peek()
-	j, err := Lookup(r, role, id)
+	j, err := Lookup(r, c, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -362,9 +362,12 @@ func (s *Service) Stream(name string) (*fsm.Stream, error) { return s.state.Read
 
 // StreamCounts counts each stream's queued and running jobs that a caller
 // of role may see (from the per-stream counts: no walk of the jobs).
-func (s *Service) StreamCounts(role string) map[string][2]int {
+func (s *Service) StreamCounts(caller Caller) map[string][2]int {
 	out := map[string][2]int{}
-	for _, sc := range s.state.Read().StreamCountsFor(role) {
+	for _, sc := range s.state.Read().StreamCountsFor(caller.ViewRole()) {
+		if !caller.InScope(sc.Stream) {
+			continue
+		}
 		c := out[sc.Stream]
 		switch sc.State {
 		case fsm.StateQueued:

@@ -64,12 +64,12 @@ func TestSystemStateIsExactPastTheScanBound(t *testing.T) {
 	}
 	// The bound is in force for a page of jobs: a filter that matches none
 	// of the first jobs stops there, with a cursor.
-	if jobs, next, err := svc.List(fsm.HeadRole, fsm.ListFilter{Stream: "t"}); err != nil || len(jobs) != 0 || next == 0 {
+	if jobs, next, err := svc.List(queue.RoleCaller(fsm.HeadRole), fsm.ListFilter{Stream: "t"}); err != nil || len(jobs) != 0 || next == 0 {
 		t.Fatalf("jobs of t under a scan bound of %d: %d jobs, cursor %d, %v; want a short page with a cursor", bound, len(jobs), next, err)
 	}
 	for _, role := range []string{fsm.HeadRole, fsm.RoleLeftClaw} {
-		st := svc.SystemState(role)
-		for name, agents := range map[string][]*queue.Agent{"state": st.Agents, "agents": svc.Agents(role)} {
+		st := svc.SystemState(queue.RoleCaller(role))
+		for name, agents := range map[string][]*queue.Agent{"state": st.Agents, "agents": svc.Agents(queue.RoleCaller(role))} {
 			got := map[string][]string{}
 			for _, a := range agents {
 				got[a.ID] = jobIDs(a.Jobs)

@@ -235,10 +235,10 @@ func (e *jobNotFound) Error() string { return "job " + e.id + ": not found" }
 func (e *jobNotFound) Unwrap() error { return fsm.ErrNotFound }
 
 // List pages through the jobs role may see.
-func (s *Service) List(role string, f fsm.ListFilter) ([]*fsm.Job, uint64, error) {
+func (s *Service) List(c Caller, f fsm.ListFilter) ([]*fsm.Job, uint64, error) {
 	r := s.state.Read()
-	if role != fsm.HeadRole {
-		f.Visible = func(j *fsm.Job) bool { return r.Sees(role, j) }
+	if c.ViewRole() != fsm.HeadRole || c.Scoped() {
+		f.Visible = func(j *fsm.Job) bool { return c.SeesJob(r, j) }
 	}
 	return r.List(s.bounded(f))
 }
@@ -259,16 +259,23 @@ const MaxHeld = 1000
 // claim answers (a restarted agent, an MCP session on a node that died)
 // is still working on, read from the replicated state. Its cost grows
 // with the number of running jobs.
-func (s *Service) Held(role, worker string) ([]*fsm.Job, error) {
+func (s *Service) Held(c Caller, worker string) ([]*fsm.Job, error) {
+	if worker == "" {
+		worker = c.WorkerID
+	}
 	if err := CheckWorkerID("worker_id", worker, true); err != nil {
 		return nil, err
 	}
+	if err := c.CheckWorker(worker); err != nil {
+		return nil, err
+	}
+	role := c.ViewRole()
 	r := s.state.Read()
 	if b := r.WorkerIDRole(worker); b != "" && b != role && role != fsm.HeadRole {
 		return nil, fmt.Errorf("%w: %s is in use by another role", fsm.ErrWorkerIDTaken, worker)
 	}
 	jobs, _, err := r.List(s.bounded(fsm.ListFilter{State: fsm.StateRunning, Limit: MaxHeld, Visible: func(j *fsm.Job) bool {
-		return j.Lease != nil && j.Lease.Owner == role && j.Lease.WorkerID == worker
+		return j.Lease != nil && j.Lease.Owner == role && j.Lease.WorkerID == worker && c.InScope(j.Stream)
 	}}))
 	return jobs, err
 }
@@ -430,7 +437,7 @@ func (s *Service) Comment(ctx context.Context, id string, actor fsm.Actor, text 
 		return nil, 0, err
 	}
 	defer unlock()
-	j, err := Lookup(s.state.Peek(), actor.Role, id)
+	j, err := Lookup(s.state.Peek(), RoleCaller(actor.Role), id)
 	if err != nil {
 		return nil, 0, err
 	}

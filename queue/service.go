@@ -105,6 +105,9 @@ type Service struct {
 	// at once.
 	draining     context.Context
 	stopDraining context.CancelFunc
+
+	// held are the open long-lived calls of named tokens (tokens.go).
+	held tokenCalls
 }
 
 // New builds the service of one node.
@@ -209,6 +212,9 @@ func (e *Refusal) Unwrap() error { return e.Err }
 // Propose encodes cmd, proposes it and returns the state machine's result
 // and the entry's index. A refusal is a *Refusal.
 func (s *Service) Propose(ctx context.Context, t fsm.CommandType, cmd interface{}) (*fsm.Result, uint64, error) {
+	if err := s.authorizeWrite(cmd); err != nil {
+		return nil, 0, err
+	}
 	// Written as the cluster's level says every server reads it.
 	data, err := fsm.EncodeAt(s.state.Peek().Level(), t, cmd)
 	if err != nil {

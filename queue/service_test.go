@@ -307,7 +307,7 @@ func TestTaskAutoFailAndPurgeOnTheLeader(t *testing.T) {
 	go svc.Reaper(10*time.Millisecond, 0)(ctx)
 	go svc.TaskPurger(20 * time.Millisecond)(ctx)
 	cl.add(3 * time.Second) // stale, not yet twice the timeout
-	if jobs, _, _ := svc.Tasks(fsm.HeadRole, queue.TaskFilter{Stale: true}); len(jobs) != 1 {
+	if jobs, _, _ := svc.Tasks(queue.RoleCaller(fsm.HeadRole), queue.TaskFilter{Stale: true}); len(jobs) != 1 {
 		t.Fatalf("%d stale tasks, want 1", len(jobs))
 	}
 	cl.add(2 * time.Second)

@@ -45,11 +45,12 @@ type SystemState struct {
 // one consistent view, as a caller of role may see them: the jobs, counts
 // and queues of the jobs whose target it may see. Its cost grows with the
 // number of streams and of running jobs, not of the others.
-func (s *Service) SystemState(role string) *SystemState {
+func (s *Service) SystemState(c Caller) *SystemState {
+	role := c.ViewRole()
 	r := s.state.Read()
 	out := &SystemState{Gateways: r.Gateways(), Counts: map[fsm.State]int{
 		fsm.StateQueued: 0, fsm.StateRunning: 0, fsm.StateDone: 0, fsm.StateFailed: 0, fsm.StateDead: 0, fsm.StateCancelled: 0}}
-	out.Agents = agents(r, role)
+	out.Agents = agents(r, c)
 	depth := map[string]*StreamDepth{}
 	get := func(stream string) *StreamDepth {
 		d := depth[stream]
@@ -61,6 +62,9 @@ func (s *Service) SystemState(role string) *SystemState {
 	}
 	// From the per-stream counts: no walk of the jobs.
 	for _, sc := range r.StreamCountsFor(role) {
+		if !c.InScope(sc.Stream) {
+			continue
+		}
 		out.Counts[sc.State] += sc.N
 		switch sc.State {
 		case fsm.StateQueued:
@@ -70,13 +74,19 @@ func (s *Service) SystemState(role string) *SystemState {
 		}
 	}
 	for stream, at := range r.OldestQueuedFor(role) {
-		get(stream).OldestQueued = at
+		if c.InScope(stream) {
+			get(stream).OldestQueued = at
+		}
 	}
 	for _, p := range r.Paused() {
-		get(p.Stream).Paused = true
+		if c.InScope(p.Stream) {
+			get(p.Stream).Paused = true
+		}
 	}
 	for stream, u := range r.UnmatchedFor(role, s.now()-LiveWindow.Nanoseconds()) {
-		get(stream).Unmatched = u
+		if c.InScope(stream) {
+			get(stream).Unmatched = u
+		}
 	}
 	for _, d := range depth {
 		out.Streams = append(out.Streams, *d)
@@ -89,12 +99,12 @@ func (s *Service) SystemState(role string) *SystemState {
 // registered worker (with the jobs running under its id that role may
 // read), then every other worker id holding a lease on such a job. It
 // walks every running job, however many: the view is exact.
-func (s *Service) Agents(role string) []*Agent { return agents(s.state.Read(), role) }
+func (s *Service) Agents(c Caller) []*Agent { return agents(s.state.Read(), c) }
 
-func agents(r *fsm.Reader, role string) []*Agent {
+func agents(r *fsm.Reader, c Caller) []*Agent {
 	f := fsm.ListFilter{State: fsm.StateRunning, Limit: math.MaxInt, MaxScan: -1}
-	if role != fsm.HeadRole {
-		f.Visible = func(j *fsm.Job) bool { return r.Sees(role, j) }
+	if c.ViewRole() != fsm.HeadRole || c.Scoped() {
+		f.Visible = func(j *fsm.Job) bool { return c.SeesJob(r, j) }
 	}
 	running, _, _ := r.List(f)
 	byWorker := map[string][]*fsm.Job{}
@@ -126,16 +136,25 @@ func sortByStart(jobs []*fsm.Job) []*fsm.Job {
 
 // NextFor answers what a claim by agent (a worker id, with the caller's
 // role) of streams would take now, without claiming it: nil when nothing.
-func (s *Service) NextFor(agent, role string, streams []string) (*fsm.Job, error) {
+func (s *Service) NextFor(agent string, c Caller, streams []string) (*fsm.Job, error) {
+	if agent == "" {
+		agent = c.WorkerID
+	}
 	if err := CheckWorkerID("agent_id", agent, true); err != nil {
 		return nil, err
 	}
-	streams, err := claimStreams(streams)
+	if err := c.CheckWorker(agent); err != nil {
+		return nil, err
+	}
+	streams, err := c.ScopeStreams(streams)
 	if err != nil {
 		return nil, err
 	}
+	if streams, err = claimStreams(streams); err != nil {
+		return nil, err
+	}
 	r := s.state.Read()
-	targets, err := s.claimTargets(r, fsm.Actor{Role: role, WorkerID: agent})
+	targets, err := s.claimTargets(r, fsm.Actor{Role: c.ViewRole(), WorkerID: agent})
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,8 @@ type StreamInfo struct {
 // among those only), those in the developer queue's catalog, and those
 // paused or given defaults. Its cost grows with the number of streams and
 // targets, not of jobs.
-func (s *Service) StreamInfos(role string) []StreamInfo {
+func (s *Service) StreamInfos(c Caller) []StreamInfo {
+	role := c.ViewRole()
 	r := s.state.Read()
 	by := map[string]*StreamInfo{}
 	get := func(name string) *StreamInfo {
@@ -58,7 +59,9 @@ func (s *Service) StreamInfos(role string) []StreamInfo {
 	}
 	out := make([]StreamInfo, 0, len(by))
 	for _, si := range by {
-		out = append(out, *si)
+		if c.InScope(si.Name) {
+			out = append(out, *si)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -67,8 +70,8 @@ func (s *Service) StreamInfos(role string) []StreamInfo {
 // StreamInfo returns what the state holds about one stream; a name the state
 // knows nothing of is a stream with no jobs (any name may be paused or
 // given jobs).
-func (s *Service) StreamInfo(role, name string) StreamInfo {
-	for _, si := range s.StreamInfos(role) {
+func (s *Service) StreamInfo(c Caller, name string) StreamInfo {
+	for _, si := range s.StreamInfos(c) {
 		if si.Name == name {
 			return si
 		}

@@ -224,6 +224,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 unavailable,
 	})
 	addDevqCommands(env, g, root)
 	addControlPlaneCommands(env, g, root)
+	addTokenCommands(env, g, root)
 	addExamples(root)
 	return root
 }
