@@ -1,0 +1,315 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/fsm"
+	"github.com/spine-queue/spine/queue"
+)
+
+// newToken creates a named token as head and returns its secret.
+func (e *env) newToken(req api.TokenCreateRequest) string {
+	e.t.Helper()
+	r := e.do("POST", "/v1/tokens", headTok, req)
+	if r.Code != http.StatusCreated {
+		e.t.Fatalf("token create: %d %s", r.Code, r.Body)
+	}
+	var out api.TokenCreated
+	if err := json.Unmarshal(r.Body, &out); err != nil || out.Secret == "" {
+		e.t.Fatalf("token create answer: %v %s", err, r.Body)
+	}
+	return out.Secret
+}
+
+// The secret is answered once: the state holds its hash alone, and no
+// read shows it again.
+func TestTokenSecretShownOnce(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LatestLevel))
+	r := e.do("POST", "/v1/tokens", headTok, api.TokenCreateRequest{Name: "indexer", Role: fsm.RoleLeftClaw,
+		Streams: []string{"b", "a"}, WorkerID: "idx-1", ExpiresInSeconds: 3600, Note: "the nightly indexer"})
+	if r.Code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.Code, r.Body)
+	}
+	var created api.TokenCreated
+	if err := json.Unmarshal(r.Body, &created); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(created.Secret, queue.TokenSecretPrefix) || len(created.Secret) < 40 || created.Name != "indexer" ||
+		created.Role != fsm.RoleLeftClaw || strings.Join(created.Streams, ",") != "a,b" || created.WorkerID != "idx-1" ||
+		!created.ExpiresAt.Equal(testNow.Add(time.Hour)) || created.CreatedBy != "head" {
+		t.Fatalf("created %+v", created)
+	}
+	tk := e.fc.fsm.Read().TokenNamed("indexer")
+	if tk == nil || tk.Hash != queue.TokenHash(created.Secret) || strings.Contains(fmt.Sprintf("%+v", *tk), created.Secret) {
+		t.Fatalf("stored token %+v", tk)
+	}
+	for _, path := range []string{"/v1/tokens", "/v1/tokens/indexer"} {
+		r := e.do("GET", path, headTok, nil)
+		if r.Code != http.StatusOK || strings.Contains(string(r.Body), created.Secret) || strings.Contains(string(r.Body), tk.Hash) ||
+			!strings.Contains(string(r.Body), `"indexer"`) {
+			t.Fatalf("GET %s: %d %s", path, r.Code, r.Body)
+		}
+	}
+	// The secret works, and says who it is.
+	r = e.do("GET", "/v1/whoami", created.Secret, nil)
+	var me api.WhoAmI
+	if err := json.Unmarshal(r.Body, &me); err != nil || r.Code != http.StatusOK || me.Token != "indexer" || me.Role != fsm.RoleLeftClaw ||
+		me.WorkerID != "idx-1" || len(me.Streams) != 2 {
+		t.Fatalf("whoami: %d %s", r.Code, r.Body)
+	}
+	// A claw may not create, list or revoke tokens.
+	for _, c := range []struct{ method, path string }{{"POST", "/v1/tokens"}, {"GET", "/v1/tokens"}, {"DELETE", "/v1/tokens/indexer"}} {
+		e.do(c.method, c.path, created.Secret, api.TokenCreateRequest{Name: "x", Role: "head"}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	}
+}
+
+// A create that is not valid is a 400 (409 for a name in use) in the
+// API's terms, and changes nothing.
+func TestTokenCreateBadInput(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LatestLevel))
+	e.newToken(api.TokenCreateRequest{Name: "taken", Role: fsm.HeadRole})
+	for _, c := range []struct {
+		body   any
+		status int
+		code   string
+		says   string
+	}{
+		{map[string]any{"role": "head"}, 400, api.CodeInvalidRequest, "name"},
+		{map[string]any{"name": "a b", "role": "head"}, 400, api.CodeInvalidRequest, "name"},
+		{map[string]any{"name": "t1"}, 400, api.CodeInvalidRequest, "role"},
+		{map[string]any{"name": "t1", "role": "root"}, 400, api.CodeInvalidRequest, "role"},
+		{map[string]any{"name": "t1", "role": "head", "workerId": "w1"}, 400, api.CodeInvalidRequest, "workerId"},
+		{map[string]any{"name": "t1", "role": "left_claw", "workerId": "head"}, 400, api.CodeInvalidRequest, "workerId"},
+		{map[string]any{"name": "t1", "role": "left_claw", "streams": []string{"ok", "not ok"}}, 400, api.CodeInvalidRequest, "streams"},
+		{map[string]any{"name": "t1", "role": "head", "note": strings.Repeat("n", fsm.MaxTokenNote+1)}, 400, api.CodeInvalidRequest, "note"},
+		{map[string]any{"name": "t1", "role": "head", "expiresAt": "2001-01-01T00:00:00Z"}, 400, api.CodeInvalidRequest, "expiresAt"},
+		{map[string]any{"name": "t1", "role": "head", "expiresInSeconds": -5}, 400, api.CodeInvalidRequest, "expiresInSeconds"},
+		{map[string]any{"name": "t1", "role": "head", "expiresInSeconds": 5, "expiresAt": "2999-01-01T00:00:00Z"}, 400, api.CodeInvalidRequest, "expiresAt"},
+		{map[string]any{"name": "t1", "role": "head", "secret": "mine"}, 400, api.CodeInvalidRequest, "secret"},
+		{map[string]any{"name": "taken", "role": "head"}, 409, api.CodeAlreadyExists, "taken"},
+	} {
+		before := e.fc.fsm.AppliedIndex()
+		r := e.do("POST", "/v1/tokens", headTok, c.body)
+		ae := r.apiErr(t, c.status, c.code)
+		if msg := ae["message"].(string); !strings.Contains(msg, c.says) || strings.Contains(msg, "fsm.") || strings.Contains(msg, "Command") {
+			t.Errorf("%v: message %q", c.body, msg)
+		}
+		if c.status == 400 && e.fc.fsm.AppliedIndex() != before {
+			t.Errorf("%v: refused but an entry was applied", c.body)
+		}
+	}
+	e.do("DELETE", "/v1/tokens/nobody", headTok, nil).apiErr(t, http.StatusNotFound, api.CodeNotFound)
+	e.do("GET", "/v1/tokens/nobody", headTok, nil).apiErr(t, http.StatusNotFound, api.CodeNotFound)
+}
+
+// Below LevelPolicies a token create is refused (503), nothing proposed.
+func TestTokenCreateBelowLevel(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LevelTagged))
+	e.fc.setSupported(fsm.LevelTagged)
+	e.do("POST", "/v1/tokens", headTok, api.TokenCreateRequest{Name: "t", Role: "head"}).apiErr(t, http.StatusServiceUnavailable, api.CodeUpgradeInProgress)
+}
+
+// A revoked token is refused (401) as soon as the revoke applied, and a
+// long poll it holds ends; an expired one is refused by the node's clock.
+func TestTokenRevokedAndExpiredRefused(t *testing.T) {
+	var now atomic.Int64
+	now.Store(testNow.UnixNano())
+	e := newEnv(t, atLevel(fsm.LatestLevel), func(c *envConfig) {
+		c.Queue.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	})
+	secret := e.newToken(api.TokenCreateRequest{Name: "w", Role: fsm.RoleLeftClaw, WorkerID: "w1"})
+	short := e.newToken(api.TokenCreateRequest{Name: "brief", Role: fsm.RoleLeftClaw, ExpiresInSeconds: 60})
+	if r := e.do("GET", "/jobs", short, nil); r.Code != http.StatusOK {
+		t.Fatalf("fresh token: %d %s", r.Code, r.Body)
+	}
+
+	// A long poll held by the token.
+	done := make(chan resp, 1)
+	go func() {
+		done <- e.do("POST", "/internal/worker/claim", secret, api.WorkerClaimRequest{Streams: []string{"empty"}, MaxWaitMS: 25_000})
+	}()
+	waitFor(t, func() bool { return e.srv.queue.Stats().ClaimWaiters > 0 })
+	e.do("DELETE", "/v1/tokens/w", headTok, nil)
+	select {
+	case r := <-done:
+		r.apiErr(t, http.StatusUnauthorized, api.CodeUnauthorized)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked token's long poll did not end")
+	}
+	r := e.do("GET", "/jobs", secret, nil)
+	r.apiErr(t, http.StatusUnauthorized, api.CodeUnauthorized)
+
+	now.Add(int64(61 * time.Second))
+	e.do("GET", "/jobs", short, nil).apiErr(t, http.StatusUnauthorized, api.CodeUnauthorized)
+	var list api.TokenList
+	_ = json.Unmarshal(e.do("GET", "/v1/tokens", headTok, nil).Body, &list)
+	if len(list.Tokens) != 1 || !list.Tokens[0].Expired || list.Max != fsm.MaxTokens {
+		t.Fatalf("tokens after the revoke and the expiry: %+v", list)
+	}
+}
+
+// waitFor polls cond until it holds, for at most 20s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 20s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A scoped token sees, claims from and creates in its streams alone; a
+// bound token is its worker: a claim naming another worker id is refused,
+// one naming none is its worker's. Every event it causes names it.
+func TestTokenScopesAndBoundWorker(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LatestLevel))
+	mine := e.create(map[string]interface{}{"stream": "a"})["id"].(string)
+	other := e.create(map[string]interface{}{"stream": "b", "payload": map[string]string{"s": "other-secret"}})["id"].(string)
+	w := e.newToken(api.TokenCreateRequest{Name: "agent-a", Role: fsm.RoleLeftClaw, Streams: []string{"a"}, WorkerID: "wa"})
+	producer := e.newToken(api.TokenCreateRequest{Name: "producer-a", Role: fsm.HeadRole, Streams: []string{"a"}})
+
+	for _, path := range []string{"/jobs/" + other, "/jobs/" + other + "/events", "/v1/tasks/" + other} {
+		e.do("GET", path, w, nil).apiErr(t, http.StatusNotFound, api.CodeNotFound)
+	}
+	for _, tok := range []string{w, producer} {
+		for _, path := range []string{"/jobs", "/streams", "/v1/state", "/api/status", "/v1/agents"} {
+			r := e.do("GET", path, tok, nil)
+			if r.Code != http.StatusOK || strings.Contains(string(r.Body), other) || strings.Contains(string(r.Body), `"b"`) {
+				t.Errorf("GET %s as a scoped token: %d %s", path, r.Code, trim(r.Body))
+			}
+		}
+	}
+	if r := e.do("GET", "/jobs", w, nil); !strings.Contains(string(r.Body), mine) {
+		t.Fatalf("the scoped token does not see its own stream's job: %s", r.Body)
+	}
+	e.do("POST", "/jobs", producer, map[string]any{"stream": "b", "payload": map[string]int{}}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	if r := e.do("POST", "/jobs", producer, map[string]any{"stream": "a", "payload": map[string]int{}}); r.Code != http.StatusCreated {
+		t.Fatalf("create in scope: %d %s", r.Code, r.Body)
+	}
+	e.do("POST", "/internal/worker/claim", w, api.WorkerClaimRequest{Streams: []string{"b"}}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	e.do("POST", "/jobs/"+other+"/claim", w, map[string]any{}).apiErr(t, http.StatusNotFound, api.CodeNotFound)
+
+	// Impersonation: a claim naming another worker id is refused.
+	e.do("POST", "/internal/worker/claim", w, api.WorkerClaimRequest{WorkerID: "wb", Streams: []string{"a"}}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	// Naming none, it claims as its worker (from its scopes).
+	r := e.do("POST", "/internal/worker/claim", w, api.WorkerClaimRequest{})
+	var c api.WorkerClaim
+	if err := json.Unmarshal(r.Body, &c); err != nil || !c.Claimed || c.JobID != mine {
+		t.Fatalf("bound claim: %d %s", r.Code, r.Body)
+	}
+	if j := e.job(mine); j.Lease == nil || j.Lease.WorkerID != "wa" {
+		t.Fatalf("lease %+v", j.Lease)
+	}
+	if r := e.do("POST", "/internal/worker/complete", w, api.WorkerCompleteRequest{JobID: mine, AttemptID: c.AttemptID, LeaseToken: c.LeaseToken,
+		Result: json.RawMessage(`{"ok":true}`)}); r.Code != http.StatusOK {
+		t.Fatalf("complete: %d %s", r.Code, r.Body)
+	}
+	var evs api.JobEventList
+	_ = json.Unmarshal(e.do("GET", "/jobs/"+mine+"/events", headTok, nil).Body, &evs)
+	var tokens []string
+	for _, ev := range evs.Events {
+		tokens = append(tokens, ev.Type+":"+ev.Token)
+	}
+	if got := strings.Join(tokens, " "); got != "created: claimed:agent-a completed:agent-a" {
+		t.Fatalf("the events' tokens: %s", got)
+	}
+}
+
+// The read-only operator, on every route of the table: every route that
+// changes something is refused (403) and changes nothing; every route
+// head may read answers it as head.
+func TestReadOnlyTokenOnEveryRoute(t *testing.T) {
+	probe := newScene(t, fsm.LatestLevel)
+	routes := make([]string, 0, len(probe.e.srv.allowed))
+	for r := range probe.e.srv.allowed {
+		routes = append(routes, r)
+	}
+	sort.Strings(routes)
+	checked := 0
+	for _, route := range routes {
+		who := probe.e.srv.allowed[route]
+		method, _, _ := strings.Cut(route, " ")
+		if who == allowPublic || strings.Contains(route, " /ui/") {
+			continue
+		}
+		sc := newScene(t, fsm.LatestLevel)
+		op := sc.e.newToken(api.TokenCreateRequest{Name: "ops", Role: fsm.OperatorRole})
+		before, idx := stateOf(sc.e, sc.held), sc.e.fc.fsm.AppliedIndex()
+		req := requestFor(route, pose{worker: "lw", job: sc.held, token: sc.heldToken, atmpt: sc.heldAttempt})
+		r := sc.send(req, op, nil, "")
+		checked++
+		write := method != http.MethodGet
+		switch {
+		case write || who&allowHead == 0:
+			if r.Code != http.StatusForbidden || apiCode(r) != api.CodeForbidden {
+				t.Errorf("%s as the read-only operator: %d %s, want 403", route, r.Code, trim(r.Body))
+			}
+			if stateOf(sc.e, sc.held) != before || sc.e.fc.fsm.AppliedIndex() != idx {
+				t.Errorf("%s as the read-only operator changed the state", route)
+			}
+		case r.Code == http.StatusForbidden || r.Code == http.StatusUnauthorized:
+			t.Errorf("%s as the read-only operator: %d %s, want head's answer", route, r.Code, trim(r.Body))
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("checked only %d routes", checked)
+	}
+}
+
+// A stream-scoped claw token, on every route it may call: aimed at a job
+// of another stream (one its role could read), no answer carries the job,
+// and nothing of it changes.
+func TestScopedTokenOnEveryRoute(t *testing.T) {
+	probe := newScene(t, fsm.LatestLevel)
+	routes := make([]string, 0, len(probe.e.srv.allowed))
+	for r := range probe.e.srv.allowed {
+		routes = append(routes, r)
+	}
+	sort.Strings(routes)
+	const secret = "secret-of-another-stream"
+	checked := 0
+	for _, route := range routes {
+		who := probe.e.srv.allowed[route]
+		if who&allowClaws == 0 || strings.Contains(route, " /ui/") {
+			continue
+		}
+		sc := newScene(t, fsm.LatestLevel)
+		tok := sc.e.newToken(api.TokenCreateRequest{Name: "scoped", Role: fsm.RoleLeftClaw, Streams: []string{"mine"}})
+		// An untargeted job of stream s2 (any claw could read it), and one
+		// held under a lease of stream s.
+		id := sc.e.create(map[string]interface{}{"stream": "s2", "payload": map[string]string{"s": secret}})["id"].(string)
+		for _, p := range []pose{{name: "queued", worker: "lw", job: id}, {name: "held", worker: "rw", job: sc.shared, token: sc.sharedToken, atmpt: sc.sharedAttempt}} {
+			before, theirs := stateOf(sc.e, id), sc.theirs()
+			r := sc.send(requestFor(route, p), tok, nil, "")
+			checked++
+			for _, s := range []string{secret, sc.sharedToken, heldSecret, forRightSecret} {
+				if strings.Contains(string(r.Body), s) {
+					t.Errorf("%s as a scoped token (%s): %d answer carries %q: %s", route, p.name, r.Code, s, trim(r.Body))
+				}
+			}
+			if p.job == id && strings.Contains(string(r.Body), `"s2"`) {
+				t.Errorf("%s as a scoped token: %d answer names stream s2: %s", route, r.Code, trim(r.Body))
+			}
+			if stateOf(sc.e, id) != before || sc.theirs() != theirs {
+				t.Errorf("%s as a scoped token (%s): %d %s: another stream's job changed", route, p.name, r.Code, trim(r.Body))
+			}
+			if r.Code >= 500 {
+				t.Errorf("%s as a scoped token: %d %s", route, r.Code, trim(r.Body))
+			}
+		}
+	}
+	if checked < 40 {
+		t.Fatalf("checked only %d requests", checked)
+	}
+}
+
