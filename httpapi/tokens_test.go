@@ -312,4 +312,3 @@ func TestScopedTokenOnEveryRoute(t *testing.T) {
 		t.Fatalf("checked only %d requests", checked)
 	}
 }
-
