@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -187,6 +188,29 @@ func (m *mcpEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	ew.finish()
 	if slot != nil {
 		m.sessions.settle(slot, caller.srv)
+		m.holdSession(caller)
+	}
+}
+
+// holdSession ends the session a named token's request opened once the
+// token is revoked or expires (queue.Service.Hold).
+func (m *mcpEndpoint) holdSession(caller *mcpCaller) {
+	if caller.caller.Token == "" || caller.srv == nil {
+		return
+	}
+	for sess := range caller.srv.Sessions() {
+		ctx, release := m.s.queue.Hold(context.Background(), caller.caller)
+		go func() {
+			_ = sess.Wait()
+			release()
+		}()
+		go func() {
+			<-ctx.Done()
+			if errors.Is(context.Cause(ctx), queue.ErrTokenRevoked) {
+				_ = sess.Close()
+			}
+		}()
+		return
 	}
 }
 

@@ -160,3 +160,48 @@ func (b *mcpBackend) workerEnd(ctx context.Context, verb, id string, here func(c
 	}))
 	return out, err
 }
+
+func (b *mcpBackend) TokenCreate(ctx context.Context, p *api.TokenCreateRequest) (*api.TokenCreated, error) {
+	var out *api.TokenCreated
+	err := b.run(ctx, write("POST /v1/tokens", "", func(ctx context.Context) error {
+		created, _, err := b.s.createToken(b.req.WithContext(ctx), b.caller, p)
+		out = created
+		return err
+	}, func(ctx context.Context, c *client.Client) (err error) {
+		out, err = c.TokenCreate(ctx, p)
+		return err
+	}))
+	return out, err
+}
+
+func (b *mcpBackend) Tokens(ctx context.Context) ([]api.Token, error) {
+	var out []api.Token
+	err := b.run(ctx, b.read("GET /v1/tokens", "", func() error {
+		now := b.s.queue.Now()
+		out = []api.Token{}
+		for _, tk := range b.s.queue.Tokens() {
+			out = append(out, viewToken(tk, now))
+		}
+		return nil
+	}, func(ctx context.Context, c *client.Client) (err error) {
+		out, err = c.Tokens(ctx)
+		return err
+	}))
+	return out, err
+}
+
+func (b *mcpBackend) TokenRevoke(ctx context.Context, name string) (*api.Token, error) {
+	var out *api.Token
+	err := b.run(ctx, write("DELETE /v1/tokens/{name}", "", func(ctx context.Context) error {
+		tk, _, err := b.s.queue.RevokeToken(ctx, name, b.caller.Actor(""))
+		if err == nil {
+			v := viewToken(tk, b.s.queue.Now())
+			out = &v
+		}
+		return err
+	}, func(ctx context.Context, c *client.Client) (err error) {
+		out, err = c.TokenRevoke(ctx, name)
+		return err
+	}))
+	return out, err
+}

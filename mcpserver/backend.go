@@ -35,6 +35,12 @@ type Backend interface {
 	TaskRequeue(ctx context.Context, id, stream string) (*api.Task, error)
 	ClusterStatus(ctx context.Context) (*api.ClusterStatus, error)
 
+	// Named tokens (head): create (the answer carries the secret, once),
+	// list, revoke.
+	TokenCreate(ctx context.Context, params *api.TokenCreateRequest) (*api.TokenCreated, error)
+	Tokens(ctx context.Context) ([]api.Token, error)
+	TokenRevoke(ctx context.Context, name string) (*api.Token, error)
+
 	WorkerClaim(ctx context.Context, params *client.WorkerClaimParams) (*api.WorkerClaim, error)
 	WorkerHeld(ctx context.Context, workerID string) ([]api.WorkerClaim, error)
 	WorkerHeartbeat(ctx context.Context, params *api.WorkerHeartbeatRequest) (*api.WorkerHeartbeatResult, error)
