@@ -1,0 +1,166 @@
+package systemtest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A named token on three processes: created through a follower (the
+// secret answered once), used on another node, a claim naming another
+// worker id than its bound one refused; then revoked, and the leader
+// killed right after the revoke is acknowledged. Every surviving node
+// refuses the token within a deadline, and the long poll and the event
+// stream it held end.
+func TestNamedTokenRevokedThenLeaderKilled(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	leader, followers := apiRoles(t, c)
+	f0, f1 := followers[0], followers[1]
+
+	// The create waits for the cluster to reach the level named tokens
+	// need (its first leader raises it once every node reports it).
+	var created struct {
+		Name, Role, WorkerID string
+		Secret               string `json:"secret"`
+	}
+	apiEventually(t, 30*time.Second, "create a token through a follower", func() error {
+		r, err := apiRequest("POST", f0.URL+"/v1/tokens", apiHead, map[string]any{"name": "agent-1", "role": "left_claw",
+			"workerId": "w1", "streams": []string{"tok"}, "note": "the system test's agent"})
+		if err != nil {
+			return err
+		}
+		if r.Status != http.StatusCreated {
+			return fmt.Errorf("%s", r)
+		}
+		return json.Unmarshal(r.Body, &created)
+	})
+	secret := created.Secret
+	if secret == "" || created.Name != "agent-1" {
+		t.Fatalf("created %+v", created)
+	}
+	// Listed everywhere, never with the secret.
+	for _, n := range c.Nodes {
+		apiEventually(t, 10*time.Second, "the token listed on "+n.ID, func() error {
+			r, err := apiRequest("GET", n.URL+"/v1/tokens", apiHead, nil)
+			if err != nil {
+				return err
+			}
+			if strings.Contains(string(r.Body), secret) {
+				t.Fatalf("a list shows the secret: %s", r)
+			}
+			if !strings.Contains(string(r.Body), `"agent-1"`) {
+				return fmt.Errorf("not listed yet: %s", r)
+			}
+			return nil
+		})
+	}
+
+	// Used on another node: it claims as its bound worker; naming another
+	// worker id is refused.
+	job := apiCreate(t, f1.URL, map[string]any{"payload": "p", "stream": "tok"})
+	apiWantError(t, apiDo(t, "POST", f1.URL+"/internal/worker/claim", secret, map[string]any{"worker_id": "w2", "streams": []string{"tok"}}),
+		http.StatusForbidden, "forbidden")
+	var claim struct {
+		Claimed  bool   `json:"claimed"`
+		JobID    string `json:"job_id"`
+		WorkerID string
+	}
+	apiDecode(t, apiWant(t, apiDo(t, "POST", f1.URL+"/internal/worker/claim", secret, map[string]any{"streams": []string{"tok"}}), 200), &claim)
+	if !claim.Claimed || claim.JobID != job.ID {
+		t.Fatalf("claim %+v", claim)
+	}
+	var evs struct {
+		Events []struct{ Type, Actor, Token string }
+	}
+	apiDecode(t, apiWant(t, apiDo(t, "GET", leader.URL+"/jobs/"+job.ID+"/events", apiHead, nil), 200), &evs)
+	if last := evs.Events[len(evs.Events)-1]; last.Type != "claimed" || last.Token != "agent-1" || last.Actor != "left_claw/w1" {
+		t.Fatalf("the claim's event: %+v", last)
+	}
+
+	// A long poll and an event stream held by the token, on the followers.
+	poll := make(chan string, 1)
+	go func() {
+		r, err := apiRequest("POST", f0.URL+"/internal/worker/claim", secret, map[string]any{"streams": []string{"tok"}, "max_wait_ms": 25_000})
+		if err != nil {
+			poll <- err.Error()
+			return
+		}
+		poll <- fmt.Sprint(r.Status)
+	}()
+	streamEnded := make(chan error, 1)
+	streamOpen := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", f1.URL+"/v1/events", nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			streamEnded <- err
+			close(streamOpen)
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			streamEnded <- fmt.Errorf("event stream: %d %s", resp.StatusCode, b)
+			close(streamOpen)
+			return
+		}
+		close(streamOpen)
+		_, err = io.Copy(io.Discard, bufio.NewReader(resp.Body))
+		if ctx.Err() != nil {
+			err = fmt.Errorf("the event stream was still open after 60s")
+		}
+		streamEnded <- err
+	}()
+	<-streamOpen
+	// Give the long poll time to reach its node and wait there (nothing
+	// below depends on how soon it does).
+	time.Sleep(300 * time.Millisecond)
+
+	// Revoke through the leader, then kill it at once.
+	apiWant(t, apiDo(t, "DELETE", leader.URL+"/v1/tokens/agent-1", apiHead, nil), 200)
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range followers {
+		apiEventually(t, 20*time.Second, "the revoked token refused on "+n.ID, func() error {
+			r, err := apiRequest("GET", n.URL+"/jobs", secret, nil)
+			if err != nil {
+				return err
+			}
+			if r.Status != http.StatusUnauthorized {
+				return fmt.Errorf("still accepted: %s", r)
+			}
+			return nil
+		})
+	}
+	select {
+	case got := <-poll:
+		if got == "200" {
+			t.Fatalf("the revoked token's long poll answered 200")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the revoked token's long poll did not end")
+	}
+	select {
+	case err := <-streamEnded:
+		if err != nil && strings.Contains(err.Error(), "still open") {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the revoked token's event stream did not end")
+	}
+	// The job it claimed is still the cluster's to finish: head sees it.
+	apiEventually(t, 20*time.Second, "a new leader", func() error {
+		_, err := c.WaitLeader(time.Second)
+		return err
+	})
+}
