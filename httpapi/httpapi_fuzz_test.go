@@ -464,7 +464,7 @@ func FuzzUIForms(f *testing.F) {
 func FuzzUISession(f *testing.F) {
 	exp := time.Now().Add(time.Hour)
 	for _, tok := range []string{headTok, leftTok} {
-		if v, err := newSession(roleOf(tok), sha256.Sum256([]byte(tok)), exp); err == nil {
+		if v, err := newSession(roleOf(tok), sha256.Sum256([]byte(tok)), exp, ""); err == nil {
 			f.Add(v)
 			enc, mac, _ := strings.Cut(v, ".")
 			raw, _ := base64.RawURLEncoding.DecodeString(enc)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -310,5 +311,42 @@ func TestScopedTokenOnEveryRoute(t *testing.T) {
 	}
 	if checked < 40 {
 		t.Fatalf("checked only %d requests", checked)
+	}
+}
+
+// The tokens page: head creates a token through its form and sees the
+// secret once; the token logs in to the UI as itself (a scoped operator
+// sees its streams and no form); revoked, its session ends.
+func TestUITokensPage(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LatestLevel))
+	e.create(map[string]interface{}{"stream": "mine"})
+	e.create(map[string]interface{}{"stream": "theirs"})
+	ck := uiLogin(t, e, headTok)
+	csrf := csrfOf(t, e, ck)
+	r := e.page("POST", "/ui/tokens", ck, "csrf="+csrf+"&name=watcher&role=operator&streams=mine&note=on+call&expires_hours=24")
+	m := regexp.MustCompile(`<code class="secret">([^<]+)</code>`).FindSubmatch(r.Body)
+	if r.Code != http.StatusOK || m == nil {
+		t.Fatalf("create through the form: %d %s", r.Code, trim(r.Body))
+	}
+	secret := string(m[1])
+	page := e.page("GET", "/ui/tokens", ck, "")
+	if page.Code != http.StatusOK || !strings.Contains(string(page.Body), "watcher") || strings.Contains(string(page.Body), secret) {
+		t.Fatalf("tokens page: %d %s", page.Code, trim(page.Body))
+	}
+	// The operator's own session: its stream only, no form that writes.
+	op := uiLogin(t, e, secret)
+	dash := e.page("GET", "/ui/", op, "")
+	if dash.Code != http.StatusOK || !strings.Contains(string(dash.Body), "mine") || strings.Contains(string(dash.Body), "theirs") ||
+		strings.Contains(string(dash.Body), `action="/ui/streams/mine/pause"`) {
+		t.Fatalf("the operator's dashboard: %d %s", dash.Code, trim(dash.Body))
+	}
+	if r := e.page("POST", "/ui/tokens/watcher/revoke", op, "csrf="+csrfOf(t, e, op)); r.Code != http.StatusForbidden {
+		t.Fatalf("the operator revoking: %d %s", r.Code, trim(r.Body))
+	}
+	if r := e.page("POST", "/ui/tokens/watcher/revoke", ck, "csrf="+csrf); r.Code != http.StatusSeeOther {
+		t.Fatalf("revoke: %d %s", r.Code, trim(r.Body))
+	}
+	if r := e.page("GET", "/ui/", op, ""); r.Code != http.StatusSeeOther {
+		t.Fatalf("the revoked token's session: %d %s", r.Code, trim(r.Body))
 	}
 }

@@ -30,7 +30,7 @@ import (
 var uiFiles embed.FS
 
 // uiPages are the pages, each a template file defining "main".
-var uiPages = []string{"login", "dashboard", "tasks", "task", "cluster", "error", "sessions", "streams", "enqueue"}
+var uiPages = []string{"login", "dashboard", "tasks", "task", "cluster", "error", "sessions", "streams", "enqueue", "tokens"}
 
 func (s *Server) uiTemplates() error {
 	funcs := template.FuncMap{
@@ -84,8 +84,9 @@ func (s *Server) uiRoutes() {
 	s.uiRoute("POST /ui/tasks/{id}/redrive", kindWrite, allowHead, s.uiRedrive)
 	s.uiRoute("POST /ui/tasks/{id}/requeue", kindWrite, allowHead, s.uiRequeue)
 	s.uiDevqRoutes()
+	s.uiTokenRoutes()
 	s.uiRoute("GET /ui/events", kindRead, allowAll, func(w http.ResponseWriter, r *http.Request, u *uiView) error {
-		return s.handleEventStream(w, r, &call{caller: u.caller, role: u.Role})
+		return s.handleEventStream(w, r, &call{caller: u.caller, role: u.caller.ViewRole()})
 	})
 }
 
@@ -131,8 +132,14 @@ func (s *Server) uiRoute(pattern string, k kind, who allow, h uiHandler) {
 			s.uiFail(w, r, u, errorf(http.StatusUnauthorized, api.CodeUnauthorized, "%v: log in again", err))
 			return
 		}
-		u.session, u.Role, u.IsHead, u.CSRF = sess, sess.role, sess.role == RoleHead, sess.csrf()
-		u.caller = queue.RoleCaller(sess.role)
+		u.session, u.Role, u.IsHead, u.CSRF = sess, sess.caller.Role, sess.caller.Role == RoleHead, sess.csrf()
+		u.caller = sess.caller
+		if sess.caller.Token != "" {
+			// The page's event stream ends with the token (queue.Service.Hold).
+			ctx, release := s.queue.Hold(r.Context(), sess.caller)
+			defer release()
+			r = r.WithContext(ctx)
+		}
 		u.Leader, _ = s.cluster.Leader()
 		if !who.permits(u.caller, r.Method) {
 			s.uiFail(w, r, u, forbidden(u.caller, r.Method+" "+routeTemplate(r)))
@@ -150,7 +157,7 @@ func (s *Server) uiRoute(pattern string, k kind, who allow, h uiHandler) {
 			}
 			return
 		}
-		c := &call{caller: u.caller, role: sess.role}
+		c := &call{caller: u.caller, role: u.caller.ViewRole()}
 		err = s.serveWrite(w, r, c, func(w http.ResponseWriter, r *http.Request, c *call) error {
 			form, err := url.ParseQuery(string(c.body))
 			if err != nil || !sess.checkCSRF(form.Get("csrf")) {
@@ -213,13 +220,20 @@ func (s *Server) handleUILogin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	next := uiNext(r.FormValue("next"))
 	role, key := s.cfg.Tokens.tokenKey(r.FormValue("token"))
+	name := ""
+	if role == "" {
+		// A named token (its key is its secret's digest too).
+		if c, err := s.queue.TokenCaller(strings.TrimSpace(r.FormValue("token"))); err == nil {
+			role, name = c.Role, c.Token
+		}
+	}
 	if role == "" {
 		u := &uiView{Title: "Log in", Node: s.cluster.ID(), Message: "That token is not accepted by this cluster.", Data: next}
 		_ = s.render(w, http.StatusUnauthorized, "login", u)
 		return
 	}
 	exp := time.Now().Add(sessionTTL)
-	val, err := newSession(role, key, exp)
+	val, err := newSession(role, key, exp, name)
 	if err != nil {
 		http.Error(w, "no randomness for a session", http.StatusInternalServerError)
 		return
@@ -374,7 +388,7 @@ func (s *Server) uiCluster(w http.ResponseWriter, r *http.Request, u *uiView) er
 	}
 	d := &clusterData{Status: viewStatus(cs), State: st}
 	d.Status.Level = s.queue.Local().Level()
-	if u.IsHead { // the dead letters are head's (as GET /dlq)
+	if u.caller.ViewRole() == RoleHead { // the dead letters are head's (as GET /dlq)
 		if d.Dead, d.Next, err = s.queue.ListDLQ(fsm.ListFilter{Limit: uiPageSize}); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spine-queue/spine/queue"
 )
 
 // The web UI's login session: a cookie every node can check without
@@ -32,6 +35,9 @@ type uiSession struct {
 	role  string
 	nonce string
 	key   [32]byte // the digest of the token it was made with
+	// caller is the session's: its role's, or its named token's (a
+	// session of a named token names it, and ends with it).
+	caller queue.Caller
 }
 
 func sessionMAC(key [32]byte, kind, msg string) string {
@@ -42,12 +48,15 @@ func sessionMAC(key [32]byte, kind, msg string) string {
 
 // newSession returns the cookie value of a session of the token's role
 // (its digest key), valid until exp.
-func newSession(role string, key [32]byte, exp time.Time) (string, error) {
+func newSession(role string, key [32]byte, exp time.Time, token string) (string, error) {
 	var n [16]byte
 	if _, err := rand.Read(n[:]); err != nil {
 		return "", err
 	}
 	payload := role + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + base64.RawURLEncoding.EncodeToString(n[:])
+	if token != "" {
+		payload += "|" + token
+	}
 	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + sessionMAC(key, "session", payload), nil
 }
 
@@ -64,16 +73,33 @@ func (s *Server) session(r *http.Request, now time.Time) (*uiSession, error) {
 	}
 	payload := string(raw)
 	parts := strings.Split(payload, "|")
-	if len(parts) != 3 {
+	if len(parts) != 3 && len(parts) != 4 {
 		return nil, fmt.Errorf("malformed session")
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || now.Unix() >= exp {
 		return nil, fmt.Errorf("session expired")
 	}
+	if len(parts) == 4 {
+		// A named token's session: valid while the token is, on the node's
+		// applied state (revoked or expired, it ends).
+		tk := s.queue.Local().TokenNamed(parts[3])
+		var key [32]byte
+		if tk == nil || tk.Role != parts[0] || hex.DecodedLen(len(tk.Hash)) != len(key) {
+			return nil, fmt.Errorf("session not valid (its token was revoked)")
+		}
+		if _, err := hex.Decode(key[:], []byte(tk.Hash)); err != nil || !hmac.Equal([]byte(mac), []byte(sessionMAC(key, "session", payload))) {
+			return nil, fmt.Errorf("session not valid (its token was revoked)")
+		}
+		if tk.ExpiresAt != 0 && s.queue.Now() >= tk.ExpiresAt {
+			return nil, fmt.Errorf("session not valid (its token expired)")
+		}
+		c := queue.CallerOf(tk)
+		return &uiSession{role: c.ViewRole(), nonce: parts[2], key: key, caller: c}, nil
+	}
 	for _, e := range s.cfg.Tokens.entries {
 		if e.role == parts[0] && hmac.Equal([]byte(mac), []byte(sessionMAC(e.sum, "session", payload))) {
-			return &uiSession{role: e.role, nonce: parts[2], key: e.sum}, nil
+			return &uiSession{role: e.role, nonce: parts[2], key: e.sum, caller: queue.RoleCaller(e.role)}, nil
 		}
 	}
 	return nil, fmt.Errorf("session not valid (its token was rotated out?)")
