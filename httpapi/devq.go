@@ -314,6 +314,9 @@ func (s *Server) handlePeek(w http.ResponseWriter, r *http.Request, c *call) err
 		}
 		wait = time.Duration(min(n, s.queue.Config().MaxClaimWait.Milliseconds())) * time.Millisecond
 	}
+	if _, err := c.caller.ScopeStreams([]string{stream}); err != nil {
+		return err
+	}
 	j, st, err := s.queue.Peek(r.Context(), stream, wait)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spine-queue/spine/api"
@@ -63,6 +64,8 @@ func classify(err error) *apiError {
 		return ae
 	case errors.As(err, &comment):
 		return errorf(http.StatusConflict, api.CodeCommentLimit, "%s", comment.Message)
+	case errors.Is(err, queue.ErrTokenRefused):
+		return errorf(http.StatusUnauthorized, api.CodeUnauthorized, "%s", strings.TrimPrefix(err.Error(), queue.ErrTokenRefused.Error()+": "))
 	case errors.Is(err, queue.ErrUpgradeInProgress):
 		return errorf(http.StatusServiceUnavailable, api.CodeUpgradeInProgress, "%v", err)
 	case errors.Is(err, fsm.ErrStreamEnded):

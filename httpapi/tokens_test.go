@@ -198,10 +198,29 @@ func TestTokenScopesAndBoundWorker(t *testing.T) {
 		t.Fatalf("create in scope: %d %s", r.Code, r.Body)
 	}
 	e.do("POST", "/internal/worker/claim", w, api.WorkerClaimRequest{Streams: []string{"b"}}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	e.do("GET", "/api/peek?stream=b", w, nil).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	// An empty claim's elsewhere names no stream out of scope.
+	e.create(map[string]interface{}{"stream": "c"})
+	if r := e.do("POST", "/internal/worker/claim", producer, api.WorkerClaimRequest{WorkerID: "p1", Streams: []string{"a"}}); r.Code != http.StatusForbidden {
+		t.Fatalf("head claiming: %d %s", r.Code, r.Body)
+	}
+	claw := e.newToken(api.TokenCreateRequest{Name: "claw-z", Role: fsm.RoleLeftClaw, Streams: []string{"z"}})
+	if r := e.do("POST", "/internal/worker/claim", claw, api.WorkerClaimRequest{WorkerID: "z1"}); r.Code != http.StatusOK ||
+		strings.Contains(string(r.Body), `"b"`) || strings.Contains(string(r.Body), `"c"`) || strings.Contains(string(r.Body), `"a"`) {
+		t.Fatalf("an empty scoped claim: %d %s", r.Code, r.Body)
+	}
 	e.do("POST", "/jobs/"+other+"/claim", w, map[string]any{}).apiErr(t, http.StatusNotFound, api.CodeNotFound)
 
 	// Impersonation: a claim naming another worker id is refused.
 	e.do("POST", "/internal/worker/claim", w, api.WorkerClaimRequest{WorkerID: "wb", Streams: []string{"a"}}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	// Nor may it register, or heartbeat, another worker.
+	e.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "gw", Address: "http://10.0.0.9:7000", Capacity: 4})
+	e.do("POST", "/v1/workers", w, api.WorkerRegisterRequest{ID: "wb", Gateway: "gw", Capacity: 1}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	if r := e.do("POST", "/v1/workers", w, api.WorkerRegisterRequest{ID: "wa", Gateway: "gw", Capacity: 1}); r.Code >= 300 {
+		t.Fatalf("registering its own worker: %d %s", r.Code, r.Body)
+	}
+	e.do("POST", "/v1/workers", headTok, api.WorkerRegisterRequest{ID: "wb", Gateway: "gw", Capacity: 1})
+	e.do("POST", "/v1/workers/wb/heartbeat", w, nil).apiErr(t, http.StatusForbidden, api.CodeForbidden)
 	// Naming none, it claims as its worker (from its scopes).
 	r := e.do("POST", "/internal/worker/claim", w, api.WorkerClaimRequest{})
 	var c api.WorkerClaim
@@ -289,9 +308,17 @@ func TestScopedTokenOnEveryRoute(t *testing.T) {
 		// An untargeted job of stream s2 (any claw could read it), and one
 		// held under a lease of stream s.
 		id := sc.e.create(map[string]interface{}{"stream": "s2", "payload": map[string]string{"s": secret}})["id"].(string)
-		for _, p := range []pose{{name: "queued", worker: "lw", job: id}, {name: "held", worker: "rw", job: sc.shared, token: sc.sharedToken, atmpt: sc.sharedAttempt}} {
+		for _, p := range []pose{{name: "queued", worker: "lw", job: id}, {name: "held", worker: "rw", job: sc.shared, token: sc.sharedToken, atmpt: sc.sharedAttempt},
+			{name: "naming the stream", worker: "lw", job: id}} {
 			before, theirs := stateOf(sc.e, id), sc.theirs()
-			r := sc.send(requestFor(route, p), tok, nil, "")
+			req := requestFor(route, p)
+			if p.name == "naming the stream" {
+				req.path += "&stream=s2"
+				if req.fields != nil {
+					req.fields["stream"], req.fields["streams"] = "s2", []string{"s2"}
+				}
+			}
+			r := sc.send(req, tok, nil, "")
 			checked++
 			for _, s := range []string{secret, sc.sharedToken, heldSecret, forRightSecret} {
 				if strings.Contains(string(r.Body), s) {

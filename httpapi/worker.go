@@ -67,7 +67,7 @@ func (s *Server) workerClaim(ctx context.Context, caller queue.Caller, req *api.
 		return nil, index, err
 	}
 	if len(jobs) == 0 {
-		return &api.WorkerClaim{Claimed: false, Elsewhere: s.elsewhere(req.Streams, actor, req.Capabilities)}, index, nil
+		return &api.WorkerClaim{Claimed: false, Elsewhere: s.elsewhere(req.Streams, caller, actor, req.Capabilities)}, index, nil
 	}
 	a := claimAnswer(jobs[0])
 	if req.MaxJobs > 0 {
@@ -91,12 +91,12 @@ func claimAnswer(j *fsm.Job) api.WorkerClaim {
 // elsewhere lists up to 10 streams other than asked with a job the
 // claimant (actor, with capabilities caps) could take now, most queued
 // first, for an answer that claimed nothing.
-func (s *Server) elsewhere(asked []string, actor fsm.Actor, caps []string) []api.StreamQueue {
+func (s *Server) elsewhere(asked []string, caller queue.Caller, actor fsm.Actor, caps []string) []api.StreamQueue {
 	if len(asked) == 0 {
 		asked = []string{fsm.DefaultStream}
 	}
 	var out []api.StreamQueue
-	for _, si := range s.queue.StreamInfos(queue.RoleCaller(actor.Role)) {
+	for _, si := range s.queue.StreamInfos(caller) {
 		if n := si.Counts[fsm.StateQueued]; n > 0 && si.Pause == nil && !slices.Contains(asked, si.Name) && s.queue.HasWorkFor(si.Name, actor, caps) {
 			out = append(out, api.StreamQueue{Name: si.Name, Queued: n})
 		}

@@ -181,6 +181,17 @@ const maxRegistered = 10_000
 // (registering) an id no role has yet, which becomes its role's. Below
 // fsm.LevelIdentity no id is bound yet, and any claw may, as before.
 func (s *Service) mayChangeWorker(actor fsm.Actor, id string, registering bool) error {
+	if actor.Token != "" {
+		// A token bound to a worker id registers, heartbeats and removes
+		// that worker alone.
+		c, err := s.callerOf(actor)
+		if err != nil {
+			return err
+		}
+		if err := c.CheckWorker(id); err != nil {
+			return err
+		}
+	}
 	r := s.state.Peek()
 	if actor.Role == fsm.HeadRole || r.Level() < fsm.LevelIdentity {
 		return nil
