@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spine-queue/spine/fsm"
 )
@@ -343,11 +344,11 @@ func (s *Service) authorizeWrite(cmd interface{}) error {
 		return nil
 	}
 	v = v.Elem()
-	af := v.FieldByName("Actor")
-	if !af.IsValid() || af.Type() != reflect.TypeOf(fsm.Actor{}) {
+	f := fieldsOf(v.Type())
+	if f.actor == nil {
 		return nil
 	}
-	actor := af.Interface().(fsm.Actor)
+	actor := *v.FieldByIndex(f.actor).Addr().Interface().(*fsm.Actor)
 	if actor.Token == "" {
 		return nil
 	}
@@ -364,24 +365,29 @@ func (s *Service) authorizeWrite(cmd interface{}) error {
 	if !c.Scoped() {
 		return nil
 	}
-	if f := v.FieldByName("Stream"); f.IsValid() && f.Kind() == reflect.String && f.String() != "" && !c.InScope(f.String()) {
-		return c.outOfScope(f.String())
+	if f.stream != nil {
+		if st := v.FieldByIndex(f.stream).String(); st != "" && !c.InScope(st) {
+			return c.outOfScope(st)
+		}
 	}
-	if f := v.FieldByName("Streams"); f.IsValid() && f.Type() == reflect.TypeOf([]string(nil)) && f.CanSet() {
-		streams, err := c.ScopeStreams(f.Interface().([]string))
+	if f.streams != nil {
+		sv := v.FieldByIndex(f.streams)
+		streams, err := c.ScopeStreams(sv.Interface().([]string))
 		if err != nil {
 			return err
 		}
 		if _, claim := cmd.(*fsm.ClaimCommand); claim {
-			f.Set(reflect.ValueOf(streams))
+			sv.Set(reflect.ValueOf(streams))
 		}
 	}
 	var ids []string
-	if f := v.FieldByName("JobID"); f.IsValid() && f.Kind() == reflect.String && f.String() != "" {
-		ids = append(ids, f.String())
+	if f.jobID != nil {
+		if id := v.FieldByIndex(f.jobID).String(); id != "" {
+			ids = append(ids, id)
+		}
 	}
-	if f := v.FieldByName("Ref"); f.IsValid() && f.Type() == reflect.TypeOf(fsm.LeaseRef{}) {
-		if id := f.Interface().(fsm.LeaseRef).JobID; id != "" {
+	if f.ref != nil {
+		if id := v.FieldByIndex(f.ref).Interface().(fsm.LeaseRef).JobID; id != "" {
 			ids = append(ids, id)
 		}
 	}
@@ -392,4 +398,30 @@ func (s *Service) authorizeWrite(cmd interface{}) error {
 		}
 	}
 	return nil
+}
+
+// cmdFields are the index paths of the fields authorizeWrite reads of a
+// command type (nil: it has none such).
+type cmdFields struct{ actor, stream, streams, jobID, ref []int }
+
+var cmdFieldCache sync.Map // reflect.Type → *cmdFields
+
+func fieldsOf(t reflect.Type) *cmdFields {
+	if f, ok := cmdFieldCache.Load(t); ok {
+		return f.(*cmdFields)
+	}
+	f := &cmdFields{}
+	find := func(name string, typ reflect.Type) []int {
+		if sf, ok := t.FieldByName(name); ok && sf.Type == typ && sf.IsExported() {
+			return sf.Index
+		}
+		return nil
+	}
+	f.actor = find("Actor", reflect.TypeOf(fsm.Actor{}))
+	f.stream = find("Stream", reflect.TypeOf(""))
+	f.streams = find("Streams", reflect.TypeOf([]string(nil)))
+	f.jobID = find("JobID", reflect.TypeOf(""))
+	f.ref = find("Ref", reflect.TypeOf(fsm.LeaseRef{}))
+	cmdFieldCache.Store(t, f)
+	return f
 }

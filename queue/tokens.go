@@ -183,6 +183,9 @@ type tokenCalls struct {
 	mu      sync.Mutex
 	calls   map[string]map[*heldCall]struct{}
 	started bool
+	// kick wakes the watcher when a call with an expiry is held (its
+	// timer may need to fire sooner).
+	kick chan struct{}
 }
 
 type heldCall struct {
@@ -214,12 +217,21 @@ func (s *Service) Hold(ctx context.Context, c Caller) (context.Context, func()) 
 	}
 	tc.calls[c.Token][h] = struct{}{}
 	if !tc.started {
-		tc.started = true
-		go s.watchTokens()
+		tc.started, tc.kick = true, make(chan struct{}, 1)
+		go s.watchTokens(tc.kick)
+	}
+	if h.expiresAt != 0 {
+		select {
+		case tc.kick <- struct{}{}:
+		default:
+		}
 	}
 	tc.mu.Unlock()
-	// A revoke applied between the authentication and now ends it at once.
-	s.sweepHeld()
+	// A revoke applied between the authentication and the registration
+	// ends the call at once (the watcher sees only later changes).
+	if tk := s.state.Peek().TokenNamed(c.Token); tk == nil || tk.Index != c.index {
+		cancel(ErrTokenRevoked)
+	}
 	return ctx, func() {
 		tc.mu.Lock()
 		if set := tc.calls[c.Token]; set != nil {
@@ -235,7 +247,7 @@ func (s *Service) Hold(ctx context.Context, c Caller) (context.Context, func()) 
 
 // watchTokens ends held calls as the applied tokens change, and at the
 // earliest expiry among them.
-func (s *Service) watchTokens() {
+func (s *Service) watchTokens(kick <-chan struct{}) {
 	changes, _ := s.state.(interface{ TokensChanged() <-chan struct{} })
 	for {
 		var ch <-chan struct{}
@@ -252,6 +264,7 @@ func (s *Service) watchTokens() {
 		t := time.NewTimer(max(wait, time.Millisecond))
 		select {
 		case <-ch:
+		case <-kick:
 		case <-t.C:
 		case <-s.draining.Done():
 			t.Stop()
