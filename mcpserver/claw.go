@@ -161,8 +161,8 @@ func (s *server) addClawTools(srv *mcp.Server) {
 		Name:  "complete",
 		Title: "Complete a claimed job",
 		Description: "Report a job you claimed as done, with its result: an object whose \"summary\" says in one line what you did, " +
-			"plus any fields worth keeping. Repeating it (say after a lost answer) is safe. A job with a result_schema (in the claim "+
-			"and get_job) takes only a result matching it: a result that does not is refused with every mismatch (path, expected, "+
+			"plus any fields worth keeping. Repeating it (say after a lost answer) is safe. A job with a result_schema (in the claim " +
+			"and get_job) takes only a result matching it: a result that does not is refused with every mismatch (path, expected, " +
 			"got) and the job stays yours, so fix the result and call complete again.",
 		Annotations: writes("Complete a claimed job", true, false),
 	}, s.complete)
