@@ -208,3 +208,23 @@ func TestNoResultSchemaTakesAnyResult(t *testing.T) {
 		t.Fatalf("complete: %d %s", r.Code, r.Body)
 	}
 }
+
+// The UI's task view shows the result contract and the refused completes.
+func TestUITaskShowsResultContract(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LevelPolicies))
+	id := e.create(map[string]interface{}{"resultSchema": json.RawMessage(contractSchema)})["id"].(string)
+	c := e.claim(id, leftTok)
+	e.do("POST", "/jobs/"+id+"/complete", leftTok, fmt.Sprintf(`{"leaseToken":%q,"result":{}}`, c["leaseToken"])).
+		apiErr(t, http.StatusBadRequest, api.CodeResultMismatch)
+	page := string(e.page("GET", "/ui/tasks/"+id, uiLogin(t, e, leftTok), "").Body)
+	for _, want := range []string{`<h2>Result contract</h2>`, `id="result-schema"`, `&#34;additionalProperties&#34;: false`,
+		`<td>complete_refused</td>`, `2 mismatches: /answer: expected a required property`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("task page lacks %q:\n%s", want, page)
+		}
+	}
+	plain := e.create(map[string]interface{}{})["id"].(string)
+	if page := string(e.page("GET", "/ui/tasks/"+plain, uiLogin(t, e, leftTok), "").Body); strings.Contains(page, "Result contract") {
+		t.Fatal("a job without a schema shows a result contract")
+	}
+}
