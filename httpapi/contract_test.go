@@ -1,11 +1,15 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/fsm"
@@ -226,5 +230,75 @@ func TestUITaskShowsResultContract(t *testing.T) {
 	plain := e.create(map[string]interface{}{})["id"].(string)
 	if page := string(e.page("GET", "/ui/tasks/"+plain, uiLogin(t, e, leftTok), "").Body); strings.Contains(page, "Result contract") {
 		t.Fatal("a job without a schema shows a result contract")
+	}
+}
+
+// Over MCP: head enqueues with a result_schema, the claim shows it, a
+// complete that does not match is a tool error listing every mismatch and
+// keeps the lease in the session, and a matching one completes.
+func TestMCPResultContract(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LevelPolicies))
+	ts := httptest.NewServer(e.h)
+	defer ts.Close()
+	head, claw := mcpSession(t, ts.URL, headTok), mcpSession(t, ts.URL, leftTok)
+	var schema map[string]any
+	if err := json.Unmarshal([]byte(contractSchema), &schema); err != nil {
+		t.Fatal(err)
+	}
+	var enq struct {
+		Job struct {
+			ID           string         `json:"id"`
+			ResultSchema map[string]any `json:"result_schema"`
+		} `json:"job"`
+	}
+	mcpCall(t, head, "enqueue", map[string]any{"payload": map[string]any{"q": 1}, "stream": "mcpc", "result_schema": schema}, &enq)
+	if enq.Job.ResultSchema["type"] != "object" {
+		t.Fatalf("enqueued job %+v", enq.Job)
+	}
+	var cl struct {
+		Jobs []struct {
+			JobID        string         `json:"job_id"`
+			ResultSchema map[string]any `json:"result_schema"`
+		} `json:"jobs"`
+		Next string `json:"next"`
+	}
+	mcpCall(t, claw, "claim", map[string]any{"streams": []string{"mcpc"}, "wait_seconds": 0}, &cl)
+	if len(cl.Jobs) != 1 || cl.Jobs[0].JobID != enq.Job.ID || cl.Jobs[0].ResultSchema["type"] != "object" || !strings.Contains(cl.Next, "result_schema") {
+		t.Fatalf("claim %+v", cl)
+	}
+	res, err := claw.CallTool(context.Background(), &mcp.CallToolParams{Name: "complete",
+		Arguments: map[string]any{"job_id": enq.Job.ID, "result": map[string]any{"summary": "s", "answer": "a"}}})
+	if err != nil || !res.IsError {
+		t.Fatalf("mismatching complete: %v %+v", err, res)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	for _, want := range []string{"still yours under the same lease", "- /score: expected a required property, got missing",
+		"- /summary: expected no property not named in properties, got present"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("tool error lacks %q: %s", want, text)
+		}
+	}
+	var view struct {
+		ResultSchema map[string]any `json:"result_schema"`
+		History      []struct {
+			Type string `json:"type"`
+		} `json:"history"`
+	}
+	mcpCall(t, claw, "get_job", map[string]any{"job_id": enq.Job.ID, "history": true}, &view)
+	refused := 0
+	for _, h := range view.History {
+		if h.Type == fsm.EventCompleteRefused {
+			refused++
+		}
+	}
+	if view.ResultSchema["type"] != "object" || refused != 1 {
+		t.Fatalf("get_job %+v", view)
+	}
+	var done struct {
+		Status string `json:"status"`
+	}
+	mcpCall(t, claw, "complete", map[string]any{"job_id": enq.Job.ID, "result": map[string]any{"answer": "a", "score": 1}}, &done)
+	if done.Status != "done" {
+		t.Fatalf("complete %+v", done)
 	}
 }
