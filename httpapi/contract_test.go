@@ -302,3 +302,17 @@ func TestMCPResultContract(t *testing.T) {
 		t.Fatalf("complete %+v", done)
 	}
 }
+
+// The dashboard marks a stream whose defaults carry a result contract,
+// and shows no concurrency default it does not have.
+func TestUIDashboardShowsDefaultContract(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LevelPolicies))
+	if r := e.do("PUT", "/streams/ml/defaults", headTok, `{"resultSchema":{"type":"object"}}`); r.Code != 200 {
+		t.Fatalf("put: %d %s", r.Code, r.Body)
+	}
+	e.create(map[string]interface{}{"stream": "ml"})
+	page := string(e.page("GET", "/ui/", uiLogin(t, e, headTok), "").Body)
+	if !strings.Contains(page, `result-contract`) || strings.Contains(page, "per key") {
+		t.Fatalf("dashboard:\n%s", page)
+	}
+}
