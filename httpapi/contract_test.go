@@ -316,3 +316,28 @@ func TestUIDashboardShowsDefaultContract(t *testing.T) {
 		t.Fatalf("dashboard:\n%s", page)
 	}
 }
+
+// The task API's complete keeps the contract too.
+func TestResultContractTaskAPI(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LevelPolicies))
+	id := e.create(map[string]interface{}{"resultSchema": json.RawMessage(contractSchema)})["id"].(string)
+	a := e.workerClaim(leftTok, `{"worker_id":"w-1"}`)
+	step := api.TaskStepRequest{AgentID: "w-1", AttemptID: a["attempt_id"].(string), LeaseToken: a["lease_token"].(string)}
+	if r := e.do("POST", "/v1/tasks/"+id+"/start", leftTok, step); r.Code != 200 {
+		t.Fatalf("start: %d %s", r.Code, r.Body)
+	}
+	bad := step
+	bad.Result = json.RawMessage(`{"answer":"x","extra":true}`)
+	er := e.do("POST", "/v1/tasks/"+id+"/complete", leftTok, bad).apiErr(t, http.StatusBadRequest, api.CodeResultMismatch)
+	if ms := mismatches(t, er); fmt.Sprint(ms) != fmt.Sprint(wantMismatches) {
+		t.Fatalf("mismatches %+v", ms)
+	}
+	good := step
+	good.Result = json.RawMessage(`{"answer":"x","score":0}`)
+	if r := e.do("POST", "/v1/tasks/"+id+"/complete", leftTok, good); r.Code != 200 {
+		t.Fatalf("matching complete: %d %s", r.Code, r.Body)
+	}
+	if j := e.job(id); j.State != fsm.StateDone || fsm.RefusalsOf(j, step.AttemptID) != 1 {
+		t.Fatalf("job %s, %d refusals", j.State, fsm.RefusalsOf(j, step.AttemptID))
+	}
+}
