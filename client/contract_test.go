@@ -2,10 +2,13 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A complete refused for its result is a typed error carrying every
@@ -38,5 +41,29 @@ func TestCompleteResultMismatch(t *testing.T) {
 	}
 	if ResultMismatches(errors.New("other")) != nil {
 		t.Fatal("mismatches of another error")
+	}
+}
+
+// A Worker whose result breaks the job's contract fails the job, not
+// retried, with the mismatches, instead of leaving it to its lease's end.
+func TestWorkerFailsAResultThatBreaksTheContract(t *testing.T) {
+	f := newFakeWorkerServer(t, 10)
+	f.mismatch = true
+	c := newTestClient(t, []string{f.srv.URL})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := NewWorker(c, WorkerConfig{WorkerID: "w-1", MaxWait: 50 * time.Millisecond,
+		Handler: func(ctx context.Context, claim *WorkerClaim) (json.RawMessage, error) {
+			return json.RawMessage(`{"n":"x"}`), nil
+		}})
+	go w.Run(ctx)
+	select {
+	case body := <-f.fail:
+		e, _ := body["error"].(map[string]any)
+		if e["code"] != CodeResultMismatch || e["retryable"] != false || !strings.Contains(e["message"].(string), "/n: expected type integer, got type string") {
+			t.Fatalf("fail body = %v", body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fail within 10s")
 	}
 }
