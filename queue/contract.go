@@ -13,15 +13,15 @@ import (
 
 // Result contracts (package contract, fsm/contract.go). A schema is
 // checked and made canonical where it enters (a create, a stream's
-// defaults); a result is checked on the node that receives the complete,
-// before anything is proposed:
+// defaults); a result is checked on the node that serves the complete (the
+// leader, as followers forward writes), before anything is proposed:
 //
 //   - The node reads the job from its own state. The schema is fixed at the
 //     job's create and never changes, so any state that has the job has
-//     its schema: a follower behind the leader checks against the same
-//     schema the leader would.
-//   - A node that does not have the job yet (a follower behind the create
-//     and the claim) makes its state linearizable (confirm: the leader's
+//     its schema: a node behind the log checks against the same schema as
+//     one that is not.
+//   - A node that does not have the job yet (its state machine behind the
+//     create and the claim, as a leader just elected may be) makes its state linearizable (confirm: the leader's
 //     commit index, applied here) and reads again. A worker holds a lease
 //     only after its claim committed, and its claim followed the create,
 //     so after that the job is there; if it still is not, the job does not

@@ -12,7 +12,8 @@ import (
 
 // A result contract holds across a leader kill during a refused complete:
 // a job with a resultSchema is claimed through a follower, a complete
-// whose result does not match is refused there with every mismatch, and
+// whose result does not match, sent through that follower, is refused
+// with every mismatch, and
 // the leader is killed right after the refusal. Once a new leader is up,
 // the same lease completes with a matching result (the refusal left the
 // lease as it was), and the history shows the refused complete exactly
