@@ -21,8 +21,9 @@ import (
 //     its schema: a node behind the log checks against the same schema as
 //     one that is not.
 //   - A node that does not have the job yet (its state machine behind the
-//     create and the claim, as a leader just elected may be) makes its state linearizable (confirm: the leader's
-//     commit index, applied here) and reads again. A worker holds a lease
+//     create and the claim, as a leader just elected may be) makes its
+//     state linearizable (confirm: the commit index, applied here) and
+//     reads again. A worker holds a lease
 //     only after its claim committed, and its claim followed the create,
 //     so after that the job is there; if it still is not, the job does not
 //     exist for this caller and the complete is answered not found without
