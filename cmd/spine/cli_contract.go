@@ -14,7 +14,7 @@ import (
 // inline (JSON) or from a file ('-': stdin), and a complete refused for its
 // result lists every mismatch.
 
-const resultSchemaUsage = "the job's result contract: a JSON Schema (subset: type, required, properties, additionalProperties, items, " +
+const resultSchemaUsage = "a JSON Schema (subset: type, required, properties, additionalProperties, items, " +
 	"enum, const, minimum, maximum, minLength, maxLength, pattern, minItems, maxItems), inline JSON or a file ('-': stdin); " +
 	"a complete whose result does not match is refused"
 

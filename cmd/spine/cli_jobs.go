@@ -48,7 +48,7 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 	fs.StringSliceVar(&p.DependsOn, "depends-on", nil, "job ids (comma-separated, or the flag repeated) that must be done before this job can be claimed")
 	fs.StringVar(&p.OnDependencyFailure, "on-dependency-failure", "", `with --depends-on: "fail" (default: a dependency that does not end done fails this job) or "run" (run once every dependency has ended, however)`)
 	fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating a create with the same key answers the first job (default: a fresh UUID)")
-	schema := fs.String("result-schema", "", resultSchemaUsage+" (default: the stream's, if any)")
+	schema := fs.String("result-schema", "", "the job's result contract: "+resultSchemaUsage+" (default: the stream's, if any)")
 	c.nargs(0, 1)
 	return func(pos []string) int {
 		if len(pos) == 1 {
