@@ -90,6 +90,9 @@ type ErrorDetail struct {
 	// are the refused transition in the task states (StateRunning…).
 	From string `json:"from,omitempty"`
 	To   string `json:"to,omitempty"`
+	// Mismatches, on result_mismatch, lists every way the result does not
+	// match the job's resultSchema.
+	Mismatches []ResultMismatch `json:"mismatches,omitzero"`
 }
 
 // FieldError is a field of a request body whose value does not have the
@@ -231,4 +234,27 @@ func ValueKind(v []byte) string {
 		return "null"
 	}
 	return "a number"
+}
+
+// Error codes of result contracts (a job's resultSchema).
+const (
+	// CodeResultMismatch: 400, a complete whose result does not match the
+	// job's resultSchema; the answer's "mismatches" lists every one. The
+	// job stays running under the same lease: fix the result and complete
+	// again.
+	CodeResultMismatch = "result_mismatch"
+	// CodeUnsupportedSchema: 400, a resultSchema (of a job or a stream's
+	// defaults) that is not JSON Schema of the supported subset, or is over
+	// its size; the message names the keyword.
+	CodeUnsupportedSchema = "unsupported_schema"
+)
+
+// ResultMismatch is one way a result does not match its job's
+// resultSchema: Path is where in the result (a JSON Pointer, "" for the
+// result itself), Expected what the schema asks there, Got what the result
+// has. A complete refused with [CodeResultMismatch] lists every one.
+type ResultMismatch struct {
+	Path     string `json:"path"`
+	Expected string `json:"expected"`
+	Got      string `json:"got"`
 }

@@ -100,6 +100,9 @@ type Job struct {
 	// no claim of theirs takes it again.
 	NotFor    []string `json:"notFor,omitempty"`
 	TaskClass string   `json:"taskClass,omitempty"`
+	// ResultSchema is the job's result contract (as created, or from its
+	// stream's defaults): a complete's result must match it.
+	ResultSchema json.RawMessage `json:"resultSchema,omitempty"`
 
 	// ClaimedBy, WorkerID, AttemptID and LeaseExpiresAt are set while the
 	// job is running.

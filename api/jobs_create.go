@@ -50,6 +50,11 @@ type JobCreateRequest struct {
 	// lang:python; at most 16) a claimant must all have: only a claim
 	// naming them among its capabilities is handed the job.
 	Requires []string `json:"requires,omitempty"`
+	// ResultSchema is the job's result contract: a JSON Schema (a subset,
+	// docs/api.md "Result contracts") its result must match; a complete
+	// whose result does not is refused (400 result_mismatch) and the job
+	// keeps running. Without it, the stream's default (if any) applies.
+	ResultSchema json.RawMessage `json:"resultSchema,omitempty"`
 
 	named createField // the optional fields the decoded body named
 }
@@ -100,6 +105,7 @@ type jobCreateJSON struct {
 	DependsOn           []string        `json:"dependsOn,omitempty"`
 	OnDependencyFailure string          `json:"onDependencyFailure,omitempty"`
 	Requires            []string        `json:"requires,omitempty"`
+	ResultSchema        json.RawMessage `json:"resultSchema,omitempty"`
 }
 
 // MarshalJSON writes the optional fields the request gives (the Has
@@ -107,7 +113,7 @@ type jobCreateJSON struct {
 func (r JobCreateRequest) MarshalJSON() ([]byte, error) {
 	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey, Priority: r.Priority,
 		RunAt: runAtTime(r.RunAt), DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit, DependsOn: r.DependsOn, Requires: r.Requires,
-		OnDependencyFailure: r.OnDependencyFailure}
+		OnDependencyFailure: r.OnDependencyFailure, ResultSchema: r.ResultSchema}
 	if r.HasMaxAttempts() {
 		out.MaxAttempts = &r.MaxAttempts
 	}
@@ -136,7 +142,7 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 	}
 	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority,
 		RunAt: time.Time(in.RunAt), DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, DependsOn: in.DependsOn, Requires: in.Requires,
-		OnDependencyFailure: in.OnDependencyFailure}
+		OnDependencyFailure: in.OnDependencyFailure, ResultSchema: in.ResultSchema}
 	if in.MaxAttempts != nil {
 		r.MaxAttempts, r.named = *in.MaxAttempts, r.named|namedMaxAttempts
 	}

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // StreamInfo is one stream as GET /streams and GET /streams/{name} show it,
 // and the answer of a pause or resume. A stream is any name jobs were
@@ -59,10 +62,13 @@ type StreamPause struct {
 // gets ConcurrencyLimit (1 when not set). They are written into each job
 // as it is created: a change applies to jobs created after it.
 type StreamDefaults struct {
-	ConcurrencyKey   string    `json:"concurrencyKey,omitempty"`
-	ConcurrencyLimit int       `json:"concurrencyLimit,omitempty"`
-	SetAt            time.Time `json:"setAt,omitzero"`
-	SetBy            string    `json:"setBy,omitempty"`
+	ConcurrencyKey   string `json:"concurrencyKey,omitempty"`
+	ConcurrencyLimit int    `json:"concurrencyLimit,omitempty"`
+	// ResultSchema is the result contract of the jobs created in the
+	// stream without their own resultSchema.
+	ResultSchema json.RawMessage `json:"resultSchema,omitempty"`
+	SetAt        time.Time       `json:"setAt,omitzero"`
+	SetBy        string          `json:"setBy,omitempty"`
 }
 
 // StreamList is the answer of GET /streams, by name.

@@ -49,6 +49,11 @@ type WorkerClaim struct {
 	// Checkpoint is what an earlier attempt saved with a heartbeat: resume
 	// from it.
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// ResultSchema is the job's result contract: the result the complete
+	// sends must match this JSON Schema, or the complete is refused (400
+	// result_mismatch, listing every mismatch) and the job stays yours to
+	// complete again. Absent: any result.
+	ResultSchema json.RawMessage `json:"result_schema,omitempty"`
 	// Elsewhere, in an answer that claimed nothing, lists up to 10 other
 	// streams with queued jobs (not paused), most queued first: where work
 	// waits that this claim did not ask for (some of it may be targeted at

@@ -37,6 +37,10 @@ var (
 	ErrNoLeader = errors.New("no leader")
 	// ErrOutcomeUnknown: 503 outcome_unknown, the write was proposed but its fate is unknown.
 	ErrOutcomeUnknown = errors.New("outcome unknown")
+	// ErrResultMismatch: 400 result_mismatch, a complete whose result does
+	// not match the job's resultSchema; the job still runs under the same
+	// lease. [ResultMismatches] lists every mismatch.
+	ErrResultMismatch = errors.New("result does not match the job's resultSchema")
 )
 
 // Error codes of the API (the "code" of an error answer; see package api).
@@ -58,7 +62,25 @@ const (
 	CodeNoLeader          = api.CodeNoLeader
 	CodeOutcomeUnknown    = api.CodeOutcomeUnknown
 	CodeInternal          = api.CodeInternal
+	CodeResultMismatch    = api.CodeResultMismatch
+	CodeUnsupportedSchema = api.CodeUnsupportedSchema
 )
+
+// ResultMismatch is one way a result does not match its job's
+// resultSchema: where (a JSON Pointer into the result, "" for all of it),
+// what the schema expects there, and what the result has.
+type ResultMismatch = api.ResultMismatch
+
+// ResultMismatches returns the mismatches of a complete refused with
+// result_mismatch (nil for any other error): fix the result and complete
+// again with the same lease.
+func ResultMismatches(err error) []ResultMismatch {
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Code == CodeResultMismatch {
+		return ae.Mismatches
+	}
+	return nil
+}
 
 // APIError is a non-2xx answer from a node.
 type APIError struct {
@@ -79,6 +101,9 @@ type APIError struct {
 	// From and To, on a 409 illegal_transition of the task API
 	// (/v1/tasks), name the refused transition (api.StateClaimed…).
 	From, To string
+	// Mismatches, on a 400 result_mismatch (a complete whose result does
+	// not match the job's resultSchema), lists every mismatch.
+	Mismatches []api.ResultMismatch
 
 	header http.Header // of the answer, for Retry-After
 }
@@ -123,6 +148,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Code == CodeNoLeader
 	case ErrOutcomeUnknown:
 		return e.Code == CodeOutcomeUnknown
+	case ErrResultMismatch:
+		return e.Code == CodeResultMismatch
 	}
 	return false
 }
@@ -133,7 +160,7 @@ func newAPIError(status int, body []byte) *APIError {
 	var eb api.ErrorBody
 	if json.Unmarshal(body, &eb) == nil && (eb.Error.Code != "" || eb.Error.Message != "") {
 		e.Code, e.Message, e.Leader, e.Job, e.Streams = eb.Error.Code, eb.Error.Message, eb.Error.Leader, eb.Error.Job, eb.Error.Streams
-		e.From, e.To = eb.Error.From, eb.Error.To
+		e.From, e.To, e.Mismatches = eb.Error.From, eb.Error.To, eb.Error.Mismatches
 		return e
 	}
 	if len(body) > 200 {

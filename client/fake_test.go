@@ -37,6 +37,9 @@ type fakeWorkerServer struct {
 	complete chan map[string]any
 	fail     chan map[string]any
 	release  chan map[string]any
+	// mismatch: completes are refused as results that break the job's
+	// contract (400 result_mismatch).
+	mismatch bool
 }
 
 func newFakeWorkerServer(t *testing.T, interval float64) *fakeWorkerServer {
@@ -81,6 +84,14 @@ func newFakeWorkerServer(t *testing.T, interval float64) *fakeWorkerServer {
 		var body map[string]any
 		json.NewDecoder(r.Body).Decode(&body)
 		f.complete <- body
+		f.mu.Lock()
+		mismatch := f.mismatch
+		f.mu.Unlock()
+		if mismatch {
+			writeJSON(w, 400, map[string]any{"ok": false, "error": map[string]any{"code": "result_mismatch", "message": "refused",
+				"mismatches": []map[string]string{{"path": "/n", "expected": "type integer", "got": "type string"}}}})
+			return
+		}
 		writeJSON(w, 200, map[string]any{"ok": true, "ack": true})
 	})
 	mux.HandleFunc("POST /internal/worker/fail", func(w http.ResponseWriter, r *http.Request) {

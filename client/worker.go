@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 )
@@ -17,7 +18,10 @@ import (
 // shuts down. Returning a *JobError chooses the failure's code
 // and retryability; a *Release gives the job back instead (not for this
 // worker, or with a cooldown); any other error fails the attempt as
-// retryable with code "handler_error".
+// retryable with code "handler_error". A result that does not match the
+// job's result contract (claim.ResultSchema) is refused by the cluster;
+// the Worker then fails the job, not retryable, with code
+// "result_mismatch" and every mismatch in its message.
 type Handler func(ctx context.Context, claim *WorkerClaim) (result json.RawMessage, err error)
 
 // Failure codes the Worker reports on its own.
@@ -349,10 +353,18 @@ func (w *Worker) run(ctx context.Context, claim *WorkerClaim) {
 			WorkerID: w.cfg.WorkerID, JobID: claim.JobID, AttemptID: claim.AttemptID,
 			LeaseToken: claim.LeaseToken, Stream: claim.Stream, MessageID: claim.MessageID, Result: result,
 		})
-		if err != nil {
-			log.Error("spine worker: complete failed", "err", err)
+		ms := ResultMismatches(err)
+		if ms == nil {
+			if err != nil {
+				log.Error("spine worker: complete failed", "err", err)
+			}
+			return
 		}
-		return
+		// The result breaks the job's contract (its result_schema): the
+		// handler would answer the same again, so the job fails, not
+		// retried, with the mismatches for whoever looks at it.
+		log.Warn("spine worker: result does not match the job's result_schema", "mismatches", len(ms))
+		herr = &JobError{Code: CodeResultMismatch, Message: mismatchesText(ms)}
 	}
 	var (
 		je  *JobError
@@ -380,6 +392,23 @@ func (w *Worker) run(ctx context.Context, claim *WorkerClaim) {
 		return
 	}
 	log.Info("spine worker: job failed", "code", je.Code, "requeued", ack.Requeued, "dlq", ack.DLQ)
+}
+
+// mismatchesText lists a refused result's mismatches on one line.
+func mismatchesText(ms []ResultMismatch) string {
+	var b strings.Builder
+	b.WriteString("the result does not match the job's result_schema: ")
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		path := m.Path
+		if path == "" {
+			path = "(the whole result)"
+		}
+		b.WriteString(path + ": expected " + m.Expected + ", got " + m.Got)
+	}
+	return b.String()
 }
 
 // release gives claim's job back as rel says, without using an attempt.

@@ -125,6 +125,7 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 		options(j)
 	}
 	a.applyDefaults(j)
+	a.applyContract(j, c.ResultSchema)
 	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued}
 	j.History = jc.ev[:1:1]
 	a.put(nil, j, c.Now)

@@ -18,8 +18,11 @@ type StreamDefaults struct {
 	Stream           string
 	ConcurrencyKey   string
 	ConcurrencyLimit int
-	SetAt            int64
-	Actor            string
+	// ResultSchema is the result contract of the stream's jobs created
+	// without one (contract.go); from LevelPolicies.
+	ResultSchema string
+	SetAt        int64
+	Actor        string
 	// Index is the Raft index of the command that set them.
 	Index uint64
 }
@@ -32,6 +35,8 @@ type StreamDefaultsCommand struct {
 	ConcurrencyKey   string
 	ConcurrencyLimit int
 	Actor            Actor
+	// ResultSchema: the default result contract (canonical JSON).
+	ResultSchema string
 }
 
 func init() {
@@ -60,6 +65,7 @@ func (c *StreamDefaultsCommand) fields(f *fields) {
 	f.istr(3, &c.ConcurrencyKey)
 	f.int(4, &c.ConcurrencyLimit)
 	f.actor(5, &c.Actor)
+	f.schema(6, &c.ResultSchema)
 }
 
 func (c *StreamDefaultsCommand) apply(a *applier) *Result {
@@ -67,12 +73,16 @@ func (c *StreamDefaultsCommand) apply(a *applier) *Result {
 		return fail(fmt.Errorf("stream defaults: %w: a stream name is required and a limit may not be negative", ErrInvalid))
 	}
 	a.t.jobControl, a.t.version8 = true, true
-	if c.ConcurrencyKey == "" && c.ConcurrencyLimit == 0 {
+	schema := c.ResultSchema
+	if a.t.level < LevelPolicies {
+		schema = "" // as a build without result contracts applies it
+	}
+	if c.ConcurrencyKey == "" && c.ConcurrencyLimit == 0 && schema == "" {
 		a.setDefaults(c.Stream, nil)
 		return &Result{}
 	}
 	d := &StreamDefaults{Stream: c.Stream, ConcurrencyKey: c.ConcurrencyKey, ConcurrencyLimit: c.ConcurrencyLimit,
-		SetAt: c.Now, Actor: a.in.actor(c.Actor), Index: a.index}
+		ResultSchema: internSchema(schema), SetAt: c.Now, Actor: a.in.actor(c.Actor), Index: a.index}
 	a.setDefaults(c.Stream, d)
 	return &Result{Defaults: d}
 }

@@ -82,6 +82,8 @@ func commandSamples() map[CommandType][]interface{} {
 			Payload: bigB, IdempotencyKey: big, ClonedFrom: "t0", Actor: a}},
 		CmdTaskPurge: {&TaskPurgeCommand{}, &TaskPurgeCommand{Now: 9, Before: -3, Max: 1000}},
 		CmdComplete:  {&CompleteCommand{}, &CompleteCommand{Now: 9, Ref: ref, Actor: a, Result: bigB, Stdout: big, Stderr: "e"}},
+		CmdCompleteRefused: {&CompleteRefusedCommand{}, &CompleteRefusedCommand{Now: 9, Ref: ref, Actor: a, Text: "1 mismatch: /n: expected type integer, got type string"},
+			&CompleteRefusedCommand{Now: -1, Ref: ref, Text: big}},
 		CmdFail: {&FailCommand{}, &FailCommand{Now: 9, Ref: ref, Actor: a, Requeue: true, Stdout: "o",
 			Error: JobError{Code: "E", Message: big, Stack: "s", Retryable: true}}},
 		CmdRelease: {&ReleaseCommand{}, &ReleaseCommand{Now: 9, Ref: ref, Actor: a, Reason: "later"},

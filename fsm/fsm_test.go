@@ -774,6 +774,10 @@ func stateHash(t testing.TB, f *FSM) [32]byte {
 	return sha256.Sum256(buf.Bytes())
 }
 
+// randomSchemas are result contracts for randomLog's creates and stream
+// defaults (canonical JSON, as the service stores them).
+var randomSchemas = []string{`{"type":"object"}`, `{"properties":{"n":{"minimum":0,"type":"integer"}},"required":["n"],"type":"object"}`}
+
 // randomLog builds a log of commands, legal and illegal, as a leader would
 // stamp them.
 func randomLog(seed uint64, n int) [][]byte {
@@ -905,6 +909,9 @@ func randomLog(seed uint64, n int) [][]byte {
 					if rng.IntN(2) == 0 {
 						dc.ConcurrencyKey = []string{"k1", "k3"}[rng.IntN(2)]
 					}
+					if rng.IntN(2) == 0 { // a default result contract
+						dc.ResultSchema = randomSchemas[rng.IntN(len(randomSchemas))]
+					}
 					out = append(out, MustEncode(CmdStreamDefaults, dc))
 				} else if rng.IntN(3) == 0 {
 					// An operator's pause or resume, of the job streams too.
@@ -975,6 +982,9 @@ func randomLog(seed uint64, n int) [][]byte {
 					return &c
 				}()))
 			} else {
+				if rng.IntN(4) == 0 { // a result contract (or none: the stream's default, if any)
+					cc.ResultSchema = randomSchemas[rng.IntN(len(randomSchemas))]
+				}
 				out = append(out, MustEncode(CmdCreate, &cc))
 			}
 		case 2:
@@ -1034,6 +1044,10 @@ func randomLog(seed uint64, n int) [][]byte {
 				out = append(out, MustEncode(CmdHeartbeat, &hb))
 			}
 		case 4:
+			if rng.IntN(4) == 0 { // a complete refused for its result, recorded (bounded per attempt)
+				out = append(out, MustEncode(CmdCompleteRefused, &CompleteRefusedCommand{Now: now, Ref: ref(), Actor: a, Text: "1 mismatch: the top: expected type object, got type integer"}))
+				break
+			}
 			out = append(out, MustEncode(CmdComplete, &CompleteCommand{Now: now, Ref: ref(), Actor: a, Result: []byte(`1`)}))
 		case 5:
 			out = append(out, MustEncode(CmdFail, &FailCommand{Now: now, Ref: ref(), Actor: a, Requeue: rng.IntN(3) > 0, Error: JobError{Message: "e"}}))

@@ -175,7 +175,7 @@ const AutoFailed = "auto_failed"
 // countedEvents are the event types the counters keep, in a fixed order.
 var countedEvents = []string{EventCreated, EventClaimed, EventStarted, EventCompleted, EventFailed,
 	EventReleased, EventReaped, EventDead, EventRedriven, EventRouted, EventComment, AutoFailed,
-	EventCancelRequested, EventCancelled}
+	EventCancelRequested, EventCancelled, EventCompleteRefused}
 
 type eventCounts struct {
 	// from: entries at or below this index are not counted (a restarted

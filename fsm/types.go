@@ -158,6 +158,12 @@ type JobExtra struct {
 	Stdout   string
 	Stderr   string
 	Comments []Comment
+
+	// ResultSchema is the job's result contract (contract.go): the
+	// canonical JSON of a schema its result must match, "" for none. Set
+	// at create (or from the stream's defaults) and never changed; jobs
+	// with equal schemas share one string.
+	ResultSchema string
 }
 
 // noExtra is what Extra answers for a job without its extra part. Nothing
@@ -189,7 +195,7 @@ func (x *JobExtra) isZero() bool {
 		!x.RunOnDepFailure && x.LeaseSeconds == 0 && x.TaskClass == "" && x.ToolName == "" && x.Timeout == 0 &&
 		x.ClonedFrom == "" && x.Route == nil && x.CancelRequestedAt == 0 && x.CancelReason == "" &&
 		x.Progress == nil && x.ProgressAt == 0 && x.Checkpoint == nil && x.CheckpointAt == 0 &&
-		x.Stdout == "" && x.Stderr == "" && x.Comments == nil
+		x.Stdout == "" && x.Stderr == "" && x.Comments == nil && x.ResultSchema == ""
 }
 
 // compactExtra drops an extra part that holds nothing, so that a job

@@ -26,6 +26,9 @@ type apiError struct {
 	Streams []api.StreamQueue
 	// From and To name a refused transition of the task API.
 	From, To string
+	// Mismatches, on result_mismatch, are every way the result does not
+	// match the job's resultSchema.
+	Mismatches []api.ResultMismatch
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -53,6 +56,9 @@ func classify(err error) *apiError {
 		tooBig  *queue.TooLargeError
 		needStr *queue.StreamRequiredError
 		comment *queue.CommentLimitError
+		// result contracts (queue/contract.go)
+		mismatch  *queue.ResultMismatchError
+		schemaErr *queue.SchemaError
 	)
 	switch {
 	case errors.As(err, &needStr):
@@ -62,6 +68,15 @@ func classify(err error) *apiError {
 			ae.Streams = append(ae.Streams, api.StreamQueue{Name: q.Name, Queued: q.Queued})
 		}
 		return ae
+	case errors.As(err, &mismatch):
+		ae := errorf(http.StatusBadRequest, api.CodeResultMismatch, "%s", mismatch.Error())
+		ae.Mismatches = mismatch.Mismatches
+		if mismatch.Job != nil {
+			ae.Job = viewJob(mismatch.Job)
+		}
+		return ae
+	case errors.As(err, &schemaErr):
+		return errorf(http.StatusBadRequest, api.CodeUnsupportedSchema, "%s", schemaErr.Message)
 	case errors.As(err, &comment):
 		return errorf(http.StatusConflict, api.CodeCommentLimit, "%s", comment.Message)
 	case errors.Is(err, queue.ErrTokenRefused):
@@ -187,5 +202,5 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 	if ae.Status >= 500 && ae.Status != http.StatusServiceUnavailable {
 		s.logger.Error("request failed", "error", err)
 	}
-	writeJSON(w, ae.Status, api.ErrorBody{Error: api.ErrorDetail{Code: ae.Code, Message: ae.Message, Leader: ae.Leader, Job: ae.Job, Streams: ae.Streams, From: ae.From, To: ae.To}})
+	writeJSON(w, ae.Status, api.ErrorBody{Error: api.ErrorDetail{Code: ae.Code, Message: ae.Message, Leader: ae.Leader, Job: ae.Job, Streams: ae.Streams, From: ae.From, To: ae.To, Mismatches: ae.Mismatches}})
 }

@@ -208,7 +208,7 @@ func (b *mcpBackend) apiError(ae *apiError, err error) *client.APIError {
 		b.s.logger.Error("mcp tool call failed", "error", err)
 	}
 	return &client.APIError{Status: ae.Status, Code: ae.Code, Message: ae.Message, Leader: ae.Leader, Job: ae.Job,
-		Streams: ae.Streams, From: ae.From, To: ae.To}
+		Streams: ae.Streams, From: ae.From, To: ae.To, Mismatches: ae.Mismatches}
 }
 
 // workerRefusal is the refusal of a worker call, as the worker contract's

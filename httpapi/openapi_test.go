@@ -321,7 +321,8 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		api.CodeNotFound, api.CodeMethodNotAllowed, api.CodeIllegalTransition, api.CodeStaleLease, api.CodeMaxAttempts, api.CodeTooLarge, api.CodeNoLeader,
 		api.CodeOutcomeUnknown, api.CodeInternal, api.CodeStreamEnded, api.CodeStreamPaused, api.CodeMissingCapability, api.CodeNotYetClaimable, api.CodeAlreadyExists, api.CodeSessionEnded, api.CodeStreamRequired,
 		api.CodeUpgradeInProgress, api.CodeNoHealthyGateway, api.CodeUnsupportedMediaType, api.CodeHeadersTooLarge, api.CodeRequestTimeout,
-		api.CodeNotImplemented, api.CodeCommentLimit, api.CodeTooManySessions}
+		api.CodeNotImplemented, api.CodeCommentLimit, api.CodeTooManySessions,
+		api.CodeResultMismatch, api.CodeUnsupportedSchema}
 	sort.Strings(codes)
 	sort.Strings(want)
 	if !slices.Equal(codes, want) {

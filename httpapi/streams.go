@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -36,6 +37,9 @@ func viewStreamInfo(si queue.StreamInfo, now time.Time) api.StreamInfo {
 	}
 	if d := si.Defaults; d != nil {
 		v.Defaults = &api.StreamDefaults{ConcurrencyKey: d.ConcurrencyKey, ConcurrencyLimit: d.ConcurrencyLimit, SetAt: api.Time(d.SetAt), SetBy: d.Actor}
+		if d.ResultSchema != "" {
+			v.Defaults.ResultSchema = json.RawMessage(d.ResultSchema)
+		}
 	}
 	if c := si.Catalog; c != nil {
 		v.Status, v.Instructions = c.Status, c.Instructions
@@ -127,10 +131,11 @@ func (s *Server) handleStreamDefaultsSet(w http.ResponseWriter, r *http.Request,
 	if !req.SetAt.IsZero() || req.SetBy != "" {
 		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "setAt and setBy are the cluster's to fill in")
 	}
-	if req.ConcurrencyKey == "" && req.ConcurrencyLimit == 0 {
-		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "give concurrencyKey, concurrencyLimit or both (DELETE clears the defaults)")
+	if req.ConcurrencyKey == "" && req.ConcurrencyLimit == 0 && len(req.ResultSchema) == 0 {
+		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "give concurrencyKey, concurrencyLimit, resultSchema or several (DELETE clears the defaults)")
 	}
-	return s.setStreamDefaults(w, r, c, req.ConcurrencyKey, req.ConcurrencyLimit)
+	return s.setStreamDefaults(w, r, c, queue.DefaultsInput{ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit,
+		ResultSchema: req.ResultSchema})
 }
 
 func (s *Server) handleStreamDefaultsClear(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -138,14 +143,14 @@ func (s *Server) handleStreamDefaultsClear(w http.ResponseWriter, r *http.Reques
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	return s.setStreamDefaults(w, r, c, "", 0)
+	return s.setStreamDefaults(w, r, c, queue.DefaultsInput{})
 }
 
 // setStreamDefaults sets (or, with neither a key nor a limit, clears) a
 // stream's job defaults, and answers the stream as this node reads it
 // after the command.
-func (s *Server) setStreamDefaults(w http.ResponseWriter, r *http.Request, c *call, key string, limit int) error {
+func (s *Server) setStreamDefaults(w http.ResponseWriter, r *http.Request, c *call, in queue.DefaultsInput) error {
 	name := r.PathValue("name")
-	_, idx, err := s.queue.SetStreamDefaults(r.Context(), name, key, limit, c.caller.Actor(""))
+	_, idx, err := s.queue.SetDefaults(r.Context(), name, in, c.caller.Actor(""))
 	return s.answerStream(w, name, idx, err)
 }

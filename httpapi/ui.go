@@ -348,6 +348,8 @@ type taskData struct {
 	Result       string
 	Summary      string
 	Instructions string
+	// ResultSchema is the job's result contract, indented ("" for none).
+	ResultSchema string
 }
 
 func (s *Server) uiTask(w http.ResponseWriter, r *http.Request, u *uiView) error {
@@ -355,7 +357,7 @@ func (s *Server) uiTask(w http.ResponseWriter, r *http.Request, u *uiView) error
 	if err != nil {
 		return err
 	}
-	d := &taskData{Job: j, Payload: uiJSON(j.Payload), Result: uiJSON(j.Result)}
+	d := &taskData{Job: j, Payload: uiJSON(j.Payload), Result: uiJSON(j.Result), ResultSchema: uiJSON([]byte(j.Extra().ResultSchema))}
 	var res struct {
 		Summary string `json:"summary"`
 	}

@@ -38,6 +38,7 @@ func viewJob(j *fsm.Job) *api.Job {
 		v.OnDependencyFailure = "run"
 	}
 	v.Requires, v.NotFor = fsm.Labels(x.Requires), x.NotFor
+	v.ResultSchema = resultSchema(j)
 	if j.BackoffBase > 0 {
 		v.Backoff = &api.Backoff{Base: j.BackoffBase, Max: j.BackoffMax}
 	}

@@ -85,6 +85,7 @@ func claimAnswer(j *fsm.Job) api.WorkerClaim {
 		Stream: j.Stream, MessageID: messageID(j), Payload: j.Payload,
 		LeaseTTLSeconds: ttl.Seconds(), HeartbeatIntervalSeconds: (ttl / 3).Seconds(),
 		Attempt: j.Attempts, MaxAttempts: j.MaxAttempts, Checkpoint: j.Extra().Checkpoint,
+		ResultSchema: resultSchema(j),
 	}
 }
 
@@ -133,14 +134,18 @@ func (s *Server) workerRefusal(w http.ResponseWriter, c *call, jobID string, err
 	if ae == nil {
 		return err
 	}
-	writeJSON(w, ae.Status, api.WorkerRefusal{OK: false, Error: api.ErrorDetail{Code: ae.Code, Message: ae.Message}})
+	writeJSON(w, ae.Status, api.WorkerRefusal{OK: false, Error: api.ErrorDetail{Code: ae.Code, Message: ae.Message, Mismatches: ae.Mismatches}})
 	return nil
 }
 
 // workerRefused is a worker call's refusal in the API's terms, when err
-// fenced the call off (409, 403 or 404), else nil.
+// fenced the call off (409, 403 or 404) or refused its result (400
+// result_mismatch), else nil.
 func (s *Server) workerRefused(caller queue.Caller, jobID string, err error) *apiError {
 	ae := classify(s.queue.ForCaller(caller, jobID, err))
+	if ae.Code == api.CodeResultMismatch {
+		return ae
+	}
 	if ae.Status != http.StatusConflict && ae.Status != http.StatusForbidden && ae.Status != http.StatusNotFound {
 		return nil
 	}

@@ -41,6 +41,10 @@ type ClaimedJob struct {
 	MaxAttempts int `json:"max_attempts"`
 	// Checkpoint is what an earlier attempt saved: resume from it.
 	Checkpoint any `json:"checkpoint,omitempty"`
+	// ResultSchema is the job's result contract: the result of complete
+	// must match this JSON Schema, or complete is refused with every
+	// mismatch listed (the job stays yours: fix it and complete again).
+	ResultSchema any `json:"result_schema,omitempty"`
 	// Instructions are the stream's.
 	Instructions             string  `json:"instructions,omitempty"`
 	LeaseSeconds             float64 `json:"lease_seconds"`
@@ -157,7 +161,9 @@ func (s *server) addClawTools(srv *mcp.Server) {
 		Name:  "complete",
 		Title: "Complete a claimed job",
 		Description: "Report a job you claimed as done, with its result: an object whose \"summary\" says in one line what you did, " +
-			"plus any fields worth keeping. Repeating it (say after a lost answer) is safe.",
+			"plus any fields worth keeping. Repeating it (say after a lost answer) is safe. A job with a result_schema (in the claim " +
+			"and get_job) takes only a result matching it: a result that does not is refused with every mismatch (path, expected, " +
+			"got) and the job stays yours, so fix the result and call complete again.",
 		Annotations: writes("Complete a claimed job", true, false),
 	}, s.complete)
 
@@ -230,7 +236,7 @@ func (s *server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 	instructions := s.instructionsOf(ctx, claims)
 	for _, c := range claims {
 		out.Jobs = append(out.Jobs, ClaimedJob{JobID: c.JobID, Stream: c.Stream, Payload: rawJSON(c.Payload), Attempt: c.Attempt,
-			MaxAttempts: c.MaxAttempts, Checkpoint: rawJSON(c.Checkpoint), Instructions: instructions[c.Stream],
+			MaxAttempts: c.MaxAttempts, Checkpoint: rawJSON(c.Checkpoint), ResultSchema: rawJSON(c.ResultSchema), Instructions: instructions[c.Stream],
 			LeaseSeconds: c.LeaseTTLSeconds, HeartbeatIntervalSeconds: s.heartbeatEvery(c.HeartbeatInterval()).Seconds(),
 			AttemptID: c.AttemptID, LeaseToken: c.LeaseToken})
 	}
@@ -243,6 +249,13 @@ func (s *server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 		"at least every %.0f s (the lease lasts %.0f s). Then call complete with the job_id and a result {\"summary\": …}; "+
 		"or fail (message, retryable) if you cannot do it; or release if it is not for you. This session keeps the lease.",
 		what, s.heartbeatEvery(first.HeartbeatInterval()).Seconds(), first.LeaseTTLSeconds)
+	for _, c := range claims {
+		if len(c.ResultSchema) > 0 {
+			out.Next += " A job with result_schema takes only a result that matches that JSON Schema: read it before you " +
+				"start, and build your result to match it (a summary field too only if the schema allows it)."
+			break
+		}
+	}
 	return nil, out, nil
 }
 

@@ -58,6 +58,10 @@ func (s *server) advise(err error, op, jobID string) error {
 		msg = ae.Error()
 	}
 	switch {
+	case ae.Code == client.CodeResultMismatch:
+		return fmt.Errorf("%s refused: the result does not match job %s's result_schema; nothing was completed and the job is "+
+			"still yours under the same lease. Fix every mismatch below (get_job shows the schema), then call complete again "+
+			"(heartbeat meanwhile if it takes long):\n%s", op, jobID, mismatchLines(ae.Mismatches))
 	case ae.Code == client.CodeStaleLease:
 		return fmt.Errorf("%s refused: your lease on job %s ended (it ran out, or the job was released, reaped, redriven or "+
 			"finished, and another worker may hold it now). Stop working on it and do not report it again; call claim for new work. (%s)",
@@ -169,4 +173,17 @@ func notSent(err error) bool {
 	}
 	var dns *net.DNSError
 	return errors.As(err, &dns)
+}
+
+// mismatchLines lists a refused result's mismatches, one a line.
+func mismatchLines(ms []client.ResultMismatch) string {
+	var b strings.Builder
+	for _, m := range ms {
+		path := m.Path
+		if path == "" {
+			path = "(the whole result)"
+		}
+		fmt.Fprintf(&b, "- %s: expected %s, got %s\n", path, m.Expected, m.Got)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }

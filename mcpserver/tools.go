@@ -169,19 +169,20 @@ type enqueueIn struct {
 	Stream  string `json:"stream,omitempty" jsonschema:"the stream (lane) to put the job in (default \"default\")"`
 	Payload any    `json:"payload" jsonschema:"what the worker is to do: any JSON value but null, usually an object such as {\"task\": \"…\", \"url\": \"…\"}"`
 	// The rest are optional.
-	Priority          int      `json:"priority,omitempty" range:"-100,100" jsonschema:"-100 to 100 (default 0): a claim takes the highest first; aged so that none starves"`
-	DelaySeconds      int64    `json:"delay_seconds,omitempty" range:"0,31536000" jsonschema:"no claim takes the job before this many seconds from now, 0 to 31536000 (a year)"`
-	MaxAttempts       int      `json:"max_attempts,omitempty" range:"1,1000" jsonschema:"runs allowed before the job is dead, 1 to 1000 (default: the cluster's, 5)"`
-	LeaseSeconds      int      `json:"lease_seconds,omitempty" range:"1,604800" jsonschema:"the lease of each claim, which heartbeats extend, 1 to 604800 (a week; default: the cluster's, 300)"`
-	Target            string   `json:"target,omitempty" jsonschema:"only this role (left_claw or right_claw) or worker id may claim it (default: any claw)"`
-	Requires          []string `json:"requires,omitempty" jsonschema:"capabilities a worker must all have to be handed the job (labels such as gpu or lang:python)"`
-	DependsOn         []string `json:"depends_on,omitempty" jsonschema:"ids of jobs that must all be done first; if one fails, this one fails too (unless on_dependency_failure is run)"`
-	OnDepFailure      string   `json:"on_dependency_failure,omitempty" jsonschema:"with depends_on: fail (default) or run: run once every dependency has ended, however (a report on the parts, a cleanup)"`
-	ConcurrencyKey    string   `json:"concurrency_key,omitempty" jsonschema:"at most concurrency_limit jobs of this key run at once, cluster-wide (e.g. tenant-42)"`
-	ConcurrencyLimit  int      `json:"concurrency_limit,omitempty" range:"1,10000" jsonschema:"1 to 10000, with concurrency_key (default: the stream's default limit, or 1)"`
-	BackoffSeconds    int64    `json:"backoff_seconds,omitempty" range:"0,31536000" jsonschema:"after a failed attempt, wait backoff_seconds × 2^(n-1) before the next, at most a year (default: the cluster's)"`
-	BackoffMaxSeconds int64    `json:"backoff_max_seconds,omitempty" range:"0,31536000" jsonschema:"the longest such wait, at most a year"`
-	IdempotencyKey    string   `json:"idempotency_key,omitempty" jsonschema:"a repeated enqueue with the same key answers the first job instead of making a second (default: a new key, shown in the answer)"`
+	Priority          int            `json:"priority,omitempty" range:"-100,100" jsonschema:"-100 to 100 (default 0): a claim takes the highest first; aged so that none starves"`
+	DelaySeconds      int64          `json:"delay_seconds,omitempty" range:"0,31536000" jsonschema:"no claim takes the job before this many seconds from now, 0 to 31536000 (a year)"`
+	MaxAttempts       int            `json:"max_attempts,omitempty" range:"1,1000" jsonschema:"runs allowed before the job is dead, 1 to 1000 (default: the cluster's, 5)"`
+	LeaseSeconds      int            `json:"lease_seconds,omitempty" range:"1,604800" jsonschema:"the lease of each claim, which heartbeats extend, 1 to 604800 (a week; default: the cluster's, 300)"`
+	Target            string         `json:"target,omitempty" jsonschema:"only this role (left_claw or right_claw) or worker id may claim it (default: any claw)"`
+	Requires          []string       `json:"requires,omitempty" jsonschema:"capabilities a worker must all have to be handed the job (labels such as gpu or lang:python)"`
+	DependsOn         []string       `json:"depends_on,omitempty" jsonschema:"ids of jobs that must all be done first; if one fails, this one fails too (unless on_dependency_failure is run)"`
+	OnDepFailure      string         `json:"on_dependency_failure,omitempty" jsonschema:"with depends_on: fail (default) or run: run once every dependency has ended, however (a report on the parts, a cleanup)"`
+	ConcurrencyKey    string         `json:"concurrency_key,omitempty" jsonschema:"at most concurrency_limit jobs of this key run at once, cluster-wide (e.g. tenant-42)"`
+	ConcurrencyLimit  int            `json:"concurrency_limit,omitempty" range:"1,10000" jsonschema:"1 to 10000, with concurrency_key (default: the stream's default limit, or 1)"`
+	BackoffSeconds    int64          `json:"backoff_seconds,omitempty" range:"0,31536000" jsonschema:"after a failed attempt, wait backoff_seconds × 2^(n-1) before the next, at most a year (default: the cluster's)"`
+	BackoffMaxSeconds int64          `json:"backoff_max_seconds,omitempty" range:"0,31536000" jsonschema:"the longest such wait, at most a year"`
+	IdempotencyKey    string         `json:"idempotency_key,omitempty" jsonschema:"a repeated enqueue with the same key answers the first job instead of making a second (default: a new key, shown in the answer)"`
+	ResultSchema      map[string]any `json:"result_schema,omitempty" jsonschema:"the job's result contract: a JSON Schema (type, required, properties, additionalProperties, items, enum, const, minimum, maximum, minLength, maxLength, pattern, minItems, maxItems) its result must match; a complete that does not is refused with every mismatch (default: the stream's, if any)"`
 }
 
 type enqueueOut struct {
@@ -250,7 +251,7 @@ func (s *server) addHeadTools(srv *mcp.Server) {
 		Title: "Enqueue a job",
 		Description: "Create a job in a stream for a worker (claw) to claim: the payload says what to do. " +
 			"It is committed on a majority of nodes before the answer. Optional: priority, a delay, dependencies, " +
-			"required capabilities, a per-key concurrency limit, attempts, lease and retry backoff.",
+			"required capabilities, a per-key concurrency limit, attempts, lease and retry backoff, and a result contract (result_schema).",
 		Annotations: writes("Enqueue a job", true, false),
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in enqueueIn) (*mcp.CallToolResult, enqueueOut, error) {
 		if in.Payload == nil {
@@ -269,6 +270,9 @@ func (s *server) addHeadTools(srv *mcp.Server) {
 			ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, IdempotencyKey: key, OnDependencyFailure: in.OnDepFailure}
 		if in.BackoffSeconds > 0 || in.BackoffMaxSeconds > 0 {
 			p.Backoff = &client.Backoff{Base: in.BackoffSeconds, Max: in.BackoffMaxSeconds}
+		}
+		if p.ResultSchema, err = marshalObject("enqueue: result_schema", in.ResultSchema); err != nil {
+			return nil, enqueueOut{}, err
 		}
 		j, err := s.c.JobCreate(ctx, p)
 		if err != nil {

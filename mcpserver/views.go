@@ -38,16 +38,18 @@ type JobView struct {
 	Requires       []string `json:"requires,omitempty"`
 	ConcurrencyKey string   `json:"concurrency_key,omitempty"`
 	// CancelRequested: head cancelled the running job; its worker should stop.
-	CancelRequested bool         `json:"cancel_requested,omitempty"`
-	CancelReason    string       `json:"cancel_reason,omitempty"`
-	Progress        any          `json:"progress,omitempty"`
-	Checkpoint      any          `json:"checkpoint,omitempty"`
-	Result          any          `json:"result,omitempty"`
-	Error           *ErrorView   `json:"error,omitempty"`
-	Comments        []CommentRow `json:"comments,omitempty"`
-	CreatedAt       time.Time    `json:"created_at,omitzero"`
-	StartedAt       time.Time    `json:"started_at,omitzero"`
-	FinishedAt      time.Time    `json:"finished_at,omitzero"`
+	CancelRequested bool   `json:"cancel_requested,omitempty"`
+	CancelReason    string `json:"cancel_reason,omitempty"`
+	Progress        any    `json:"progress,omitempty"`
+	Checkpoint      any    `json:"checkpoint,omitempty"`
+	Result          any    `json:"result,omitempty"`
+	// ResultSchema is the job's result contract: a complete's result must match it.
+	ResultSchema any          `json:"result_schema,omitempty"`
+	Error        *ErrorView   `json:"error,omitempty"`
+	Comments     []CommentRow `json:"comments,omitempty"`
+	CreatedAt    time.Time    `json:"created_at,omitzero"`
+	StartedAt    time.Time    `json:"started_at,omitzero"`
+	FinishedAt   time.Time    `json:"finished_at,omitzero"`
 	// History and AttemptList are filled when get_job asks for them.
 	History     []EventRow   `json:"history,omitempty"`
 	AttemptList []AttemptRow `json:"attempt_list,omitempty"`
@@ -142,7 +144,8 @@ func jobView(j *client.Job) JobView {
 		RunAt: j.RunAt, DependsOn: j.DependsOn, WaitingOn: j.WaitingOn, Requires: j.Requires, ConcurrencyKey: j.ConcurrencyKey,
 		CancelRequested: j.Cancel, CancelReason: j.CancelReason,
 		Progress: rawJSON(j.Progress), Checkpoint: rawJSON(j.Checkpoint), Result: rawJSON(j.Result), Error: errorView(j.Error),
-		CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
+		ResultSchema: rawJSON(j.ResultSchema),
+		CreatedAt:    j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 	}
 	for _, c := range j.Comments {
 		v.Comments = append(v.Comments, CommentRow{At: c.At, Actor: c.Actor, Text: c.Text})

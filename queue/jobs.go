@@ -68,7 +68,10 @@ type CreateInput struct {
 	RunOnDepFailure bool
 	// Requires lists the capabilities a claim must have to take the job.
 	Requires []string
-	Actor    fsm.Actor
+	// ResultSchema is the job's result contract (contract.go): a JSON
+	// Schema of the supported subset; empty takes the stream's default.
+	ResultSchema json.RawMessage
+	Actor        fsm.Actor
 }
 
 // maxConcurrencyLimit caps a concurrency key's limit.
@@ -219,6 +222,9 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		}
 	}
 	cmd.Requires = fsm.Labels(reqKey)
+	if cmd.ResultSchema, err = s.resultSchema(ctx, in.ResultSchema); err != nil {
+		return nil, false, 0, err
+	}
 	res, index, err = s.Propose(ctx, fsm.CmdCreate, &cmd)
 	if err != nil {
 		return nil, false, index, err
@@ -325,6 +331,9 @@ type CompleteInput struct {
 func (s *Service) Complete(ctx context.Context, in CompleteInput) (*fsm.Result, uint64, error) {
 	if err := s.mayAct(ctx, "complete", in.Ref, in.Actor); err != nil {
 		return nil, 0, err
+	}
+	if idx, err := s.checkResult(ctx, in); err != nil {
+		return nil, idx, err
 	}
 	return s.Propose(ctx, fsm.CmdComplete, &fsm.CompleteCommand{Now: s.now(), Ref: in.Ref, Actor: in.Actor,
 		Result: in.Result, Stdout: in.Stdout, Stderr: in.Stderr})

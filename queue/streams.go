@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"sort"
 
 	"github.com/spine-queue/spine/fsm"
@@ -115,6 +116,23 @@ func (s *Service) StreamDefaults() map[string]*fsm.StreamDefaults {
 // empty clear them. The answer is the defaults in force after the command
 // (nil once cleared).
 func (s *Service) SetStreamDefaults(ctx context.Context, name, key string, limit int, actor fsm.Actor) (*fsm.StreamDefaults, uint64, error) {
+	return s.SetDefaults(ctx, name, DefaultsInput{ConcurrencyKey: key, ConcurrencyLimit: limit}, actor)
+}
+
+// DefaultsInput are a stream's job defaults, all of them: a set replaces
+// the ones in force.
+type DefaultsInput struct {
+	ConcurrencyKey   string
+	ConcurrencyLimit int
+	// ResultSchema is the result contract of the jobs created without one
+	// (contract.go); empty for none.
+	ResultSchema json.RawMessage
+}
+
+// SetDefaults sets the defaults of the jobs created in a stream from now
+// on, as SetStreamDefaults, with every default; all empty clear them.
+func (s *Service) SetDefaults(ctx context.Context, name string, in DefaultsInput, actor fsm.Actor) (*fsm.StreamDefaults, uint64, error) {
+	key, limit := in.ConcurrencyKey, in.ConcurrencyLimit
 	switch {
 	case !ValidName(name):
 		return nil, 0, invalid("stream name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
@@ -123,11 +141,15 @@ func (s *Service) SetStreamDefaults(ctx context.Context, name, key string, limit
 	case limit < 0 || limit > maxConcurrencyLimit:
 		return nil, 0, invalid("concurrencyLimit must be 1 to %d", maxConcurrencyLimit)
 	}
+	schema, err := s.resultSchema(ctx, in.ResultSchema)
+	if err != nil {
+		return nil, 0, err
+	}
 	if !s.atLevel(ctx, fsm.LevelIdentity) {
 		return nil, 0, ErrUpgradeInProgress
 	}
 	res, idx, err := s.Propose(ctx, fsm.CmdStreamDefaults, &fsm.StreamDefaultsCommand{Now: s.now(), Stream: name,
-		ConcurrencyKey: key, ConcurrencyLimit: limit, Actor: actor})
+		ConcurrencyKey: key, ConcurrencyLimit: limit, Actor: actor, ResultSchema: schema})
 	if err != nil {
 		return nil, idx, err
 	}

@@ -41,6 +41,12 @@ func (s *Service) TaskStep(ctx context.Context, in TaskStepInput) (*fsm.Result, 
 	if err := s.mayAct(ctx, in.Op.String(), in.Ref, in.Actor); err != nil {
 		return nil, 0, err
 	}
+	if in.Op == fsm.TaskComplete {
+		// The job's result contract holds here too (contract.go).
+		if idx, err := s.checkResult(ctx, CompleteInput{Ref: in.Ref, Actor: in.Actor, Result: in.Result}); err != nil {
+			return nil, idx, err
+		}
+	}
 	return s.Propose(ctx, fsm.CmdTaskStep, &fsm.TaskStepCommand{Op: in.Op, Now: s.now(), Ref: in.Ref, Actor: in.Actor,
 		Result: in.Result, Stdout: in.Stdout, Stderr: in.Stderr, Error: e, Requeue: in.Requeue, Reason: in.Reason})
 }

@@ -167,20 +167,25 @@ func streamResume(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string)
 func streamDefaults(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	key := fs.String("concurrency-key", "", "the key of jobs created without one: at most the limit of them run at once")
 	limit := fs.Int("concurrency-limit", 0, "the limit of jobs created with a key but none (1 to 10000; default 1)")
+	schemaArg := fs.String("result-schema", "", "the result contract of jobs created without one: "+resultSchemaUsage)
 	clearAll := fs.Bool("clear", false, "clear the stream's defaults")
 	c.nargs(1, 1)
 	return func(pos []string) int {
 		switch {
-		case *clearAll && (*key != "" || *limit != 0):
-			return c.usageError("--clear takes no --concurrency-key or --concurrency-limit")
-		case !*clearAll && *key == "" && *limit == 0:
-			return c.usageError("give --concurrency-key, --concurrency-limit or both, or --clear")
+		case *clearAll && (*key != "" || *limit != 0 || *schemaArg != ""):
+			return c.usageError("--clear takes no --concurrency-key, --concurrency-limit or --result-schema")
+		case !*clearAll && *key == "" && *limit == 0 && *schemaArg == "":
+			return c.usageError("give --concurrency-key, --concurrency-limit, --result-schema or several (they replace the defaults in force), or --clear")
+		}
+		schema, err := readSchemaArg(env, *schemaArg)
+		if err != nil {
+			return c.usageError(err.Error())
 		}
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
 			if *clearAll {
 				return cl.StreamDefaultsClear(ctx, pos[0])
 			}
-			return cl.StreamDefaultsSet(ctx, pos[0], client.StreamDefaults{ConcurrencyKey: *key, ConcurrencyLimit: *limit})
+			return cl.StreamDefaultsSet(ctx, pos[0], client.StreamDefaults{ConcurrencyKey: *key, ConcurrencyLimit: *limit, ResultSchema: schema})
 		}, streamInfoTable)
 	}
 }
@@ -196,6 +201,9 @@ func defaultsText(d *client.StreamDefaults) string {
 	}
 	if d.ConcurrencyLimit > 0 || d.ConcurrencyKey != "" {
 		parts = append(parts, fmt.Sprintf("limit %d", max(d.ConcurrencyLimit, 1)))
+	}
+	if len(d.ResultSchema) > 0 {
+		parts = append(parts, "result schema "+schemaText(d.ResultSchema))
 	}
 	return strings.Join(parts, ", ")
 }

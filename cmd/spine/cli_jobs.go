@@ -48,6 +48,7 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 	fs.StringSliceVar(&p.DependsOn, "depends-on", nil, "job ids (comma-separated, or the flag repeated) that must be done before this job can be claimed")
 	fs.StringVar(&p.OnDependencyFailure, "on-dependency-failure", "", `with --depends-on: "fail" (default: a dependency that does not end done fails this job) or "run" (run once every dependency has ended, however)`)
 	fs.StringVar(&p.IdempotencyKey, "idempotency-key", "", "repeating a create with the same key answers the first job (default: a fresh UUID)")
+	schema := fs.String("result-schema", "", "the job's result contract: "+resultSchemaUsage+" (default: the stream's, if any)")
 	c.nargs(0, 1)
 	return func(pos []string) int {
 		if len(pos) == 1 {
@@ -64,6 +65,9 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 			return c.usageError("a payload is required: --payload JSON, --payload-file PATH or -")
 		}
 		p.Payload = raw
+		if p.ResultSchema, err = readSchemaArg(env, *schema); err != nil {
+			return c.usageError(err.Error())
+		}
 		if *runAt != "" {
 			t, err := time.Parse(time.RFC3339, *runAt)
 			if err != nil {
@@ -236,7 +240,8 @@ func jobsComplete(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string)
 		}
 		p.Result = raw
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-			return cl.JobComplete(ctx, pos[0], &p)
+			j, err := cl.JobComplete(ctx, pos[0], &p)
+			return j, withMismatches(err)
 		}, jobTable)
 	}
 }
@@ -322,6 +327,9 @@ func jobTable(w io.Writer, v any) {
 	}
 	if len(j.Requires) > 0 {
 		row("REQUIRES", strings.Join(j.Requires, ", "))
+	}
+	if len(j.ResultSchema) > 0 {
+		row("RESULT SCHEMA", schemaText(j.ResultSchema))
 	}
 	if b := j.Backoff; b != nil {
 		row("BACKOFF", fmt.Sprintf("%ds doubling, at most %ds", b.Base, b.Max))
