@@ -24,6 +24,9 @@ type applier struct {
 	// applied (a ClaimCommand with capabilities), nil outside one.
 	caps    []string
 	capsKey string
+	// schedule names the schedule whose fire creates the job being
+	// applied (schedule.go), "" outside one.
+	schedule string
 }
 
 func (a *applier) get(id string) (*Job, error) { return a.t.job(id), nil }
@@ -119,6 +122,9 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 	}
 	if options != nil {
 		options(j)
+	}
+	if a.schedule != "" {
+		j.extraMut().Schedule = a.schedule
 	}
 	a.applyDefaults(j)
 	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued}

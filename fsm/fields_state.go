@@ -59,6 +59,7 @@ func (j *Job) fields(f *fields) {
 	f.u64(45, &j.CreateIndex)
 	f.u64(46, &j.QueueIndex)
 	f.u64(47, &j.ModifyIndex)
+	f.istr(48, &x.Schedule)
 	if !f.w && !local.isZero() {
 		j.extra = new(JobExtra)
 		*j.extra = local

@@ -51,6 +51,9 @@ type Result struct {
 	Pause *StreamPause
 	// Defaults: a stream's job defaults as set (nil once cleared).
 	Defaults *StreamDefaults
+	// Schedule: the schedule a schedule command made, changed, fired or
+	// deleted (schedule.go).
+	Schedule *Schedule
 	Err      error
 }
 

@@ -40,6 +40,8 @@ const (
 	// (level.go, identity.go).
 	snapLevel    byte = 15
 	snapWorkerID byte = 16
+	// Version 11: recurring schedules (schedule.go).
+	snapSchedule byte = 17
 	snapEnd      byte = 255
 )
 

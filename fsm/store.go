@@ -297,6 +297,8 @@ type tables struct {
 	level      int
 	workerIDs  *btree.BTreeG[bindingItem]
 	workerSeen *btree.BTreeG[seenItem]
+	// schedules holds the recurring schedules (schedule.go), by name.
+	schedules *catalog[Schedule]
 }
 
 func (t *tables) job(id string) *Job {

@@ -35,6 +35,7 @@ const (
 	tDependents
 	tReqs
 	tHeads
+	tSchedules // the recurring schedules (schedule.go)
 	tWorkerIDs // the worker ids' bindings, by id and by when last used
 	tLanes     // tLanes+lane for each lane
 	numTrees   = tLanes + numLanes
@@ -104,6 +105,7 @@ func declareTrees() []treeDecl {
 		tree(tStreams, newCatalog[Stream], func(t *tables) **catalog[Stream] { return &t.streams }),
 		tree(tGateways, newCatalog[Gateway], func(t *tables) **catalog[Gateway] { return &t.gateways }),
 		tree(tWorkers, newCatalog[Worker], func(t *tables) **catalog[Worker] { return &t.workers }),
+		tree(tSchedules, newCatalog[Schedule], func(t *tables) **catalog[Schedule] { return &t.schedules }),
 		tree(tWorkerIDs, newBindingTree, func(t *tables) **btree.BTreeG[bindingItem] { return &t.workerIDs }),
 		tree(tWorkerIDs, newSeenTree, func(t *tables) **btree.BTreeG[seenItem] { return &t.workerSeen }),
 	}

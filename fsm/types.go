@@ -158,6 +158,10 @@ type JobExtra struct {
 	Stdout   string
 	Stderr   string
 	Comments []Comment
+
+	// Schedule names the recurring schedule whose run made the job
+	// (schedule.go); "" for a job made otherwise.
+	Schedule string
 }
 
 // noExtra is what Extra answers for a job without its extra part. Nothing
@@ -189,7 +193,7 @@ func (x *JobExtra) isZero() bool {
 		!x.RunOnDepFailure && x.LeaseSeconds == 0 && x.TaskClass == "" && x.ToolName == "" && x.Timeout == 0 &&
 		x.ClonedFrom == "" && x.Route == nil && x.CancelRequestedAt == 0 && x.CancelReason == "" &&
 		x.Progress == nil && x.ProgressAt == 0 && x.Checkpoint == nil && x.CheckpointAt == 0 &&
-		x.Stdout == "" && x.Stderr == "" && x.Comments == nil
+		x.Stdout == "" && x.Stderr == "" && x.Comments == nil && x.Schedule == ""
 }
 
 // compactExtra drops an extra part that holds nothing, so that a job
