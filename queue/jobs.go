@@ -69,6 +69,11 @@ type CreateInput struct {
 	// Requires lists the capabilities a claim must have to take the job.
 	Requires []string
 	Actor    fsm.Actor
+
+	// template, when set, makes Create a check: the create command it
+	// would propose is written here and nothing is proposed (a schedule's
+	// job template, schedules.go).
+	template *fsm.CreateCommand
 }
 
 // maxConcurrencyLimit caps a concurrency key's limit.
@@ -219,6 +224,10 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		}
 	}
 	cmd.Requires = fsm.Labels(reqKey)
+	if in.template != nil {
+		*in.template = cmd
+		return nil, false, 0, nil
+	}
 	res, index, err = s.Propose(ctx, fsm.CmdCreate, &cmd)
 	if err != nil {
 		return nil, false, index, err
