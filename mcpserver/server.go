@@ -119,6 +119,7 @@ func New(cfg Config) (*mcp.Server, error) {
 		s.addClawTools(srv)
 	case RoleHead:
 		s.addHeadTools(srv)
+		s.addScheduleTools(srv)
 	}
 	s.addResources(srv)
 	srv.AddReceivingMiddleware(s.checkArguments)
