@@ -116,4 +116,3 @@ func (b *mcpBackend) ScheduleDelete(ctx context.Context, name string) error {
 		return c.ScheduleDelete(ctx, name)
 	}))
 }
-
