@@ -138,3 +138,37 @@ func mustZone(t *testing.T, name string) *time.Location {
 	}
 	return l
 }
+
+// The schedules page: head sees each schedule with its next fire and its
+// recent jobs, and pauses, runs, resumes and deletes it from there; a
+// claw may not open it.
+func TestUISchedulesPage(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LatestLevel))
+	if r := e.do("POST", "/v1/schedules", headTok, `{"name":"hourly-report","cron":"@hourly","job":{"payload":1,"stream":"reports"}}`); r.Code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.Code, r.Body)
+	}
+	ck := uiLogin(t, e, headTok)
+	page := e.page("GET", "/ui/schedules", ck, "")
+	if page.Code != http.StatusOK || !strings.Contains(string(page.Body), "hourly-report") || !strings.Contains(string(page.Body), "@hourly") {
+		t.Fatalf("page: %d %s", page.Code, page.Body)
+	}
+	csrf := csrfOf(t, e, ck)
+	for _, verb := range []string{"pause", "trigger", "resume"} {
+		if r := e.page("POST", "/ui/schedules/hourly-report/"+verb, ck, "csrf="+csrf); r.Code != http.StatusSeeOther {
+			t.Fatalf("%s: %d %s", verb, r.Code, r.Body)
+		}
+	}
+	sc := e.fc.fsm.Read().Schedule("hourly-report")
+	if sc == nil || sc.Paused || len(sc.Recent) != 1 {
+		t.Fatalf("after pause, trigger, resume: %+v", sc)
+	}
+	if body := string(e.page("GET", "/ui/schedules", ck, "").Body); !strings.Contains(body, "/ui/tasks/"+sc.Recent[0].JobID) {
+		t.Fatal("the page does not link the triggered job")
+	}
+	if r := e.page("POST", "/ui/schedules/hourly-report/delete", ck, "csrf="+csrf); r.Code != http.StatusSeeOther || e.fc.fsm.Read().Schedule("hourly-report") != nil {
+		t.Fatalf("delete: %d", r.Code)
+	}
+	if r := e.page("GET", "/ui/schedules", uiLogin(t, e, leftTok), ""); r.Code != http.StatusForbidden {
+		t.Fatalf("a claw opened the schedules page: %d", r.Code)
+	}
+}

@@ -30,7 +30,7 @@ import (
 var uiFiles embed.FS
 
 // uiPages are the pages, each a template file defining "main".
-var uiPages = []string{"login", "dashboard", "tasks", "task", "cluster", "error", "sessions", "streams", "enqueue"}
+var uiPages = []string{"login", "dashboard", "tasks", "task", "cluster", "error", "sessions", "streams", "enqueue", "schedules"}
 
 func (s *Server) uiTemplates() error {
 	funcs := template.FuncMap{
@@ -84,6 +84,7 @@ func (s *Server) uiRoutes() {
 	s.uiRoute("POST /ui/tasks/{id}/redrive", kindWrite, allowHead, s.uiRedrive)
 	s.uiRoute("POST /ui/tasks/{id}/requeue", kindWrite, allowHead, s.uiRequeue)
 	s.uiDevqRoutes()
+	s.uiScheduleRoutes()
 	s.uiRoute("GET /ui/events", kindRead, allowAll, func(w http.ResponseWriter, r *http.Request, u *uiView) error {
 		return s.handleEventStream(w, r, &call{role: u.Role})
 	})
