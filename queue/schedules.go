@@ -258,8 +258,12 @@ func (s *Service) ValidateSchedule(ctx context.Context, in ScheduleInput) (*fsm.
 	if !ValidName(in.Name) {
 		return nil, invalid("schedule name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
 	}
-	if _, err := parseSpec(in.Cron, in.Timezone, in.Interval); err != nil {
+	sp, err := parseSpec(in.Cron, in.Timezone, in.Interval)
+	if err != nil {
 		return nil, err
+	}
+	if sp.next(s.now()) == 0 {
+		return nil, invalid("cron %q never fires (no matching time in the next five years)", in.Cron)
 	}
 	if in.Overlap == "" {
 		in.Overlap = fsm.OverlapSkip
@@ -456,6 +460,10 @@ type cachedSpec struct {
 	index uint64
 	sp    spec
 	err   error
+	// from and next: the schedule's first tick after from (its last tick
+	// or anchor), so a pass looks at a schedule that is not due without
+	// computing anything.
+	from, next int64
 }
 
 func (c *specCache) get(sc *fsm.Schedule) (spec, error) {
@@ -465,8 +473,20 @@ func (c *specCache) get(sc *fsm.Schedule) (spec, error) {
 		return e.sp, e.err
 	}
 	sp, err := scheduleSpec(sc)
-	c.m[sc.Name] = cachedSpec{index: sc.Index, sp: sp, err: err}
+	c.m[sc.Name] = cachedSpec{index: sc.Index, sp: sp, err: err, from: -1}
 	return sp, err
+}
+
+// notDue reports whether sc's next tick, as of its last one, is after now.
+func (c *specCache) notDue(sc *fsm.Schedule, sp spec, now int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[sc.Name]
+	if from := max(sc.LastTick, sc.Anchor); e.from != from {
+		e.from, e.next = from, sp.next(from)
+		c.m[sc.Name] = e
+	}
+	return e.next == 0 || e.next > now
 }
 
 // maxFiresPerPass bounds the fires of one schedule in one pass, so a
@@ -481,6 +501,9 @@ func (s *Service) scheduleOnce(ctx context.Context, specs *specCache, logger hcl
 		sp, err := specs.get(sc)
 		if err != nil {
 			logger.Warn("schedule not fired: its spec does not parse here", "schedule", sc.Name, "error", err)
+			continue
+		}
+		if specs.notDue(sc, sp, s.now()) {
 			continue
 		}
 		for range maxFiresPerPass {
