@@ -78,7 +78,8 @@ type Schedule struct {
 	// creation, or its last resume: the ticks of a pause are dropped).
 	Anchor int64
 	// LastTick is the latest tick fired or skipped (unix nanoseconds; 0:
-	// none yet), LastFiredAt when the entry that fired it was stamped.
+	// none yet), LastFiredAt when the entry that fired it was stamped (a
+	// trigger changes neither).
 	LastTick    int64
 	LastFiredAt int64
 	// Runs counts the jobs the schedule made; Skipped the ticks it made
@@ -397,9 +398,8 @@ func (c *ScheduleFireCommand) apply(a *applier) *Result {
 	}
 	if !c.Trigger {
 		s.Skipped += c.Dropped
-		s.LastTick = c.Through
+		s.LastTick, s.LastFiredAt = c.Through, c.Now
 	}
-	s.LastFiredAt = c.Now
 	putIn(a.writer, tSchedules, a.t.schedules, s.Name, &s)
 	res := &Result{Schedule: &s, Jobs: made}
 	if len(made) == 1 {
