@@ -136,6 +136,8 @@ type Job struct {
 	Comments []Comment `json:"comments"`
 
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// Schedule names the recurring schedule whose run made the job.
+	Schedule string `json:"schedule,omitempty"`
 
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`

@@ -27,6 +27,9 @@ type applier struct {
 	// token is the named token the command's actor carries: the events it
 	// records name it (tokens.go).
 	token string
+	// schedule names the schedule whose fire creates the job being
+	// applied (schedule.go), "" outside one.
+	schedule string
 }
 
 func (a *applier) get(id string) (*Job, error) { return a.t.job(id), nil }
@@ -123,6 +126,9 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 	}
 	if options != nil {
 		options(j)
+	}
+	if a.schedule != "" {
+		j.extraMut().Schedule = a.schedule
 	}
 	a.applyDefaults(j)
 	a.applyContract(j, c.ResultSchema)

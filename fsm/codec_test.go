@@ -53,8 +53,15 @@ func commandSamples() map[CommandType][]interface{} {
 			Labels: map[string]string{"zone": "eu"}, Key: "claim-token-1"}, Actor: head}},
 		CmdTaskStep: {&TaskStepCommand{}, &TaskStepCommand{Op: TaskFail, Now: 9, Ref: ref, Actor: a, Result: bigB, Stdout: big, Stderr: "e",
 			Error: JobError{Code: "E", Message: "m", Retryable: true}, Requeue: true, Reason: "later"}},
-		CmdFeedOn:           {&FeedOnCommand{}, &FeedOnCommand{Now: -5}},
-		CmdLevel:            {&LevelCommand{}, &LevelCommand{Now: 7, Level: LatestLevel}},
+		CmdFeedOn: {&FeedOnCommand{}, &FeedOnCommand{Now: -5}},
+		CmdLevel:  {&LevelCommand{}, &LevelCommand{Now: 7, Level: LatestLevel}},
+		CmdScheduleSet: {&ScheduleSetCommand{}, &ScheduleSetCommand{Now: 1, Replace: true, Actor: a, Schedule: &Schedule{Name: "n", Cron: "*/5 * * * * *",
+			Timezone: "Europe/Paris", Overlap: OverlapQueue, Catchup: CatchupAll, CatchupWindow: 60, Note: "x", Paused: true,
+			Template: &CreateCommand{Stream: "s", Payload: []byte(`{}`), Priority: 3, Requires: []string{"gpu"}},
+			Recent:   []ScheduleRun{{Tick: 5, JobID: "j"}, {Tick: 6, Trigger: true, Error: "e"}}}}},
+		CmdScheduleDelete:   {&ScheduleDeleteCommand{}, &ScheduleDeleteCommand{Now: 2, Name: "n", Actor: a}},
+		CmdSchedulePause:    {&SchedulePauseCommand{}, &SchedulePauseCommand{Now: 2, Name: "n", Pause: true, Actor: a}},
+		CmdScheduleFire:     {&ScheduleFireCommand{}, &ScheduleFireCommand{Now: 3, Name: "n", Through: 9e9, ID: "a", Trigger: true, Dropped: 4}},
 		CmdWorkerDeregister: {&WorkerDeregisterCommand{}, &WorkerDeregisterCommand{Now: 3, ID: "w1", Actor: a}},
 		CmdHeartbeat: {&HeartbeatCommand{}, &HeartbeatCommand{Now: 9, Ref: ref, Actor: a, LeaseNanos: 1},
 			&HeartbeatCommand{Now: 3, Ref: LeaseRef{JobID: "j", AttemptID: "a", Token: "t"}, Actor: a, LeaseNanos: 9,
@@ -138,7 +145,13 @@ func TestCommandRoundTrip(t *testing.T) {
 			}
 			checkPrefixes(t, ct, LatestLevel, data)
 
-			// The positional form: same fields back, same bytes again.
+			// The positional form: same fields back, same bytes again. (A
+			// command added from LevelTagged on has none.)
+			_, v1 := cmd.(v1Codec)
+			_, forms := cmd.(formEncoder)
+			if !v1 && !forms {
+				continue
+			}
 			old, err := EncodeAt(LevelTagged-1, ct, cmd)
 			if err != nil {
 				t.Fatalf("%s: positional: %v", ct, err)

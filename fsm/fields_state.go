@@ -60,6 +60,7 @@ func (j *Job) fields(f *fields) {
 	f.u64(46, &j.QueueIndex)
 	f.u64(47, &j.ModifyIndex)
 	f.schema(48, &x.ResultSchema)
+	f.istr(49, &x.Schedule)
 	if !f.w && !local.isZero() {
 		j.extra = new(JobExtra)
 		*j.extra = local

@@ -53,7 +53,10 @@ type Result struct {
 	Defaults *StreamDefaults
 	// Token: the named token a token command made or revoked.
 	Token *Token
-	Err   error
+	// Schedule: the schedule a schedule command made, changed, fired or
+	// deleted (schedule.go).
+	Schedule *Schedule
+	Err      error
 }
 
 // FSM is the job state machine. It implements raft.FSM and raft.BatchingFSM.

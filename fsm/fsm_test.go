@@ -823,6 +823,10 @@ func randomLog(seed uint64, n int) [][]byte {
 		case 11:
 			// The control plane's registry: gateways and workers come and go,
 			// a worker may name a gateway that is not there.
+			if rng.IntN(3) == 0 {
+				out = append(out, randomScheduleCommand(rng, now, i, ids)) // schedule_test.go
+				continue
+			}
 			gw := []string{"g1", "g2"}[rng.IntN(2)]
 			switch rng.IntN(8) {
 			case 7:

@@ -40,9 +40,11 @@ const (
 	// (level.go, identity.go).
 	snapLevel    byte = 15
 	snapWorkerID byte = 16
-	// Version 11: named tokens (tokens.go).
-	snapToken byte = 19
-	snapEnd   byte = 255
+	// Version 11: recurring schedules (schedule.go), named tokens
+	// (tokens.go).
+	snapSchedule byte = 17
+	snapToken    byte = 19
+	snapEnd      byte = 255
 )
 
 // snapshotVersion is the newest snapshot version: it changes when the

@@ -299,6 +299,8 @@ type tables struct {
 	workerSeen *btree.BTreeG[seenItem]
 	// The named tokens (tokens.go), by name and by their secret's hash.
 	tokens, tokenHashes *catalog[Token]
+	// schedules holds the recurring schedules (schedule.go), by name.
+	schedules *catalog[Schedule]
 }
 
 func (t *tables) job(id string) *Job {

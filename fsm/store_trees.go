@@ -35,6 +35,7 @@ const (
 	tDependents
 	tReqs
 	tHeads
+	tSchedules // the recurring schedules (schedule.go)
 	tWorkerIDs // the worker ids' bindings, by id and by when last used
 	tTokens    // the named tokens, by name and by hash (tokens.go)
 	tLanes     // tLanes+lane for each lane
@@ -105,6 +106,7 @@ func declareTrees() []treeDecl {
 		tree(tStreams, newCatalog[Stream], func(t *tables) **catalog[Stream] { return &t.streams }),
 		tree(tGateways, newCatalog[Gateway], func(t *tables) **catalog[Gateway] { return &t.gateways }),
 		tree(tWorkers, newCatalog[Worker], func(t *tables) **catalog[Worker] { return &t.workers }),
+		tree(tSchedules, newCatalog[Schedule], func(t *tables) **catalog[Schedule] { return &t.schedules }),
 		tree(tWorkerIDs, newBindingTree, func(t *tables) **btree.BTreeG[bindingItem] { return &t.workerIDs }),
 		tree(tTokens, newCatalog[Token], func(t *tables) **catalog[Token] { return &t.tokens }),
 		tree(tTokens, newCatalog[Token], func(t *tables) **catalog[Token] { return &t.tokenHashes }),

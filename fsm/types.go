@@ -164,6 +164,9 @@ type JobExtra struct {
 	// at create (or from the stream's defaults) and never changed; jobs
 	// with equal schemas share one string.
 	ResultSchema string
+	// Schedule names the recurring schedule whose run made the job
+	// (schedule.go); "" for a job made otherwise.
+	Schedule string
 }
 
 // noExtra is what Extra answers for a job without its extra part. Nothing
@@ -195,7 +198,7 @@ func (x *JobExtra) isZero() bool {
 		!x.RunOnDepFailure && x.LeaseSeconds == 0 && x.TaskClass == "" && x.ToolName == "" && x.Timeout == 0 &&
 		x.ClonedFrom == "" && x.Route == nil && x.CancelRequestedAt == 0 && x.CancelReason == "" &&
 		x.Progress == nil && x.ProgressAt == 0 && x.Checkpoint == nil && x.CheckpointAt == 0 &&
-		x.Stdout == "" && x.Stderr == "" && x.Comments == nil && x.ResultSchema == ""
+		x.Stdout == "" && x.Stderr == "" && x.Comments == nil && x.ResultSchema == "" && x.Schedule == ""
 }
 
 // compactExtra drops an extra part that holds nothing, so that a job

@@ -168,6 +168,7 @@ func dumpState(f *FSM) string {
 		line("defaults", d)
 	}
 	v.workerIDs.Ascend(func(it bindingItem) bool { line("workerid", it.b); return true })
+	v.schedules.ascend(func(s *Schedule) bool { line("schedule", s); return true })
 	return b.String()
 }
 
@@ -177,7 +178,7 @@ var jobFieldOrder = strings.Fields(`ID Stream Target Payload State Attempts MaxA
 	RunOnDepFailure LeaseSeconds TaskClass IdempotencyKey ToolName Timeout ClonedFrom Route Lease
 	CancelRequestedAt CancelReason Progress ProgressAt Checkpoint CheckpointAt Result Error Stdout Stderr
 	Comments AttemptLog History CreatedAt UpdatedAt StartedAt FinishedAt CreateIndex QueueIndex ModifyIndex
-	ResultSchema`)
+	ResultSchema Schedule`)
 
 // dumpValue prints a value whole, unexported fields included, maps in key
 // order and pointers followed: two equal states print the same text.

@@ -48,6 +48,22 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 // enqueue tool's): its view, with Duplicate set when req's idempotency key
 // named a job made before.
 func (s *Server) createJob(ctx context.Context, caller queue.Caller, req *api.JobCreateRequest) (*api.Job, uint64, error) {
+	in, err := createInput(caller, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	j, created, index, err := s.queue.Create(ctx, in)
+	if err != nil {
+		return nil, index, err
+	}
+	v := viewJob(j)
+	v.Duplicate = !created
+	return v, index, nil
+}
+
+// createInput is the service's input for the create req asks for, as caller
+// (a job's, or a schedule's job template).
+func createInput(caller queue.Caller, req *api.JobCreateRequest) (queue.CreateInput, error) {
 	in := queue.CreateInput{Payload: req.Payload, Target: req.Target, TaskClass: req.TaskClass, IdempotencyKey: req.IdempotencyKey,
 		Priority: req.Priority, ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit, DependsOn: req.DependsOn,
 		Requires: req.Requires, ResultSchema: req.ResultSchema, Actor: caller.Actor("")}
@@ -56,17 +72,17 @@ func (s *Server) createJob(ctx context.Context, caller queue.Caller, req *api.Jo
 	case "run":
 		in.RunOnDepFailure = true
 	default:
-		return nil, 0, badRequest(`onDependencyFailure must be "fail" or "run"`)
+		return in, badRequest(`onDependencyFailure must be "fail" or "run"`)
 	}
 	if !req.RunAt.IsZero() {
 		n, err := queue.RunAtNanos(req.RunAt)
 		if err != nil {
-			return nil, 0, err
+			return in, err
 		}
 		in.RunAt = n
 	}
 	if req.DelaySeconds < 0 || req.DelaySeconds > queue.MaxScheduleDays*24*3600 {
-		return nil, 0, badRequest("delaySeconds must be 0 to %d (%d days)", queue.MaxScheduleDays*24*3600, queue.MaxScheduleDays)
+		return in, badRequest("delaySeconds must be 0 to %d (%d days)", queue.MaxScheduleDays*24*3600, queue.MaxScheduleDays)
 	}
 	in.Delay = time.Duration(req.DelaySeconds) * time.Second
 	if b := req.Backoff; b != nil {
@@ -82,13 +98,7 @@ func (s *Server) createJob(ctx context.Context, caller queue.Caller, req *api.Jo
 		ls := int64(req.LeaseSeconds)
 		in.LeaseSeconds = &ls
 	}
-	j, created, index, err := s.queue.Create(ctx, in)
-	if err != nil {
-		return nil, index, err
-	}
-	v := viewJob(j)
-	v.Duplicate = !created
-	return v, index, nil
+	return in, nil
 }
 
 // lookup reads the job of the route's {id} that the caller may see.

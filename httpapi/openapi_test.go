@@ -299,6 +299,11 @@ func TestOpenAPISchemasMatchViews(t *testing.T) {
 		{"EventGap", api.EventGap{}},
 		{"EventFeedState", api.EventFeedState{}},
 		{"StreamInfo", api.StreamInfo{}},
+		{"ScheduleRequest", api.ScheduleRequest{}},
+		{"Schedule", api.Schedule{}},
+		{"ScheduleRun", api.ScheduleRun{}},
+		{"ScheduleList", api.ScheduleList{}},
+		{"ScheduleTrigger", api.ScheduleTrigger{}},
 	} {
 		if got, want := schemaProps(t, doc, c.schema), jsonFields(c.view); !slices.Equal(got, want) {
 			t.Errorf("schema %s properties %v, server encodes %v", c.schema, got, want)

@@ -61,6 +61,7 @@ func (s *Server) routes() {
 
 	s.streamRoutes()
 	s.tokenRoutes()
+	s.scheduleRoutes()
 	s.devqRoutes()
 	s.controlPlaneRoutes()
 	s.readModelRoutes()

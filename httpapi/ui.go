@@ -30,7 +30,7 @@ import (
 var uiFiles embed.FS
 
 // uiPages are the pages, each a template file defining "main".
-var uiPages = []string{"login", "dashboard", "tasks", "task", "cluster", "error", "sessions", "streams", "enqueue", "tokens"}
+var uiPages = []string{"login", "dashboard", "tasks", "task", "cluster", "error", "sessions", "streams", "enqueue", "tokens", "schedules"}
 
 func (s *Server) uiTemplates() error {
 	funcs := template.FuncMap{
@@ -85,6 +85,7 @@ func (s *Server) uiRoutes() {
 	s.uiRoute("POST /ui/tasks/{id}/requeue", kindWrite, allowHead, s.uiRequeue)
 	s.uiDevqRoutes()
 	s.uiTokenRoutes()
+	s.uiScheduleRoutes()
 	s.uiRoute("GET /ui/events", kindRead, allowAll, func(w http.ResponseWriter, r *http.Request, u *uiView) error {
 		return s.handleEventStream(w, r, &call{caller: u.caller, role: u.caller.ViewRole()})
 	})

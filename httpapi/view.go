@@ -29,6 +29,7 @@ func viewJob(j *fsm.Job) *api.Job {
 		Comments: make([]api.Comment, 0, len(x.Comments)),
 		Cancel:   j.CancelRequested(), CancelRequestedAt: api.Time(x.CancelRequestedAt), CancelReason: x.CancelReason,
 		Progress: x.Progress, ProgressAt: api.Time(x.ProgressAt), Checkpoint: x.Checkpoint, CheckpointAt: api.Time(x.CheckpointAt),
+		Schedule: x.Schedule,
 	}
 	if x.ConcurrencyKey != "" {
 		v.ConcurrencyKey, v.ConcurrencyLimit = x.ConcurrencyKey, max(x.ConcurrencyLimit, 1)

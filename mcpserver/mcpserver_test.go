@@ -173,6 +173,7 @@ func TestToolsPerRole(t *testing.T) {
 	common := []string{"comment", "get_job", "list_streams", "peek"}
 	claw := slices.Sorted(slices.Values(append([]string{"claim", "complete", "fail", "heartbeat", "held_jobs", "release"}, common...)))
 	head := slices.Sorted(slices.Values(append([]string{"cancel", "cluster_status", "enqueue", "list_jobs", "redrive", "requeue",
+		"create_schedule", "delete_schedule", "get_schedule", "list_schedules", "pause_schedule", "resume_schedule", "trigger_schedule",
 		"token_create", "token_list", "token_revoke"}, common...)))
 	if got := toolNames(t, session(t, url, clawTok)); !slices.Equal(got, claw) {
 		t.Errorf("claw tools = %v, want %v", got, claw)

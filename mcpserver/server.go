@@ -120,6 +120,7 @@ func New(cfg Config) (*mcp.Server, error) {
 	case RoleHead:
 		s.addHeadTools(srv)
 		s.addTokenTools(srv)
+		s.addScheduleTools(srv)
 	}
 	s.addResources(srv)
 	srv.AddReceivingMiddleware(s.checkArguments)

@@ -72,6 +72,11 @@ type CreateInput struct {
 	// Schema of the supported subset; empty takes the stream's default.
 	ResultSchema json.RawMessage
 	Actor        fsm.Actor
+
+	// template, when set, makes Create a check: the create command it
+	// would propose is written here and nothing is proposed (a schedule's
+	// job template, schedules.go).
+	template *fsm.CreateCommand
 }
 
 // maxConcurrencyLimit caps a concurrency key's limit.
@@ -224,6 +229,10 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 	cmd.Requires = fsm.Labels(reqKey)
 	if cmd.ResultSchema, err = s.resultSchema(ctx, in.ResultSchema); err != nil {
 		return nil, false, 0, err
+	}
+	if in.template != nil {
+		*in.template = cmd
+		return nil, false, 0, nil
 	}
 	res, index, err = s.Propose(ctx, fsm.CmdCreate, &cmd)
 	if err != nil {

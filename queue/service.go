@@ -265,6 +265,8 @@ func entryContent(t fsm.CommandType) (what, parts string) {
 		return "the stream or session", "its description, instructions and defaults"
 	case fsm.CmdRelease:
 		return "the release", "its reason and fields"
+	case fsm.CmdScheduleSet:
+		return "the schedule", "its job template and its other fields"
 	}
 	return "the request", "its fields"
 }

@@ -208,6 +208,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 unavailable,
 		{"cluster", "Inspect and change the cluster's membership", clusterVerbs},
 		{"snapshot", "Back up and restore the cluster's state", snapshotVerbs},
 		{"keyring", "Rotate the gossip encryption keys of every node", keyringVerbs},
+		{"schedule", "Recurring schedules: a job made on a cron expression or an interval (head)", scheduleVerbs},
 	} {
 		root.AddCommand(group(env, g, grp.name, grp.short, "queue", grp.verbs))
 	}

@@ -142,6 +142,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 	}
 	node.RunWhileLeader("reaper", svc.Reaper(cfg.ReaperInterval, cfg.LeaseGrace))
 	node.RunWhileLeader("promoter", svc.Promoter())
+	node.RunWhileLeader("scheduler", svc.Scheduler())
 	node.RunWhileLeader("task-purge", svc.TaskPurger(time.Minute))
 	node.RunWhileLeader("health", svc.HealthMonitor(queue.HealthConfig{SuspectAfter: cfg.HealthSuspect, DeadAfter: cfg.HealthDead}))
 	node.RunWhileLeader("feed", svc.FeedStarter(500*time.Millisecond))
