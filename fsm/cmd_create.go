@@ -34,6 +34,9 @@ type CreateCommand struct {
 	// Requires: only claims with these capabilities take the job
 	// (capabilities.go).
 	Requires []string
+	// Rate: the job's key may be claimed at most so often (ratelimit.go);
+	// applied from LevelPolicies on.
+	Rate *RateLimit
 
 	// form is the command type of an entry of a build before LevelTagged
 	// (0: a tagged entry): create, create-ex, create-requires or
@@ -74,6 +77,7 @@ func (c *CreateCommand) fields(f *fields) {
 	f.strs(17, &c.DependsOn)
 	f.bool(18, &c.RunOnDepFailure)
 	f.strs(19, &c.Requires)
+	objPtr(f, 20, &c.Rate)
 }
 
 func (c *CreateCommand) setForm(t CommandType) { c.form = t }

@@ -18,8 +18,11 @@ type StreamDefaults struct {
 	Stream           string
 	ConcurrencyKey   string
 	ConcurrencyLimit int
-	SetAt            int64
-	Actor            string
+	// Rate is the rate limit of the stream's jobs created without one
+	// (ratelimit.go).
+	Rate  *RateLimit
+	SetAt int64
+	Actor string
 	// Index is the Raft index of the command that set them.
 	Index uint64
 }
@@ -32,6 +35,9 @@ type StreamDefaultsCommand struct {
 	ConcurrencyKey   string
 	ConcurrencyLimit int
 	Actor            Actor
+	// Rate, from LevelPolicies on: the rate limit of the jobs created
+	// without one.
+	Rate *RateLimit
 }
 
 func init() {
@@ -60,18 +66,27 @@ func (c *StreamDefaultsCommand) fields(f *fields) {
 	f.istr(3, &c.ConcurrencyKey)
 	f.int(4, &c.ConcurrencyLimit)
 	f.actor(5, &c.Actor)
+	objPtr(f, 6, &c.Rate)
 }
 
 func (c *StreamDefaultsCommand) apply(a *applier) *Result {
 	if c.Stream == "" || c.ConcurrencyLimit < 0 {
 		return fail(fmt.Errorf("stream defaults: %w: a stream name is required and a limit may not be negative", ErrInvalid))
 	}
+	rate := c.Rate
+	if a.t.level < LevelPolicies {
+		rate = nil
+	} else if rate != nil {
+		if err := rate.Valid(); err != nil {
+			return fail(fmt.Errorf("stream defaults: %w", err))
+		}
+	}
 	a.t.jobControl, a.t.version8 = true, true
-	if c.ConcurrencyKey == "" && c.ConcurrencyLimit == 0 {
+	if c.ConcurrencyKey == "" && c.ConcurrencyLimit == 0 && rate == nil {
 		a.setDefaults(c.Stream, nil)
 		return &Result{}
 	}
-	d := &StreamDefaults{Stream: c.Stream, ConcurrencyKey: c.ConcurrencyKey, ConcurrencyLimit: c.ConcurrencyLimit,
+	d := &StreamDefaults{Stream: c.Stream, ConcurrencyKey: c.ConcurrencyKey, ConcurrencyLimit: c.ConcurrencyLimit, Rate: rate,
 		SetAt: c.Now, Actor: a.in.actor(c.Actor), Index: a.index}
 	a.setDefaults(c.Stream, d)
 	return &Result{Defaults: d}
@@ -107,6 +122,9 @@ func (a *applier) applyDefaults(j *Job) {
 	}
 	if j.Extra().ConcurrencyKey != "" && j.Extra().ConcurrencyLimit == 0 {
 		j.extraMut().ConcurrencyLimit = max(d.ConcurrencyLimit, 1)
+	}
+	if j.Extra().Rate == nil && d.Rate != nil {
+		j.extraMut().Rate = d.Rate
 	}
 }
 

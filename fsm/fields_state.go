@@ -59,6 +59,7 @@ func (j *Job) fields(f *fields) {
 	f.u64(45, &j.CreateIndex)
 	f.u64(46, &j.QueueIndex)
 	f.u64(47, &j.ModifyIndex)
+	objPtr(f, 48, &x.Rate)
 	if !f.w && !local.isZero() {
 		j.extra = new(JobExtra)
 		*j.extra = local
@@ -219,6 +220,7 @@ func (d *StreamDefaults) fields(f *fields) {
 	f.i64(4, &d.SetAt)
 	f.istr(5, &d.Actor)
 	f.u64(6, &d.Index)
+	objPtr(f, 7, &d.Rate)
 }
 
 func (c *CapsSeen) fields(f *fields) {

@@ -776,6 +776,17 @@ func stateHash(t testing.TB, f *FSM) [32]byte {
 
 // randomLog builds a log of commands, legal and illegal, as a leader would
 // stamp them.
+// randomRate is a rate limit for randomLog: a few keys, slow enough for
+// its clock to meet closed buckets, a bad one now and then.
+func randomRate(rng *rand.Rand) *RateLimit {
+	r := &RateLimit{Key: []string{"r1", "r2", "r3"}[rng.IntN(3)], Limit: 1 + rng.IntN(3),
+		PeriodNanos: int64(1+rng.IntN(4)) * 30e9, Burst: rng.IntN(3)}
+	if rng.IntN(20) == 0 {
+		r.Limit = 0
+	}
+	return r
+}
+
 func randomLog(seed uint64, n int) [][]byte {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e37))
 	now := int64(1_700_000_000e9)
@@ -888,6 +899,9 @@ func randomLog(seed uint64, n int) [][]byte {
 					if rng.IntN(2) == 0 {
 						dc.ConcurrencyKey = []string{"k1", "k3"}[rng.IntN(2)]
 					}
+					if rng.IntN(2) == 0 {
+						dc.Rate = randomRate(rng)
+					}
 					out = append(out, MustEncode(CmdStreamDefaults, dc))
 				} else if rng.IntN(3) == 0 {
 					// An operator's pause or resume, of the job streams too.
@@ -951,6 +965,17 @@ func randomLog(seed uint64, n int) [][]byte {
 				} else {
 					out = append(out, MustEncode(CmdCreate, ex))
 				}
+			} else if rng.IntN(5) == 0 {
+				// A rate limit, its keys shared with rates that disagree
+				// now and then (a bad one, refused, too), some with a
+				// concurrency key and a priority as well.
+				c := cc
+				c.Rate = randomRate(rng)
+				if rng.IntN(3) == 0 {
+					c.ConcurrencyKey, c.ConcurrencyLimit = []string{"k1", "k2"}[rng.IntN(2)], 1+rng.IntN(2)
+				}
+				c.Priority = rng.IntN(5) - 2
+				out = append(out, MustEncode(CmdCreate, &c))
 			} else if rng.IntN(6) == 0 {
 				out = append(out, MustEncode(CmdCreate, func() *CreateCommand {
 					c := cc

@@ -40,7 +40,9 @@ const (
 	// (level.go, identity.go).
 	snapLevel    byte = 15
 	snapWorkerID byte = 16
-	snapEnd      byte = 255
+	// Version 11: the rate limits' buckets (ratelimit.go).
+	snapRate byte = 18
+	snapEnd  byte = 255
 )
 
 // snapshotVersion is the newest snapshot version: it changes when the

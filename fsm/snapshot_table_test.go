@@ -42,8 +42,8 @@ func TestTrailerIsTheStructEarlierBuildsWrote(t *testing.T) {
 		var trailer snapTrailer
 		fields := reflect.ValueOf(&old).Elem()
 		for _, k := range snapKinds {
-			if k == nil {
-				continue
+			if k == nil || k.since > 9 {
+				continue // the struct is the trailer of the builds up to version 9
 			}
 			rng = rng*6364136223846793005 + 1442695040888963407
 			n := 0
@@ -66,7 +66,7 @@ func TestTrailerIsTheStructEarlierBuildsWrote(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, k := range snapKinds {
-			if k != nil && back[k.name] != int(fields.FieldByName(k.name).Int()) {
+			if k != nil && k.since <= 9 && back[k.name] != int(fields.FieldByName(k.name).Int()) {
 				t.Fatalf("%s: read %d from %+v", k.name, back[k.name], old)
 			}
 		}

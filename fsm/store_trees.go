@@ -36,6 +36,7 @@ const (
 	tReqs
 	tHeads
 	tWorkerIDs // the worker ids' bindings, by id and by when last used
+	tRates     // the rate limits: buckets, rated jobs, admitted, due (ratelimit.go)
 	tLanes     // tLanes+lane for each lane
 	numTrees   = tLanes + numLanes
 )
@@ -106,6 +107,10 @@ func declareTrees() []treeDecl {
 		tree(tWorkers, newCatalog[Worker], func(t *tables) **catalog[Worker] { return &t.workers }),
 		tree(tWorkerIDs, newBindingTree, func(t *tables) **btree.BTreeG[bindingItem] { return &t.workerIDs }),
 		tree(tWorkerIDs, newSeenTree, func(t *tables) **btree.BTreeG[seenItem] { return &t.workerSeen }),
+		tree(tRates, btreeOf(lessRate), func(t *tables) **btree.BTreeG[rateItem] { return &t.rates }),
+		tree(tRates, btreeOf(lessRateDue), func(t *tables) **btree.BTreeG[rateDueItem] { return &t.rateDue }),
+		tree(tRates, newRatedTree, func(t *tables) **btree.BTreeG[keyedItem] { return &t.rated }),
+		tree(tRates, newRateAdmittedTree, func(t *tables) **btree.BTreeG[keyedItem] { return &t.rateAdmitted }),
 	}
 	for lane := range numLanes {
 		d = append(d, tree(tLanes+lane, btreeOf(lessSeq), func(t *tables) **btree.BTreeG[seqItem] { return &t.lanes[lane] }))

@@ -20,6 +20,8 @@ type writer struct {
 	fed   bool // the feed gained an event since its readers were woken
 	// feedHead is the feed's last seq, while a snapshot is restored.
 	feedHead uint64
+	// ratesRestored holds the rate buckets a restore has read.
+	ratesRestored map[string]bool
 }
 
 // update moves one index entry from old to new: a replace when the key is
@@ -120,6 +122,7 @@ func (w *writer) putJob(old, j *Job) {
 			w.count(j, n.lane, 1)
 		}
 	}
+	w.putRated(old, j)
 	w.putKeyed(old, j)
 	w.putDeps(old, j)
 }

@@ -176,7 +176,7 @@ var jobFieldOrder = strings.Fields(`ID Stream Target Payload State Attempts MaxA
 	BackoffBase BackoffMax ConcurrencyKey ConcurrencyLimit Requires ClaimCaps NotFor DependsOn DepsPending
 	RunOnDepFailure LeaseSeconds TaskClass IdempotencyKey ToolName Timeout ClonedFrom Route Lease
 	CancelRequestedAt CancelReason Progress ProgressAt Checkpoint CheckpointAt Result Error Stdout Stderr
-	Comments AttemptLog History CreatedAt UpdatedAt StartedAt FinishedAt CreateIndex QueueIndex ModifyIndex`)
+	Comments AttemptLog History CreatedAt UpdatedAt StartedAt FinishedAt CreateIndex QueueIndex ModifyIndex Rate`)
 
 // dumpValue prints a value whole, unexported fields included, maps in key
 // order and pointers followed: two equal states print the same text.
