@@ -50,6 +50,11 @@ type JobCreateRequest struct {
 	// lang:python; at most 16) a claimant must all have: only a claim
 	// naming them among its capabilities is handed the job.
 	Requires []string `json:"requires,omitempty"`
+	// RateLimit limits how often jobs of its key are claimed, cluster-wide
+	// (without one, the stream's default rate, if it has one, applies):
+	// a job over the rate stays queued, without holding back other jobs,
+	// until the rate allows its claim.
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 
 	named createField // the optional fields the decoded body named
 }
@@ -100,6 +105,7 @@ type jobCreateJSON struct {
 	DependsOn           []string        `json:"dependsOn,omitempty"`
 	OnDependencyFailure string          `json:"onDependencyFailure,omitempty"`
 	Requires            []string        `json:"requires,omitempty"`
+	RateLimit           *RateLimit      `json:"rateLimit,omitempty"`
 }
 
 // MarshalJSON writes the optional fields the request gives (the Has
@@ -107,7 +113,7 @@ type jobCreateJSON struct {
 func (r JobCreateRequest) MarshalJSON() ([]byte, error) {
 	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey, Priority: r.Priority,
 		RunAt: runAtTime(r.RunAt), DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit, DependsOn: r.DependsOn, Requires: r.Requires,
-		OnDependencyFailure: r.OnDependencyFailure}
+		OnDependencyFailure: r.OnDependencyFailure, RateLimit: r.RateLimit}
 	if r.HasMaxAttempts() {
 		out.MaxAttempts = &r.MaxAttempts
 	}
@@ -136,7 +142,7 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 	}
 	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority,
 		RunAt: time.Time(in.RunAt), DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, DependsOn: in.DependsOn, Requires: in.Requires,
-		OnDependencyFailure: in.OnDependencyFailure}
+		OnDependencyFailure: in.OnDependencyFailure, RateLimit: in.RateLimit}
 	if in.MaxAttempts != nil {
 		r.MaxAttempts, r.named = *in.MaxAttempts, r.named|namedMaxAttempts
 	}

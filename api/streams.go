@@ -36,6 +36,9 @@ type StreamInfo struct {
 	// heard from in the last 10 minutes (a claim, or a heartbeat of a job
 	// it claimed) had every capability of.
 	Unmatched []UnmatchedJobs `json:"unmatched,omitempty"`
+	// RateLimited counts the queued jobs their key's rate holds back now
+	// (claimable once it allows; GET /rates).
+	RateLimited int `json:"rateLimited,omitempty"`
 }
 
 // UnmatchedJobs counts the queued jobs of one requirement set.
@@ -59,10 +62,13 @@ type StreamPause struct {
 // gets ConcurrencyLimit (1 when not set). They are written into each job
 // as it is created: a change applies to jobs created after it.
 type StreamDefaults struct {
-	ConcurrencyKey   string    `json:"concurrencyKey,omitempty"`
-	ConcurrencyLimit int       `json:"concurrencyLimit,omitempty"`
-	SetAt            time.Time `json:"setAt,omitzero"`
-	SetBy            string    `json:"setBy,omitempty"`
+	ConcurrencyKey   string `json:"concurrencyKey,omitempty"`
+	ConcurrencyLimit int    `json:"concurrencyLimit,omitempty"`
+	// RateLimit is the rate of the jobs created in the stream without a
+	// rateLimit of their own.
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	SetAt     time.Time  `json:"setAt,omitzero"`
+	SetBy     string     `json:"setBy,omitempty"`
 }
 
 // StreamList is the answer of GET /streams, by name.

@@ -501,22 +501,44 @@ func (r *Reader) RateBucketOf(key string) (RateBucket, bool) {
 	return b, ok
 }
 
-// RateWaiting counts, per stream, the queued jobs their rate holds back:
-// the claimable jobs of the keys whose buckets are closed.
-func (r *Reader) RateWaiting() map[string]int {
+// RateWaiting counts, per stream, the queued jobs their rate holds back
+// that a caller of role may see: the claimable jobs of the keys whose
+// buckets are closed. Its cost grows with those jobs.
+func (r *Reader) RateWaiting(role string) map[string]int {
 	out := map[string]int{}
-	r.point(func(t *tables) { t.rateWaiting(func(stream string) { out[stream]++ }) })
+	r.point(func(t *tables) {
+		t.rateWaiting(func(it keyedItem) {
+			if role == HeadRole || t.seesTarget(role, it.q.target) {
+				out[it.q.stream]++
+			}
+		})
+	})
 	return out
 }
 
-func (t *tables) rateWaiting(each func(stream string)) {
+// RateKeyWaiting counts, per key, the queued jobs their rate holds back
+// that a caller of role may see.
+func (r *Reader) RateKeyWaiting(role string) map[string]int {
+	out := map[string]int{}
+	r.point(func(t *tables) {
+		t.rateWaiting(func(it keyedItem) {
+			if role == HeadRole || t.seesTarget(role, it.q.target) {
+				out[it.key]++
+			}
+		})
+	})
+	return out
+}
+
+// rateWaiting calls each for every job a closed bucket holds back.
+func (t *tables) rateWaiting(each func(it keyedItem)) {
 	t.rates.Ascend(func(b rateItem) bool {
 		if b.Blocked {
 			t.rated.AscendGreaterOrEqual(groupStart(b.Key, "", ""), func(it keyedItem) bool {
 				if it.key != b.Key {
 					return false
 				}
-				each(it.q.stream)
+				each(it)
 				return true
 			})
 		}

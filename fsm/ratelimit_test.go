@@ -70,7 +70,7 @@ func TestRateBucketRefillAndBurst(t *testing.T) {
 	if !b.Blocked || b.Tokens(h.now) != 0 || h.f.Read().NextRateDue() != h.now+5e9 {
 		t.Fatalf("bucket after the burst: %+v, next due %d (now %d)", b, h.f.Read().NextRateDue(), h.now)
 	}
-	if w := h.f.Read().RateWaiting(); w[DefaultStream] != 9 {
+	if w := h.f.Read().RateWaiting(HeadRole); w[DefaultStream] != 9 {
 		t.Fatalf("waiting on the rate: %v", w)
 	}
 	h.now += 5e9 - 1
@@ -105,7 +105,7 @@ func TestRateLimitedKeyDoesNotBlockOthers(t *testing.T) {
 	if len(got) != 3 || got[0].Extra().Rate.Key != "slow" || got[1].ID != other.ID || got[2].ID != plain.ID {
 		t.Fatalf("claimed %v", ids(got))
 	}
-	if w := h.f.Read().RateWaiting(); w[DefaultStream] != 4 {
+	if w := h.f.Read().RateWaiting(HeadRole); w[DefaultStream] != 4 {
 		t.Fatalf("waiting on the rate: %v", w)
 	}
 	checkIndexes(t, h.f)

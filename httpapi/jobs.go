@@ -50,7 +50,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 func (s *Server) createJob(ctx context.Context, role string, req *api.JobCreateRequest) (*api.Job, uint64, error) {
 	in := queue.CreateInput{Payload: req.Payload, Target: req.Target, TaskClass: req.TaskClass, IdempotencyKey: req.IdempotencyKey,
 		Priority: req.Priority, ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit, DependsOn: req.DependsOn,
-		Requires: req.Requires, Actor: fsm.Actor{Role: role}}
+		Requires: req.Requires, Actor: fsm.Actor{Role: role}, RateLimit: rateInput(req.RateLimit)}
 	switch req.OnDependencyFailure {
 	case "", "fail":
 	case "run":

@@ -60,6 +60,7 @@ func (s *Server) routes() {
 	s.route("POST", "/dlq/{id}/redrive", kindWrite, allowHead, s.handleRedrive)
 
 	s.streamRoutes()
+	s.rateRoutes()
 	s.devqRoutes()
 	s.controlPlaneRoutes()
 	s.readModelRoutes()

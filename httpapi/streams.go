@@ -35,11 +35,13 @@ func viewStreamInfo(si queue.StreamInfo, now time.Time) api.StreamInfo {
 		v.Pause = &api.StreamPause{PausedAt: api.Time(p.PausedAt), PausedBy: p.Actor, Reason: p.Reason}
 	}
 	if d := si.Defaults; d != nil {
-		v.Defaults = &api.StreamDefaults{ConcurrencyKey: d.ConcurrencyKey, ConcurrencyLimit: d.ConcurrencyLimit, SetAt: api.Time(d.SetAt), SetBy: d.Actor}
+		v.Defaults = &api.StreamDefaults{ConcurrencyKey: d.ConcurrencyKey, ConcurrencyLimit: d.ConcurrencyLimit, RateLimit: viewRate(d.Rate),
+			SetAt: api.Time(d.SetAt), SetBy: d.Actor}
 	}
 	if c := si.Catalog; c != nil {
 		v.Status, v.Instructions = c.Status, c.Instructions
 	}
+	v.RateLimited = si.RateLimited
 	for _, u := range si.Unmatched {
 		v.Unmatched = append(v.Unmatched, api.UnmatchedJobs{Requires: fsm.Labels(u.Requires), Jobs: u.Jobs})
 	}
@@ -124,8 +126,13 @@ func (s *Server) handleStreamDefaultsSet(w http.ResponseWriter, r *http.Request,
 	if !req.SetAt.IsZero() || req.SetBy != "" {
 		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "setAt and setBy are the cluster's to fill in")
 	}
-	if req.ConcurrencyKey == "" && req.ConcurrencyLimit == 0 {
-		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "give concurrencyKey, concurrencyLimit or both (DELETE clears the defaults)")
+	if req.ConcurrencyKey == "" && req.ConcurrencyLimit == 0 && req.RateLimit == nil {
+		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "give concurrencyKey, concurrencyLimit, rateLimit or some of them (DELETE clears the defaults)")
+	}
+	if req.RateLimit != nil {
+		name := r.PathValue("name")
+		_, idx, err := s.queue.SetStreamDefaultsRate(r.Context(), name, req.ConcurrencyKey, req.ConcurrencyLimit, rateInput(req.RateLimit), fsm.Actor{Role: c.role})
+		return s.answerStream(w, name, idx, err)
 	}
 	return s.setStreamDefaults(w, r, c, req.ConcurrencyKey, req.ConcurrencyLimit)
 }

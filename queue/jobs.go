@@ -68,7 +68,9 @@ type CreateInput struct {
 	RunOnDepFailure bool
 	// Requires lists the capabilities a claim must have to take the job.
 	Requires []string
-	Actor    fsm.Actor
+	// RateLimit limits how often its key's jobs are claimed (ratelimit).
+	RateLimit *RateInput
+	Actor     fsm.Actor
 }
 
 // maxConcurrencyLimit caps a concurrency key's limit.
@@ -180,6 +182,9 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		// A limit left 0 is the stream's default limit, or 1 (the state
 		// machine fills it in from the stream's defaults).
 		ex.ConcurrencyKey, ex.ConcurrencyLimit = in.ConcurrencyKey, in.ConcurrencyLimit
+	}
+	if ex.Rate, err = s.rateFor(ctx, in.RateLimit); err != nil {
+		return nil, false, 0, err
 	}
 	if len(in.DependsOn) > fsm.MaxDependencies {
 		return nil, false, 0, invalid("at most %d dependencies", fsm.MaxDependencies)

@@ -20,6 +20,8 @@ type StreamInfo struct {
 	// Unmatched are the requirement sets of claimable jobs that no worker
 	// heard from within LiveWindow has the capabilities for.
 	Unmatched []fsm.Unmatched
+	// RateLimited counts the queued jobs their key's rate holds back.
+	RateLimited int
 }
 
 // StreamInfos lists every stream the state knows of, by name, as a caller
@@ -55,6 +57,9 @@ func (s *Service) StreamInfos(role string) []StreamInfo {
 	}
 	for _, st := range r.Streams("") {
 		get(st.Name).Catalog = st
+	}
+	for name, n := range r.RateWaiting(role) {
+		get(name).RateLimited = n
 	}
 	out := make([]StreamInfo, 0, len(by))
 	for _, si := range by {
@@ -112,6 +117,10 @@ func (s *Service) StreamDefaults() map[string]*fsm.StreamDefaults {
 // empty clear them. The answer is the defaults in force after the command
 // (nil once cleared).
 func (s *Service) SetStreamDefaults(ctx context.Context, name, key string, limit int, actor fsm.Actor) (*fsm.StreamDefaults, uint64, error) {
+	return s.setStreamDefaults(ctx, name, key, limit, nil, actor)
+}
+
+func (s *Service) setStreamDefaults(ctx context.Context, name, key string, limit int, rate *fsm.RateLimit, actor fsm.Actor) (*fsm.StreamDefaults, uint64, error) {
 	switch {
 	case !ValidName(name):
 		return nil, 0, invalid("stream name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
@@ -124,7 +133,7 @@ func (s *Service) SetStreamDefaults(ctx context.Context, name, key string, limit
 		return nil, 0, ErrUpgradeInProgress
 	}
 	res, idx, err := s.Propose(ctx, fsm.CmdStreamDefaults, &fsm.StreamDefaultsCommand{Now: s.now(), Stream: name,
-		ConcurrencyKey: key, ConcurrencyLimit: limit, Actor: actor})
+		ConcurrencyKey: key, ConcurrencyLimit: limit, Actor: actor, Rate: rate})
 	if err != nil {
 		return nil, idx, err
 	}
