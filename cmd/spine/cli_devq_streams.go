@@ -167,20 +167,24 @@ func streamResume(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string)
 func streamDefaults(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int {
 	key := fs.String("concurrency-key", "", "the key of jobs created without one: at most the limit of them run at once")
 	limit := fs.Int("concurrency-limit", 0, "the limit of jobs created with a key but none (1 to 10000; default 1)")
+	rate := rateFlags(fs)
 	clearAll := fs.Bool("clear", false, "clear the stream's defaults")
 	c.nargs(1, 1)
 	return func(pos []string) int {
+		rl, err := rate.rate()
 		switch {
-		case *clearAll && (*key != "" || *limit != 0):
-			return c.usageError("--clear takes no --concurrency-key or --concurrency-limit")
-		case !*clearAll && *key == "" && *limit == 0:
-			return c.usageError("give --concurrency-key, --concurrency-limit or both, or --clear")
+		case err != nil:
+			return c.usageError(err.Error())
+		case *clearAll && (*key != "" || *limit != 0 || rl != nil):
+			return c.usageError("--clear takes no --concurrency-key, --concurrency-limit or --rate-*")
+		case !*clearAll && *key == "" && *limit == 0 && rl == nil:
+			return c.usageError("give --concurrency-key, --concurrency-limit, --rate-key (with --rate-limit and --rate-period) or some of them, or --clear")
 		}
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
 			if *clearAll {
 				return cl.StreamDefaultsClear(ctx, pos[0])
 			}
-			return cl.StreamDefaultsSet(ctx, pos[0], client.StreamDefaults{ConcurrencyKey: *key, ConcurrencyLimit: *limit})
+			return cl.StreamDefaultsSet(ctx, pos[0], client.StreamDefaults{ConcurrencyKey: *key, ConcurrencyLimit: *limit, RateLimit: rl})
 		}, streamInfoTable)
 	}
 }
@@ -197,11 +201,14 @@ func defaultsText(d *client.StreamDefaults) string {
 	if d.ConcurrencyLimit > 0 || d.ConcurrencyKey != "" {
 		parts = append(parts, fmt.Sprintf("limit %d", max(d.ConcurrencyLimit, 1)))
 	}
+	if d.RateLimit != nil {
+		parts = append(parts, "rate "+rateText(d.RateLimit))
+	}
 	return strings.Join(parts, ", ")
 }
 
 func streamInfoTable(w io.Writer, v any) {
-	fmt.Fprintln(w, "NAME\tQUEUED\tRUNNING\tDONE\tFAILED\tDEAD\tCANCELLED\tOLDEST WAIT\tPAUSED\tDEFAULTS\tNO LIVE WORKER FOR")
+	fmt.Fprintln(w, "NAME\tQUEUED\tRATE-LIMITED\tRUNNING\tDONE\tFAILED\tDEAD\tCANCELLED\tOLDEST WAIT\tPAUSED\tDEFAULTS\tNO LIVE WORKER FOR")
 	for _, s := range oneOrMany[client.StreamInfo](v) {
 		wait := "-"
 		if s.Queued > 0 {
@@ -222,7 +229,7 @@ func streamInfoTable(w io.Writer, v any) {
 			}
 			unmatched = strings.Join(parts, "; ")
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.Queued, s.Running, s.Done, s.Failed, s.Dead, s.Cancelled,
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.Queued, s.RateLimited, s.Running, s.Done, s.Failed, s.Dead, s.Cancelled,
 			wait, paused, defaultsText(s.Defaults), unmatched)
 	}
 }
