@@ -112,10 +112,10 @@ func TestArgumentsOutsideTheirRangesAreRefused(t *testing.T) {
 func TestSchemasShowRanges(t *testing.T) {
 	url := startAPI(t)
 	want := map[string]map[string][2]float64{
-		"claim":     {"wait_seconds": {0, 30}, "max_jobs": {1, 100}},
-		"peek":      {"limit": {1, 100}},
-		"release":   {"cooldown_ms": {0, 86400000}},
-		"enqueue":   {"priority": {-100, 100}, "delay_seconds": {0, 31536000}, "max_attempts": {1, 1000}, "lease_seconds": {1, 604800}, "concurrency_limit": {1, 10000},
+		"claim":   {"wait_seconds": {0, 30}, "max_jobs": {1, 100}},
+		"peek":    {"limit": {1, 100}},
+		"release": {"cooldown_ms": {0, 86400000}},
+		"enqueue": {"priority": {-100, 100}, "delay_seconds": {0, 31536000}, "max_attempts": {1, 1000}, "lease_seconds": {1, 604800}, "concurrency_limit": {1, 10000},
 			"rate_limit": {1, 1000000}, "rate_period_ms": {1, 604800000}, "rate_burst": {0, 1000000}},
 		"list_jobs": {"limit": {1, 1000}},
 	}
