@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/fsm"
@@ -43,4 +45,25 @@ func (s *Server) rateList(role string) api.RateList {
 func (s *Server) handleRates(w http.ResponseWriter, r *http.Request, c *call) error {
 	writeJSON(w, http.StatusOK, s.rateList(c.role))
 	return nil
+}
+
+// uiRate says what a rate is, for the web UI: "N per PERIOD, burst B".
+func uiRate(v any) string {
+	var r fsm.RateLimit
+	switch x := v.(type) {
+	case fsm.RateLimit:
+		r = x
+	case *fsm.RateLimit:
+		if x == nil {
+			return ""
+		}
+		r = *x
+	default:
+		return ""
+	}
+	burst := r.Burst
+	if burst == 0 {
+		burst = r.Limit
+	}
+	return fmt.Sprintf("%d per %s, burst %d", r.Limit, time.Duration(r.PeriodNanos), burst)
 }

@@ -76,7 +76,15 @@ func TestRateLimitCreateAndStats(t *testing.T) {
 	if len(rates.Rates) != 1 || rates.Rates[0].Key != "vendor" || rates.Rates[0].Tokens != 0 || rates.Rates[0].NextAt.IsZero() || rates.Rates[0].Waiting != 2 {
 		t.Fatalf("rates: %+v", rates)
 	}
-	if r := e.do("GET", "/metrics", headTok, nil); r.Code == 200 && !containsAny(string(r.Body), `spine_jobs_rate_limited{stream="api"} 2`) {
+	// The dashboard shows the jobs waiting on a rate and the key's bucket.
+	ck := uiLogin(t, e, headTok)
+	page := string(e.page("GET", "/ui/", ck, "").Body)
+	for _, want := range []string{`2 waiting on a rate`, `<tr data-key="vendor">`, `2 per 1m0s, burst 2`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("dashboard lacks %q", want)
+		}
+	}
+	if r := e.do("GET", "/metrics", headTok, nil); r.Code != 200 || !containsAny(string(r.Body), `spine_jobs_rate_limited{stream="api"} 2`) {
 		t.Fatalf("metrics lack the rate-limited gauge:\n%s", r.Body)
 	}
 }
@@ -97,6 +105,11 @@ func TestRateLimitStreamDefault(t *testing.T) {
 	}
 	if d := st.Defaults; d == nil || d.RateLimit == nil || d.RateLimit.Key != "ml-api" || d.RateLimit.PeriodSeconds != 1.5 {
 		t.Fatalf("defaults: %+v", st.Defaults)
+	}
+	ck := uiLogin(t, e, headTok)
+	e.create(map[string]any{"stream": "ml"})
+	if page := string(e.page("GET", "/ui/", ck, "").Body); !strings.Contains(page, `rate ml-api: 5 per 1.5s`) && !strings.Contains(page, `rate 5 per 1.5s, burst 5`) {
+		t.Errorf("dashboard lacks the stream's default rate:\n%s", page)
 	}
 	j := e.create(map[string]any{"stream": "ml"})
 	if rl, _ := j["rateLimit"].(map[string]any); rl["key"] != "ml-api" || rl["limit"] != float64(5) {
