@@ -779,8 +779,8 @@ func stateHash(t testing.TB, f *FSM) [32]byte {
 // randomRate is a rate limit for randomLog: a few keys, slow enough for
 // its clock to meet closed buckets, a bad one now and then.
 func randomRate(rng *rand.Rand) *RateLimit {
-	r := &RateLimit{Key: []string{"r1", "r2", "r3"}[rng.IntN(3)], Limit: 1 + rng.IntN(3),
-		PeriodNanos: int64(1+rng.IntN(4)) * 30e9, Burst: rng.IntN(3)}
+	r := &RateLimit{Key: []string{"r1", "r2", "r3"}[rng.IntN(3)], Limit: 1 + rng.IntN(2),
+		PeriodNanos: int64(1+rng.IntN(4)) * 60e9, Burst: rng.IntN(3)}
 	if rng.IntN(20) == 0 {
 		r.Limit = 0
 	}
@@ -971,10 +971,13 @@ func randomLog(seed uint64, n int) [][]byte {
 				// concurrency key and a priority as well.
 				c := cc
 				c.Rate = randomRate(rng)
+				if rng.IntN(2) == 0 {
+					c.Stream = "r" // a stream no entry pauses or ends
+				}
 				if rng.IntN(3) == 0 {
 					c.ConcurrencyKey, c.ConcurrencyLimit = []string{"k1", "k2"}[rng.IntN(2)], 1+rng.IntN(2)
 				}
-				c.Priority = rng.IntN(5) - 2
+				c.Priority = 20 + rng.IntN(40) // ahead of the backlog, so claims meet the rate
 				out = append(out, MustEncode(CmdCreate, &c))
 			} else if rng.IntN(6) == 0 {
 				out = append(out, MustEncode(CmdCreate, func() *CreateCommand {
@@ -987,7 +990,7 @@ func randomLog(seed uint64, n int) [][]byte {
 			}
 		case 2:
 			att, tok := fmt.Sprintf("a%d", i), fmt.Sprintf("t%d", i)
-			c := &ClaimCommand{Now: now, Streams: []string{"a", "b"}, Targets: []string{a.Role, a.WorkerID}, Actor: a,
+			c := &ClaimCommand{Now: now, Streams: []string{"a", "b", "r"}, Targets: []string{a.Role, a.WorkerID}, Actor: a,
 				AttemptID: att, LeaseToken: tok, LeaseNanos: 60e9}
 			switch rng.IntN(4) {
 			case 3: // a keyed claim, its key reused so repeats and clashes happen

@@ -391,3 +391,28 @@ func BenchmarkClaimNextRated(b *testing.B) {
 		})
 	}
 }
+
+// randomLog (the property tests' log) meets rate buckets that are closed,
+// reopened and dropped, so replay, snapshots and the hash cover them.
+func TestRandomLogCoversRates(t *testing.T) {
+	f, _ := New(Config{})
+	var blocked, opened, buckets int
+	wasBlocked := map[string]bool{}
+	for i, d := range randomLog(1, 3000) {
+		f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: d})
+		for _, b := range f.Read().RateBuckets() {
+			buckets++
+			if b.Blocked && !wasBlocked[b.Key] {
+				blocked++
+			}
+			if !b.Blocked && wasBlocked[b.Key] {
+				opened++
+			}
+			wasBlocked[b.Key] = b.Blocked
+		}
+	}
+	if blocked < 5 || opened < 5 || buckets == 0 {
+		t.Fatalf("randomLog closed %d buckets and opened %d (%d bucket views)", blocked, opened, buckets)
+	}
+	t.Logf("closed %d, opened %d", blocked, opened)
+}
