@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,16 +33,38 @@ func TestRateLimitHoldsAcrossLeaderKill(t *testing.T) {
 		period = 2 * time.Second
 		burst  = 2
 	)
+	head := []string{"SPINE_TOKEN=" + apiHead}
+	cli := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := spineCLI(t, []string{fs[0].URL, fs[1].URL}, t.TempDir(), head, args...)
+		if code != 0 {
+			t.Fatalf("spine %v: exit %d: %s %s", args, code, out, errOut)
+		}
+		return out
+	}
+	// The stream's default rate, set with the CLI; half the jobs name the
+	// same rate themselves, one is created with the CLI's flags.
+	cli("stream", "defaults", stream, "--rate-key", "vendor-api", "--rate-limit", "2", "--rate-period", "2s", "--rate-burst", "2")
 	rate := map[string]any{"key": "vendor-api", "limit": limit, "periodSeconds": period.Seconds(), "burst": burst}
 	rated := map[string]bool{}
-	for i := range jobs {
+	for i := range jobs - 1 {
+		body := map[string]any{"stream": stream, "payload": i, "priority": 5}
+		if i%2 == 0 {
+			body["rateLimit"] = rate
+		}
 		var j api.Job
-		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[i%2].URL+"/jobs", apiHead, map[string]any{"stream": stream, "payload": i, "rateLimit": rate, "priority": 5}), http.StatusCreated), &j)
-		if j.RateLimit == nil || j.RateLimit.Key != "vendor-api" {
+		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[i%2].URL+"/jobs", apiHead, body), http.StatusCreated), &j)
+		if j.RateLimit == nil || j.RateLimit.Key != "vendor-api" || j.RateLimit.Limit != limit || j.RateLimit.Burst != burst {
 			t.Fatalf("created %+v", j)
 		}
 		rated[j.ID] = true
 	}
+	var cj api.Job
+	if err := json.Unmarshal([]byte(cli("jobs", "create", "--payload", `{"cli":1}`, "--stream", stream, "--priority", "5",
+		"--rate-key", "vendor-api", "--rate-limit", "2", "--rate-period", "2s", "--rate-burst", "2", "--output", "json")), &cj); err != nil || cj.RateLimit == nil {
+		t.Fatalf("spine jobs create with a rate: %v %+v", err, cj)
+	}
+	rated[cj.ID] = true
 	var plainIDs []string
 	for i := range plain {
 		plainIDs = append(plainIDs, apiCreate(t, fs[i%2].URL, map[string]any{"stream": stream, "payload": "plain"}).ID)
@@ -117,6 +140,10 @@ func TestRateLimitHoldsAcrossLeaderKill(t *testing.T) {
 	var st api.StreamInfo
 	apiDecode(t, apiWant(t, apiDo(t, "GET", fs[0].URL+"/streams/"+stream, apiHead, nil), http.StatusOK), &st)
 	t.Logf("before the kill: rate %+v, stream %s: %d queued, %d rate-limited", rates.Rates[0], stream, st.Queued, st.RateLimited)
+	t.Logf("spine stream rates:\n%s", cli("stream", "rates", "--output", "table"))
+	if out := cli("stream", "stats", stream, "--output", "table"); !strings.Contains(out, "RATE-LIMITED") {
+		t.Fatalf("spine stream stats: %s", out)
+	}
 	if next := rates.Rates[0].NextAt; !next.IsZero() {
 		time.Sleep(time.Until(next)) // the window turns over: kill now
 	}
