@@ -86,6 +86,10 @@ type Job struct {
 	// the stream's defaults (the limit is at least 1 with a key).
 	ConcurrencyKey   string `json:"concurrencyKey,omitempty"`
 	ConcurrencyLimit int    `json:"concurrencyLimit,omitempty"`
+	// RateLimit, as created or filled in from the stream's defaults: the
+	// job's claims count against its key's rate (the key's rate in force
+	// is the latest create's; GET /rates).
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 	// DependsOn names the jobs this one waits for; WaitingOn counts those
 	// not done yet (no claim takes the job while it is above 0).
 	// OnDependencyFailure is "run" for a job that runs whatever its

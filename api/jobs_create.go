@@ -55,6 +55,11 @@ type JobCreateRequest struct {
 	// whose result does not is refused (400 result_mismatch) and the job
 	// keeps running. Without it, the stream's default (if any) applies.
 	ResultSchema json.RawMessage `json:"resultSchema,omitempty"`
+	// RateLimit limits how often jobs of its key are claimed, cluster-wide
+	// (without one, the stream's default rate, if it has one, applies):
+	// a job over the rate stays queued, without holding back other jobs,
+	// until the rate allows its claim.
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 
 	named createField // the optional fields the decoded body named
 }
@@ -106,6 +111,7 @@ type jobCreateJSON struct {
 	OnDependencyFailure string          `json:"onDependencyFailure,omitempty"`
 	Requires            []string        `json:"requires,omitempty"`
 	ResultSchema        json.RawMessage `json:"resultSchema,omitempty"`
+	RateLimit           *RateLimit      `json:"rateLimit,omitempty"`
 }
 
 // MarshalJSON writes the optional fields the request gives (the Has
@@ -113,7 +119,7 @@ type jobCreateJSON struct {
 func (r JobCreateRequest) MarshalJSON() ([]byte, error) {
 	out := jobCreateJSON{Payload: r.Payload, Target: r.Target, TaskClass: r.TaskClass, IdempotencyKey: r.IdempotencyKey, Priority: r.Priority,
 		RunAt: runAtTime(r.RunAt), DelaySeconds: r.DelaySeconds, Backoff: r.Backoff, ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: r.ConcurrencyLimit, DependsOn: r.DependsOn, Requires: r.Requires,
-		OnDependencyFailure: r.OnDependencyFailure, ResultSchema: r.ResultSchema}
+		OnDependencyFailure: r.OnDependencyFailure, ResultSchema: r.ResultSchema, RateLimit: r.RateLimit}
 	if r.HasMaxAttempts() {
 		out.MaxAttempts = &r.MaxAttempts
 	}
@@ -142,7 +148,7 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 	}
 	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority,
 		RunAt: time.Time(in.RunAt), DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, DependsOn: in.DependsOn, Requires: in.Requires,
-		OnDependencyFailure: in.OnDependencyFailure, ResultSchema: in.ResultSchema}
+		OnDependencyFailure: in.OnDependencyFailure, ResultSchema: in.ResultSchema, RateLimit: in.RateLimit}
 	if in.MaxAttempts != nil {
 		r.MaxAttempts, r.named = *in.MaxAttempts, r.named|namedMaxAttempts
 	}

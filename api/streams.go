@@ -39,6 +39,9 @@ type StreamInfo struct {
 	// heard from in the last 10 minutes (a claim, or a heartbeat of a job
 	// it claimed) had every capability of.
 	Unmatched []UnmatchedJobs `json:"unmatched,omitempty"`
+	// RateLimited counts the queued jobs their key's rate holds back now
+	// (claimable once it allows; GET /rates).
+	RateLimited int `json:"rateLimited,omitempty"`
 }
 
 // UnmatchedJobs counts the queued jobs of one requirement set.
@@ -67,8 +70,11 @@ type StreamDefaults struct {
 	// ResultSchema is the result contract of the jobs created in the
 	// stream without their own resultSchema.
 	ResultSchema json.RawMessage `json:"resultSchema,omitempty"`
-	SetAt        time.Time       `json:"setAt,omitzero"`
-	SetBy        string          `json:"setBy,omitempty"`
+	// RateLimit is the rate of the jobs created in the stream without a
+	// rateLimit of their own.
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	SetAt     time.Time  `json:"setAt,omitzero"`
+	SetBy     string     `json:"setBy,omitempty"`
 }
 
 // StreamList is the answer of GET /streams, by name.

@@ -87,6 +87,11 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 	if c.ID == "" || len(c.Payload) == 0 {
 		return fail(fmt.Errorf("create: %w: id and payload are required", ErrInvalid))
 	}
+	if c.Rate != nil && a.t.level >= LevelPolicies {
+		if err := c.Rate.Valid(); err != nil {
+			return fail(fmt.Errorf("create: %w", err))
+		}
+	}
 	if c.IdempotencyKey != "" {
 		if j := a.t.jobByIdem(c.IdempotencyKey); j != nil {
 			return &Result{Job: j, Duplicate: true}
@@ -130,8 +135,14 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 	if a.schedule != "" {
 		j.extraMut().Schedule = a.schedule
 	}
+	if c.Rate != nil && a.t.level >= LevelPolicies {
+		j.extraMut().Rate = c.Rate
+	}
 	a.applyDefaults(j)
 	a.applyContract(j, c.ResultSchema)
+	if r := j.Extra().Rate; r != nil {
+		a.defineRate(r, c.Now)
+	}
 	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued}
 	j.History = jc.ev[:1:1]
 	a.put(nil, j, c.Now)
@@ -170,6 +181,7 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	if err != nil {
 		return fail(fmt.Errorf("claim: %w", err))
 	}
+	a.rateTick(g.Now)
 	j := a.t.job(id)
 	if j == nil {
 		return notFound(id)
@@ -178,6 +190,9 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	// (the API shows it only to a caller that may read it).
 	if err := a.claimRefusal(j); err != nil {
 		return &Result{Job: j, Err: err}
+	}
+	if r := j.Extra().Rate; r != nil && !a.t.rateAllows(r, g.Now) {
+		return &Result{Job: j, Err: refuse(ErrNotYetClaimable, "claim", j, "its rate key "+r.Key+" allows no claim now")}
 	}
 	if !eligible(j, targets) {
 		return &Result{Job: j, Err: refuse(ErrTargetMismatch, "claim", j, "it is targeted at "+j.DescribeTarget())}
@@ -226,10 +241,18 @@ func (a *applier) claimNext(streams, targets []string, g grant) *Result {
 	if err != nil {
 		return fail(fmt.Errorf("claim: %w", err))
 	}
+	a.rateTick(g.Now)
 	for skips := 0; skips <= maxDeadSkips; {
 		j := a.nextQueued(streams, targets, g.Actor.WorkerID)
 		if j == nil {
 			return &Result{}
+		}
+		if r := j.Extra().Rate; r != nil && !a.t.rateAllows(r, g.Now) {
+			// Admitted under an earlier time than this entry's (a new
+			// leader's clock behind the old one's): closed until it allows.
+			a.block(a.bucketFor(r))
+			skips++
+			continue
 		}
 		if j.Attempts >= j.MaxAttempts {
 			a.kill(j, g.Now, a.in.actor(g.Actor), "claim with no attempts left")
@@ -246,6 +269,9 @@ func (a *applier) nextQueued(streams, targets []string, worker string) *Job {
 }
 
 func (a *applier) start(old *Job, g grant) *Job {
+	if r := old.Extra().Rate; r != nil {
+		a.takeRate(r, g.Now)
+	}
 	j := copyJob(old)
 	j.State = StateRunning
 	j.Attempts++

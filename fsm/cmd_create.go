@@ -37,6 +37,9 @@ type CreateCommand struct {
 	// ResultSchema is the job's result contract (contract.go), canonical
 	// JSON; "" takes the stream's default. From LevelPolicies.
 	ResultSchema string
+	// Rate: the job's key may be claimed at most so often (ratelimit.go);
+	// applied from LevelPolicies on.
+	Rate *RateLimit
 
 	// form is the command type of an entry of a build before LevelTagged
 	// (0: a tagged entry): create, create-ex, create-requires or
@@ -78,6 +81,7 @@ func (c *CreateCommand) fields(f *fields) {
 	f.bool(18, &c.RunOnDepFailure)
 	f.strs(19, &c.Requires)
 	f.schema(20, &c.ResultSchema)
+	objPtr(f, 21, &c.Rate)
 }
 
 func (c *CreateCommand) setForm(t CommandType) { c.form = t }

@@ -21,8 +21,11 @@ type StreamDefaults struct {
 	// ResultSchema is the result contract of the stream's jobs created
 	// without one (contract.go); from LevelPolicies.
 	ResultSchema string
-	SetAt        int64
-	Actor        string
+	// Rate is the rate limit of the stream's jobs created without one
+	// (ratelimit.go).
+	Rate  *RateLimit
+	SetAt int64
+	Actor string
 	// Index is the Raft index of the command that set them.
 	Index uint64
 }
@@ -37,6 +40,9 @@ type StreamDefaultsCommand struct {
 	Actor            Actor
 	// ResultSchema: the default result contract (canonical JSON).
 	ResultSchema string
+	// Rate, from LevelPolicies on: the rate limit of the jobs created
+	// without one.
+	Rate *RateLimit
 }
 
 func init() {
@@ -66,22 +72,31 @@ func (c *StreamDefaultsCommand) fields(f *fields) {
 	f.int(4, &c.ConcurrencyLimit)
 	f.actor(5, &c.Actor)
 	f.schema(6, &c.ResultSchema)
+	objPtr(f, 7, &c.Rate)
 }
 
 func (c *StreamDefaultsCommand) apply(a *applier) *Result {
 	if c.Stream == "" || c.ConcurrencyLimit < 0 {
 		return fail(fmt.Errorf("stream defaults: %w: a stream name is required and a limit may not be negative", ErrInvalid))
 	}
+	rate := c.Rate
+	if a.t.level < LevelPolicies {
+		rate = nil
+	} else if rate != nil {
+		if err := rate.Valid(); err != nil {
+			return fail(fmt.Errorf("stream defaults: %w", err))
+		}
+	}
 	a.t.jobControl, a.t.version8 = true, true
 	schema := c.ResultSchema
 	if a.t.level < LevelPolicies {
 		schema = "" // as a build without result contracts applies it
 	}
-	if c.ConcurrencyKey == "" && c.ConcurrencyLimit == 0 && schema == "" {
+	if c.ConcurrencyKey == "" && c.ConcurrencyLimit == 0 && schema == "" && rate == nil {
 		a.setDefaults(c.Stream, nil)
 		return &Result{}
 	}
-	d := &StreamDefaults{Stream: c.Stream, ConcurrencyKey: c.ConcurrencyKey, ConcurrencyLimit: c.ConcurrencyLimit,
+	d := &StreamDefaults{Stream: c.Stream, ConcurrencyKey: c.ConcurrencyKey, ConcurrencyLimit: c.ConcurrencyLimit, Rate: rate,
 		ResultSchema: internSchema(schema), SetAt: c.Now, Actor: a.in.actor(c.Actor), Index: a.index}
 	a.setDefaults(c.Stream, d)
 	return &Result{Defaults: d}
@@ -117,6 +132,9 @@ func (a *applier) applyDefaults(j *Job) {
 	}
 	if j.Extra().ConcurrencyKey != "" && j.Extra().ConcurrencyLimit == 0 {
 		j.extraMut().ConcurrencyLimit = max(d.ConcurrencyLimit, 1)
+	}
+	if j.Extra().Rate == nil && d.Rate != nil {
+		j.extraMut().Rate = d.Rate
 	}
 }
 

@@ -38,6 +38,8 @@ func (c *PromoteCommand) apply(a *applier) *Result {
 	if c.Max <= 0 {
 		return fail(fmt.Errorf("promote: %w: max must be positive", ErrInvalid))
 	}
+	// The rate buckets that allow claims again open first.
+	a.rateTick(c.Now)
 	// Collect first: the index changes under us as we write.
 	var due []*Job
 	a.t.scheduled.Ascend(func(it timeItem) bool {

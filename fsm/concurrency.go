@@ -199,12 +199,12 @@ func (w *writer) admitGroup(key, stream, target string, running int) {
 		return
 	}
 	if hasCur {
-		w.queueDelete(cur.q)
+		w.dequeue(cur.q)
 		w.t.admitted.Delete(cur)
 		w.dirty[tQueue], w.dirty[tAdmitted] = true, true
 	}
 	if want {
-		w.queueInsert(head.q)
+		w.enqueue(head.q)
 		w.t.admitted.ReplaceOrInsert(head)
 		w.dirty[tQueue], w.dirty[tAdmitted] = true, true
 		if !hasCur || cur.q.j.ID != head.q.j.ID || cur.q.rank != head.q.rank {

@@ -61,6 +61,7 @@ func (j *Job) fields(f *fields) {
 	f.u64(47, &j.ModifyIndex)
 	f.schema(48, &x.ResultSchema)
 	f.istr(49, &x.Schedule)
+	objPtr(f, 50, &x.Rate)
 	if !f.w && !local.isZero() {
 		j.extra = new(JobExtra)
 		*j.extra = local
@@ -224,6 +225,7 @@ func (d *StreamDefaults) fields(f *fields) {
 	f.istr(5, &d.Actor)
 	f.u64(6, &d.Index)
 	f.schema(7, &d.ResultSchema)
+	objPtr(f, 8, &d.Rate)
 }
 
 func (c *CapsSeen) fields(f *fields) {

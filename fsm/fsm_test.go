@@ -780,6 +780,17 @@ var randomSchemas = []string{`{"type":"object"}`, `{"properties":{"n":{"minimum"
 
 // randomLog builds a log of commands, legal and illegal, as a leader would
 // stamp them.
+// randomRate is a rate limit for randomLog: a few keys, slow enough for
+// its clock to meet closed buckets, a bad one now and then.
+func randomRate(rng *rand.Rand) *RateLimit {
+	r := &RateLimit{Key: []string{"r1", "r2", "r3"}[rng.IntN(3)], Limit: 1 + rng.IntN(2),
+		PeriodNanos: int64(1+rng.IntN(4)) * 60e9, Burst: rng.IntN(3)}
+	if rng.IntN(20) == 0 {
+		r.Limit = 0
+	}
+	return r
+}
+
 func randomLog(seed uint64, n int) [][]byte {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e37))
 	now := int64(1_700_000_000e9)
@@ -916,6 +927,9 @@ func randomLog(seed uint64, n int) [][]byte {
 					if rng.IntN(2) == 0 { // a default result contract
 						dc.ResultSchema = randomSchemas[rng.IntN(len(randomSchemas))]
 					}
+					if rng.IntN(2) == 0 {
+						dc.Rate = randomRate(rng)
+					}
 					out = append(out, MustEncode(CmdStreamDefaults, dc))
 				} else if rng.IntN(3) == 0 {
 					// An operator's pause or resume, of the job streams too.
@@ -979,6 +993,20 @@ func randomLog(seed uint64, n int) [][]byte {
 				} else {
 					out = append(out, MustEncode(CmdCreate, ex))
 				}
+			} else if rng.IntN(5) == 0 {
+				// A rate limit, its keys shared with rates that disagree
+				// now and then (a bad one, refused, too), some with a
+				// concurrency key and a priority as well.
+				c := cc
+				c.Rate = randomRate(rng)
+				if rng.IntN(2) == 0 {
+					c.Stream = "r" // a stream no entry pauses or ends
+				}
+				if rng.IntN(3) == 0 {
+					c.ConcurrencyKey, c.ConcurrencyLimit = []string{"k1", "k2"}[rng.IntN(2)], 1+rng.IntN(2)
+				}
+				c.Priority = 20 + rng.IntN(40) // ahead of the backlog, so claims meet the rate
+				out = append(out, MustEncode(CmdCreate, &c))
 			} else if rng.IntN(6) == 0 {
 				out = append(out, MustEncode(CmdCreate, func() *CreateCommand {
 					c := cc
@@ -993,7 +1021,7 @@ func randomLog(seed uint64, n int) [][]byte {
 			}
 		case 2:
 			att, tok := fmt.Sprintf("a%d", i), fmt.Sprintf("t%d", i)
-			c := &ClaimCommand{Now: now, Streams: []string{"a", "b"}, Targets: []string{a.Role, a.WorkerID}, Actor: a,
+			c := &ClaimCommand{Now: now, Streams: []string{"a", "b", "r"}, Targets: []string{a.Role, a.WorkerID}, Actor: a,
 				AttemptID: att, LeaseToken: tok, LeaseNanos: 60e9}
 			switch rng.IntN(4) {
 			case 3: // a keyed claim, its key reused so repeats and clashes happen

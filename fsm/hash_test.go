@@ -29,7 +29,8 @@ func TestStateHashFollowsTheLog(t *testing.T) {
 	b.ApplyBatch(batch[200:])
 	ia, ha, oka := a.StateHash()
 	ib, hb, okb := b.StateHash()
-	if !oka || !okb || ia != uint64(len(log)) || ia != ib || ha != hb {
+	n := uint64(len(log)) // some steps of the log are two entries
+	if !oka || !okb || ia != n || ia != ib || ha != hb {
 		t.Fatalf("same log, different hashes: %d %x %v / %d %x %v", ia, ha, oka, ib, hb, okb)
 	}
 	if ha == (Hash{}) {
@@ -37,7 +38,7 @@ func TestStateHashFollowsTheLog(t *testing.T) {
 	}
 
 	// Every index answers the same on both, and differs from its neighbours.
-	for _, i := range []uint64{0, 1, 2, 250, 499, 500} {
+	for _, i := range []uint64{0, 1, 2, 250, n - 1, n} {
 		x, okx := a.StateHashAt(i)
 		y, oky := b.StateHashAt(i)
 		if !okx || !oky || x != y {
@@ -49,7 +50,7 @@ func TestStateHashFollowsTheLog(t *testing.T) {
 	if h1 == h2 {
 		t.Fatal("hash did not change between two commands")
 	}
-	if _, ok := a.StateHashAt(uint64(len(log)) + 1); ok {
+	if _, ok := a.StateHashAt(n + 1); ok {
 		t.Fatal("answered for an index not applied")
 	}
 

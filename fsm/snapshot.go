@@ -40,9 +40,10 @@ const (
 	// (level.go, identity.go).
 	snapLevel    byte = 15
 	snapWorkerID byte = 16
-	// Version 11: recurring schedules (schedule.go), named tokens
-	// (tokens.go).
+	// Version 11: recurring schedules (schedule.go), the rate limits'
+	// buckets (ratelimit.go), named tokens (tokens.go).
 	snapSchedule byte = 17
+	snapRate     byte = 18
 	snapToken    byte = 19
 	snapEnd      byte = 255
 )

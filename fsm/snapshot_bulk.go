@@ -55,6 +55,7 @@ type bulkJobs struct {
 	idem, attempts, routed                         []idItem
 	deps                                           []depItem
 	withKey                                        []*Job // jobs with a concurrency key
+	withRate                                       []*Job // jobs with a rate limit
 	stats                                          map[statItem]int
 	// groups numbers the lanes (stream, target and requirements) of the
 	// queue indexes' items in the order first seen; lanes are the lanes
@@ -198,6 +199,9 @@ func (b *bulkJobs) add(j *Job) error {
 	}
 	if j.Extra().ConcurrencyKey != "" {
 		b.withKey = append(b.withKey, j)
+	}
+	if j.Extra().Rate != nil {
+		b.withRate = append(b.withRate, j)
 	}
 	if b.stats == nil {
 		b.stats = map[statItem]int{}
@@ -381,6 +385,10 @@ func (b *bulkJobs) build(w *writer) {
 	inParallel(tasks)
 	// The concurrency keys admit a group's first job into its lane by
 	// rules of their own: those jobs are kept as putJob keeps them.
+	// So do the rate limits (ratelimit.go).
+	for _, j := range b.withRate {
+		w.putRated(nil, j)
+	}
 	for _, j := range b.withKey {
 		w.putKeyed(nil, j)
 	}

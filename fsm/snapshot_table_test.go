@@ -44,7 +44,7 @@ func TestTrailerIsTheStructEarlierBuildsWrote(t *testing.T) {
 		fields := reflect.ValueOf(&old).Elem()
 		for _, k := range snapKinds {
 			if k == nil || k.since > 9 {
-				continue // the frozen struct is version 9's
+				continue // the struct is the trailer of the builds up to version 9
 			}
 			rng = rng*6364136223846793005 + 1442695040888963407
 			n := 0

@@ -150,7 +150,7 @@ func idemEntry(j *Job) (idItem, bool) {
 }
 
 func queueEntry(j *Job) (queueItem, bool) {
-	return queueItem{j.Stream, j.Target, j.Extra().Requires, queueRank(j), j.CreateIndex, j}, claimable(j) && j.Extra().ConcurrencyKey == ""
+	return queueItem{j.Stream, j.Target, j.Extra().Requires, queueRank(j), j.CreateIndex, j}, claimable(j) && j.Extra().ConcurrencyKey == "" && j.Extra().Rate == nil
 }
 
 // scheduledEntry keys a queued job waiting for its time by that time.
@@ -301,6 +301,13 @@ type tables struct {
 	tokens, tokenHashes *catalog[Token]
 	// schedules holds the recurring schedules (schedule.go), by name.
 	schedules *catalog[Schedule]
+	// The rate limits (ratelimit.go): each key's bucket, the buckets by
+	// due time, the claimable jobs with a rate by key and lane, and the
+	// first job of each group admitted into its lane.
+	rates        *btree.BTreeG[rateItem]
+	rateDue      *btree.BTreeG[rateDueItem]
+	rated        *btree.BTreeG[keyedItem]
+	rateAdmitted *btree.BTreeG[keyedItem]
 }
 
 func (t *tables) job(id string) *Job {

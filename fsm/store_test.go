@@ -99,6 +99,14 @@ func checkIndexes(t testing.TB, f *FSM) {
 		t.Fatalf("running keys not counted: %v", runningByKey)
 	}
 	heads := map[keyedItem]keyedItem{} // group → its first job
+	var rated []keyedItem              // what waits on a rate
+	keyAdmitted := 0
+	v.byID.Ascend(func(it idItem) bool {
+		if k, ok := ratedEntry(it.j); ok {
+			rated = append(rated, k)
+		}
+		return true
+	})
 	v.keyed.Ascend(func(it keyedItem) bool {
 		g := groupStart(it.key, it.q.stream, it.q.target)
 		if _, ok := heads[g]; !ok {
@@ -115,6 +123,11 @@ func checkIndexes(t testing.TB, f *FSM) {
 		}
 		if has {
 			admitted++
+			if rateOf(h.q.j) != nil {
+				rated = append(rated, keyedItem{rateOf(h.q.j).Key, h.q})
+				continue
+			}
+			keyAdmitted++
 			if got, ok := v.queue.Get(h.q); !ok || got.j != h.q.j {
 				t.Fatalf("admitted job %s missing from the queue index", h.q.j.ID)
 			}
@@ -123,7 +136,7 @@ func checkIndexes(t testing.TB, f *FSM) {
 	if v.admitted.Len() != admitted {
 		t.Fatalf("%d admitted, %d groups call for it", v.admitted.Len(), admitted)
 	}
-	queued += admitted
+	queued += keyAdmitted + checkRates(t, v, rated)
 	// The requirement sets of each lane are counted as the queue holds them.
 	reqs := map[reqCount]int{}
 	v.queue.Ascend(func(it queueItem) bool {
@@ -300,4 +313,81 @@ func TestPeekReadsLatestWithoutPublishing(t *testing.T) {
 	if now, _ := h.f.Peek().Job(j.ID); now.State != StateDone {
 		t.Fatalf("a new peek sees %s, want done", now.State)
 	}
+}
+
+// checkRates fails unless the rate indexes are what the jobs call for:
+// rated holds every job waiting on its rate, each key's live jobs are
+// counted in its bucket, each group's first job is admitted into its lane
+// if and only if its bucket is open, and the due index files every bucket
+// an entry must look at. It returns how many jobs it admitted.
+func checkRates(t testing.TB, v *tables, rated []keyedItem) int {
+	t.Helper()
+	if v.rated.Len() != len(rated) {
+		t.Fatalf("rated index holds %d, jobs call for %d", v.rated.Len(), len(rated))
+	}
+	heads := map[keyedItem]keyedItem{}
+	for _, k := range rated {
+		if got, ok := v.rated.Get(k); !ok || got.q.j != k.q.j {
+			t.Fatalf("rated job %s missing from the rated index", k.q.j.ID)
+		}
+		g := groupStart(k.key, k.q.stream, k.q.target)
+		if h, ok := heads[g]; !ok || lessKeyed(k, h) {
+			heads[g] = k
+		}
+	}
+	live := map[string]int{}
+	v.byID.Ascend(func(it idItem) bool {
+		if r := rateOf(it.j); r != nil && !it.j.State.Terminal() {
+			live[r.Key]++
+		}
+		return true
+	})
+	dues := 0
+	v.rates.Ascend(func(b rateItem) bool {
+		if b.jobs != live[b.Key] {
+			t.Fatalf("rate key %s counts %d live jobs, jobs say %d", b.Key, b.jobs, live[b.Key])
+		}
+		delete(live, b.Key)
+		want := int64(0)
+		switch {
+		case b.Blocked:
+			want = b.AllowAt()
+		case b.jobs == 0:
+			want = max(b.TAT, 1)
+		}
+		if b.due != want {
+			t.Fatalf("rate key %s filed due at %d, want %d (%+v)", b.Key, b.due, want, b)
+		}
+		if want != 0 {
+			dues++
+			if _, ok := v.rateDue.Get(rateDueItem{want, b.Key}); !ok {
+				t.Fatalf("rate key %s missing from the due index", b.Key)
+			}
+		}
+		return true
+	})
+	if len(live) > 0 {
+		t.Fatalf("rate keys without a bucket: %v", live)
+	}
+	if v.rateDue.Len() != dues {
+		t.Fatalf("due index holds %d, buckets call for %d", v.rateDue.Len(), dues)
+	}
+	admitted := 0
+	for g, h := range heads {
+		b, _ := v.rate(g.key)
+		cur, has := v.rateAdmitted.Get(g)
+		if want := !b.Blocked; has != want || (has && cur.q.j != h.q.j) {
+			t.Fatalf("rate group %s/%s/%s: admitted %v, want %v (head %s)", g.key, g.q.stream, g.q.target, has, want, h.q.j.ID)
+		}
+		if has {
+			admitted++
+			if got, ok := v.queue.Get(h.q); !ok || got.j != h.q.j {
+				t.Fatalf("rate-admitted job %s missing from the queue index", h.q.j.ID)
+			}
+		}
+	}
+	if v.rateAdmitted.Len() != admitted {
+		t.Fatalf("%d rate-admitted, %d groups call for it", v.rateAdmitted.Len(), admitted)
+	}
+	return admitted
 }

@@ -38,6 +38,7 @@ const (
 	tSchedules // the recurring schedules (schedule.go)
 	tWorkerIDs // the worker ids' bindings, by id and by when last used
 	tTokens    // the named tokens, by name and by hash (tokens.go)
+	tRates     // the rate limits: buckets, rated jobs, admitted, due (ratelimit.go)
 	tLanes     // tLanes+lane for each lane
 	numTrees   = tLanes + numLanes
 )
@@ -111,6 +112,10 @@ func declareTrees() []treeDecl {
 		tree(tTokens, newCatalog[Token], func(t *tables) **catalog[Token] { return &t.tokens }),
 		tree(tTokens, newCatalog[Token], func(t *tables) **catalog[Token] { return &t.tokenHashes }),
 		tree(tWorkerIDs, newSeenTree, func(t *tables) **btree.BTreeG[seenItem] { return &t.workerSeen }),
+		tree(tRates, btreeOf(lessRate), func(t *tables) **btree.BTreeG[rateItem] { return &t.rates }),
+		tree(tRates, btreeOf(lessRateDue), func(t *tables) **btree.BTreeG[rateDueItem] { return &t.rateDue }),
+		tree(tRates, newRatedTree, func(t *tables) **btree.BTreeG[keyedItem] { return &t.rated }),
+		tree(tRates, newRateAdmittedTree, func(t *tables) **btree.BTreeG[keyedItem] { return &t.rateAdmitted }),
 	}
 	for lane := range numLanes {
 		d = append(d, tree(tLanes+lane, btreeOf(lessSeq), func(t *tables) **btree.BTreeG[seqItem] { return &t.lanes[lane] }))

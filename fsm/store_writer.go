@@ -23,6 +23,8 @@ type writer struct {
 	tokensChanged bool
 	// feedHead is the feed's last seq, while a snapshot is restored.
 	feedHead uint64
+	// ratesRestored holds the rate buckets a restore has read.
+	ratesRestored map[string]bool
 }
 
 // update moves one index entry from old to new: a replace when the key is
@@ -123,6 +125,7 @@ func (w *writer) putJob(old, j *Job) {
 			w.count(j, n.lane, 1)
 		}
 	}
+	w.putRated(old, j)
 	w.putKeyed(old, j)
 	w.putDeps(old, j)
 }

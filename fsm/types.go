@@ -107,6 +107,9 @@ type JobExtra struct {
 	// wait without blocking other keys (concurrency.go).
 	ConcurrencyKey   string
 	ConcurrencyLimit int
+	// Rate, when set, limits how often jobs of its key are claimed,
+	// cluster-wide (ratelimit.go); shared, never changed.
+	Rate *RateLimit
 	// Requires is the key (CapabilityKey) of the capabilities a claim must
 	// have to take the job; "" for none. ClaimCaps is the capability key
 	// of the claim that last took it (capabilities.go).
@@ -193,7 +196,7 @@ func (j *Job) extraMut() *JobExtra {
 
 // isZero reports whether x holds nothing.
 func (x *JobExtra) isZero() bool {
-	return x.ConcurrencyKey == "" && x.ConcurrencyLimit == 0 &&
+	return x.ConcurrencyKey == "" && x.ConcurrencyLimit == 0 && x.Rate == nil &&
 		x.Requires == "" && x.ClaimCaps == "" && x.NotFor == nil && x.DependsOn == nil && x.DepsPending == 0 &&
 		!x.RunOnDepFailure && x.LeaseSeconds == 0 && x.TaskClass == "" && x.ToolName == "" && x.Timeout == 0 &&
 		x.ClonedFrom == "" && x.Route == nil && x.CancelRequestedAt == 0 && x.CancelReason == "" &&

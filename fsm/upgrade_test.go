@@ -178,7 +178,7 @@ var jobFieldOrder = strings.Fields(`ID Stream Target Payload State Attempts MaxA
 	RunOnDepFailure LeaseSeconds TaskClass IdempotencyKey ToolName Timeout ClonedFrom Route Lease
 	CancelRequestedAt CancelReason Progress ProgressAt Checkpoint CheckpointAt Result Error Stdout Stderr
 	Comments AttemptLog History CreatedAt UpdatedAt StartedAt FinishedAt CreateIndex QueueIndex ModifyIndex
-	ResultSchema Schedule`)
+	ResultSchema Schedule Rate`)
 
 // dumpValue prints a value whole, unexported fields included, maps in key
 // order and pointers followed: two equal states print the same text.

@@ -66,7 +66,7 @@ func (s *Server) createJob(ctx context.Context, caller queue.Caller, req *api.Jo
 func createInput(caller queue.Caller, req *api.JobCreateRequest) (queue.CreateInput, error) {
 	in := queue.CreateInput{Payload: req.Payload, Target: req.Target, TaskClass: req.TaskClass, IdempotencyKey: req.IdempotencyKey,
 		Priority: req.Priority, ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit, DependsOn: req.DependsOn,
-		Requires: req.Requires, ResultSchema: req.ResultSchema, Actor: caller.Actor("")}
+		Requires: req.Requires, ResultSchema: req.ResultSchema, Actor: caller.Actor(""), RateLimit: rateInput(req.RateLimit)}
 	switch req.OnDependencyFailure {
 	case "", "fail":
 	case "run":

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/spine-queue/spine/cluster/clusterinfo"
+	"github.com/spine-queue/spine/fsm"
 )
 
 // Prometheus metrics (GET /metrics): the queue as this node's state machine
@@ -134,6 +135,9 @@ var (
 		[]string{"event"}, nil)
 	descPaused = prometheus.NewDesc("spine_stream_paused",
 		"1 for each stream an operator paused (claims skip it; POST /streams/{name}/resume ends it).", []string{"stream"}, nil)
+	descRateLimited = prometheus.NewDesc("spine_jobs_rate_limited",
+		"Queued jobs their key's rate limit holds back now, by stream (claimable once the rate allows; GET /rates). Streams are labelled as in spine_jobs; absent when none waits.",
+		[]string{"stream"}, nil)
 	descWaiters = prometheus.NewDesc("spine_claim_waiters",
 		"Long-poll claims waiting for work on this node.", nil, nil)
 	descRaftState = prometheus.NewDesc("spine_raft_state",
@@ -157,7 +161,7 @@ var (
 type stateCollector struct{ s *Server }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descOldest, descPaused, descEvents, descWaiters, descRaftState, descTerm,
+	for _, d := range []*prometheus.Desc{descJobs, descOldest, descRateLimited, descPaused, descEvents, descWaiters, descRaftState, descTerm,
 		descLeaderChanges, descLastIndex, descCommitIndex, descAppliedIndex, descLastContact, descLogBytes,
 		descSnapBytes, descLogBatches, descLogEntries, descLogSeconds, descMembers, descMismatches} {
 		ch <- d
@@ -228,6 +232,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for l, at := range ages {
 		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, max(0, float64(now-at)/1e9), l)
+	}
+	if waiting := r.RateWaiting(fsm.HeadRole, func(string) bool { return true }); len(waiting) > 0 {
+		by := map[string]int{}
+		for stream, n := range waiting {
+			l := label[stream]
+			if l == "" {
+				l = OtherStreams
+			}
+			by[l] += n
+		}
+		for l, n := range by {
+			ch <- prometheus.MustNewConstMetric(descRateLimited, prometheus.GaugeValue, float64(n), l)
+		}
 	}
 	for ev, n := range r.EventCounts() {
 		ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(n), ev)

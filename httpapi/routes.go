@@ -62,6 +62,7 @@ func (s *Server) routes() {
 	s.streamRoutes()
 	s.tokenRoutes()
 	s.scheduleRoutes()
+	s.rateRoutes()
 	s.devqRoutes()
 	s.controlPlaneRoutes()
 	s.readModelRoutes()

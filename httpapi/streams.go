@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -36,14 +35,13 @@ func viewStreamInfo(si queue.StreamInfo, now time.Time) api.StreamInfo {
 		v.Pause = &api.StreamPause{PausedAt: api.Time(p.PausedAt), PausedBy: p.Actor, Reason: p.Reason}
 	}
 	if d := si.Defaults; d != nil {
-		v.Defaults = &api.StreamDefaults{ConcurrencyKey: d.ConcurrencyKey, ConcurrencyLimit: d.ConcurrencyLimit, SetAt: api.Time(d.SetAt), SetBy: d.Actor}
-		if d.ResultSchema != "" {
-			v.Defaults.ResultSchema = json.RawMessage(d.ResultSchema)
-		}
+		v.Defaults = &api.StreamDefaults{ConcurrencyKey: d.ConcurrencyKey, ConcurrencyLimit: d.ConcurrencyLimit, RateLimit: viewRate(d.Rate),
+			SetAt: api.Time(d.SetAt), SetBy: d.Actor}
 	}
 	if c := si.Catalog; c != nil {
 		v.Status, v.Instructions = c.Status, c.Instructions
 	}
+	v.RateLimited = si.RateLimited
 	for _, u := range si.Unmatched {
 		v.Unmatched = append(v.Unmatched, api.UnmatchedJobs{Requires: fsm.Labels(u.Requires), Jobs: u.Jobs})
 	}
@@ -131,11 +129,11 @@ func (s *Server) handleStreamDefaultsSet(w http.ResponseWriter, r *http.Request,
 	if !req.SetAt.IsZero() || req.SetBy != "" {
 		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "setAt and setBy are the cluster's to fill in")
 	}
-	if req.ConcurrencyKey == "" && req.ConcurrencyLimit == 0 && len(req.ResultSchema) == 0 {
-		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "give concurrencyKey, concurrencyLimit, resultSchema or several (DELETE clears the defaults)")
+	if req.ConcurrencyKey == "" && req.ConcurrencyLimit == 0 && len(req.ResultSchema) == 0 && req.RateLimit == nil {
+		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "give concurrencyKey, concurrencyLimit, resultSchema, rateLimit or several (DELETE clears the defaults)")
 	}
 	return s.setStreamDefaults(w, r, c, queue.DefaultsInput{ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit,
-		ResultSchema: req.ResultSchema})
+		ResultSchema: req.ResultSchema, Rate: rateInput(req.RateLimit)})
 }
 
 func (s *Server) handleStreamDefaultsClear(w http.ResponseWriter, r *http.Request, c *call) error {

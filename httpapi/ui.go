@@ -48,6 +48,7 @@ func (s *Server) uiTemplates() error {
 		},
 		"sub":  func(a, b int64) int64 { return a - b },
 		"join": strings.Join,
+		"rate": uiRate,
 	}
 	base, err := template.New("").Funcs(funcs).ParseFS(uiFiles, "ui/layout.html")
 	if err != nil {
@@ -263,6 +264,10 @@ type dashboardData struct {
 	Counts   map[string][2]int // stream → queued, running tasks
 	// Defaults are the streams' job defaults, by stream.
 	Defaults map[string]*fsm.StreamDefaults
+	// RateLimited counts, by stream, the queued jobs a rate holds back;
+	// Rates are the rate keys in use.
+	RateLimited map[string]int
+	Rates       []queue.RateInfo
 }
 
 func (s *Server) uiDashboard(w http.ResponseWriter, r *http.Request, u *uiView) error {
@@ -271,7 +276,7 @@ func (s *Server) uiDashboard(w http.ResponseWriter, r *http.Request, u *uiView) 
 		return err
 	}
 	d := &dashboardData{State: st, Stream: r.URL.Query().Get("stream"), Counts: s.queue.StreamCounts(u.caller),
-		Defaults: s.queue.StreamDefaults()}
+		Defaults: s.queue.StreamDefaults(), RateLimited: s.queue.RateWaiting(u.caller), Rates: s.queue.Rates(u.caller)}
 	seen := map[string]bool{}
 	for _, q := range st.Queues {
 		seen[q.Stream] = true

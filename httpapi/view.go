@@ -34,6 +34,7 @@ func viewJob(j *fsm.Job) *api.Job {
 	if x.ConcurrencyKey != "" {
 		v.ConcurrencyKey, v.ConcurrencyLimit = x.ConcurrencyKey, max(x.ConcurrencyLimit, 1)
 	}
+	v.RateLimit = viewRate(x.Rate)
 	v.DependsOn, v.WaitingOn = x.DependsOn, x.DepsPending
 	if x.RunOnDepFailure {
 		v.OnDependencyFailure = "run"

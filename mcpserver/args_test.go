@@ -64,6 +64,8 @@ func TestArgumentsOutsideTheirRangesAreRefused(t *testing.T) {
 		{head, "enqueue", map[string]any{"payload": 1, "concurrency_key": "k", "concurrency_limit": 0}, "concurrency_limit must be an integer from 1 to 10000"},
 		{head, "enqueue", map[string]any{"payload": 1, "backoff_seconds": -1}, "backoff_seconds must be an integer from 0 to 31536000"},
 		{head, "enqueue", map[string]any{"payload": 1, "backoff_max_seconds": 31536001}, "backoff_max_seconds must be an integer from 0 to 31536000"},
+		{head, "enqueue", map[string]any{"payload": 1, "rate_key": "k", "rate_limit": 0, "rate_period_ms": 1000}, "rate_limit must be an integer from 1 to 1000000"},
+		{head, "enqueue", map[string]any{"payload": 1, "rate_key": "k", "rate_limit": 1, "rate_period_ms": 604800001}, "rate_period_ms must be an integer from 1 to 604800000"},
 		{head, "enqueue", map[string]any{}, "payload is required"},
 		{head, "list_jobs", map[string]any{"limit": 0}, "limit must be an integer from 1 to 1000, not 0"},
 		{head, "list_jobs", map[string]any{"limit": 1001}, "limit must be an integer from 1 to 1000"},
@@ -110,10 +112,11 @@ func TestArgumentsOutsideTheirRangesAreRefused(t *testing.T) {
 func TestSchemasShowRanges(t *testing.T) {
 	url := startAPI(t)
 	want := map[string]map[string][2]float64{
-		"claim":     {"wait_seconds": {0, 30}, "max_jobs": {1, 100}},
-		"peek":      {"limit": {1, 100}},
-		"release":   {"cooldown_ms": {0, 86400000}},
-		"enqueue":   {"priority": {-100, 100}, "delay_seconds": {0, 31536000}, "max_attempts": {1, 1000}, "lease_seconds": {1, 604800}, "concurrency_limit": {1, 10000}},
+		"claim":   {"wait_seconds": {0, 30}, "max_jobs": {1, 100}},
+		"peek":    {"limit": {1, 100}},
+		"release": {"cooldown_ms": {0, 86400000}},
+		"enqueue": {"priority": {-100, 100}, "delay_seconds": {0, 31536000}, "max_attempts": {1, 1000}, "lease_seconds": {1, 604800}, "concurrency_limit": {1, 10000},
+			"rate_limit": {1, 1000000}, "rate_period_ms": {1, 604800000}, "rate_burst": {0, 1000000}},
 		"list_jobs": {"limit": {1, 1000}},
 	}
 	for _, tok := range []string{clawTok, headTok} {

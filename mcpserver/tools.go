@@ -179,6 +179,10 @@ type enqueueIn struct {
 	OnDepFailure      string         `json:"on_dependency_failure,omitempty" jsonschema:"with depends_on: fail (default) or run: run once every dependency has ended, however (a report on the parts, a cleanup)"`
 	ConcurrencyKey    string         `json:"concurrency_key,omitempty" jsonschema:"at most concurrency_limit jobs of this key run at once, cluster-wide (e.g. tenant-42)"`
 	ConcurrencyLimit  int            `json:"concurrency_limit,omitempty" range:"1,10000" jsonschema:"1 to 10000, with concurrency_key (default: the stream's default limit, or 1)"`
+	RateKey           string         `json:"rate_key,omitempty" jsonschema:"rate-limit the claims of this key's jobs, cluster-wide (e.g. vendor-api), with rate_limit and rate_period_ms; a job over the rate waits in the queue until the rate allows"`
+	RateLimit         int            `json:"rate_limit,omitempty" range:"1,1000000" jsonschema:"with rate_key: at most this many claims of the key's jobs per rate_period_ms, 1 to 1000000"`
+	RatePeriodMS      int64          `json:"rate_period_ms,omitempty" range:"1,604800000" jsonschema:"with rate_key: the period of rate_limit in milliseconds, 1 to 604800000 (a week), e.g. 60000 for a minute"`
+	RateBurst         int            `json:"rate_burst,omitempty" range:"0,1000000" jsonschema:"with rate_key: claims allowed at once (default: rate_limit)"`
 	BackoffSeconds    int64          `json:"backoff_seconds,omitempty" range:"0,31536000" jsonschema:"after a failed attempt, wait backoff_seconds × 2^(n-1) before the next, at most a year (default: the cluster's)"`
 	BackoffMaxSeconds int64          `json:"backoff_max_seconds,omitempty" range:"0,31536000" jsonschema:"the longest such wait, at most a year"`
 	IdempotencyKey    string         `json:"idempotency_key,omitempty" jsonschema:"a repeated enqueue with the same key answers the first job instead of making a second (default: a new key, shown in the answer)"`
@@ -251,7 +255,7 @@ func (s *server) addHeadTools(srv *mcp.Server) {
 		Title: "Enqueue a job",
 		Description: "Create a job in a stream for a worker (claw) to claim: the payload says what to do. " +
 			"It is committed on a majority of nodes before the answer. Optional: priority, a delay, dependencies, " +
-			"required capabilities, a per-key concurrency limit, attempts, lease and retry backoff, and a result contract (result_schema).",
+			"required capabilities, a per-key concurrency limit, attempts, lease and retry backoff, a per-key rate limit, and a result contract (result_schema).",
 		Annotations: writes("Enqueue a job", true, false),
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in enqueueIn) (*mcp.CallToolResult, enqueueOut, error) {
 		if in.Payload == nil {
@@ -273,6 +277,15 @@ func (s *server) addHeadTools(srv *mcp.Server) {
 		}
 		if p.ResultSchema, err = marshalObject("enqueue: result_schema", in.ResultSchema); err != nil {
 			return nil, enqueueOut{}, err
+		}
+		switch {
+		case in.RateKey != "":
+			if in.RateLimit == 0 || in.RatePeriodMS == 0 {
+				return nil, enqueueOut{}, errors.New("enqueue: rate_key needs rate_limit (1 to 1000000) and rate_period_ms (1 to 604800000)")
+			}
+			p.RateLimit = &client.RateLimit{Key: in.RateKey, Limit: in.RateLimit, PeriodSeconds: float64(in.RatePeriodMS) / 1000, Burst: in.RateBurst}
+		case in.RateLimit != 0 || in.RatePeriodMS != 0 || in.RateBurst != 0:
+			return nil, enqueueOut{}, errors.New("enqueue: rate_limit, rate_period_ms and rate_burst need rate_key")
 		}
 		j, err := s.c.JobCreate(ctx, p)
 		if err != nil {
@@ -410,7 +423,7 @@ func (s *server) requeue(ctx context.Context, id, stream string) (*client.Job, e
 	key := fmt.Sprintf("requeue:%s:%d:%s", id, src.ModifyIndex, stream)
 	p := &client.JobCreateParams{Payload: src.Payload, Stream: stream, Priority: src.Priority, MaxAttempts: src.MaxAttempts,
 		LeaseSeconds: src.LeaseSeconds, Target: string(src.Target), TaskClass: src.TaskClass, Requires: src.Requires,
-		ConcurrencyKey: src.ConcurrencyKey, Backoff: src.Backoff, IdempotencyKey: key}
+		ConcurrencyKey: src.ConcurrencyKey, Backoff: src.Backoff, IdempotencyKey: key, RateLimit: src.RateLimit}
 	if src.ConcurrencyKey != "" {
 		p.ConcurrencyLimit = src.ConcurrencyLimit
 	}

@@ -37,6 +37,9 @@ type JobView struct {
 	WaitingOn      int      `json:"waiting_on,omitempty"`
 	Requires       []string `json:"requires,omitempty"`
 	ConcurrencyKey string   `json:"concurrency_key,omitempty"`
+	// RateKey: the job's claims count against this key's rate limit; a
+	// queued job may wait for the rate to allow its claim.
+	RateKey string `json:"rate_key,omitempty"`
 	// CancelRequested: head cancelled the running job; its worker should stop.
 	CancelRequested bool   `json:"cancel_requested,omitempty"`
 	CancelReason    string `json:"cancel_reason,omitempty"`
@@ -146,6 +149,9 @@ func jobView(j *client.Job) JobView {
 		Progress: rawJSON(j.Progress), Checkpoint: rawJSON(j.Checkpoint), Result: rawJSON(j.Result), Error: errorView(j.Error),
 		ResultSchema: rawJSON(j.ResultSchema),
 		CreatedAt:    j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
+	}
+	if j.RateLimit != nil {
+		v.RateKey = j.RateLimit.Key
 	}
 	for _, c := range j.Comments {
 		v.Comments = append(v.Comments, CommentRow{At: c.At, Actor: c.Actor, Text: c.Text})

@@ -71,7 +71,9 @@ type CreateInput struct {
 	// ResultSchema is the job's result contract (contract.go): a JSON
 	// Schema of the supported subset; empty takes the stream's default.
 	ResultSchema json.RawMessage
-	Actor        fsm.Actor
+	// RateLimit limits how often its key's jobs are claimed (ratelimit).
+	RateLimit *RateInput
+	Actor     fsm.Actor
 
 	// template, when set, makes Create a check: the create command it
 	// would propose is written here and nothing is proposed (a schedule's
@@ -188,6 +190,9 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		// A limit left 0 is the stream's default limit, or 1 (the state
 		// machine fills it in from the stream's defaults).
 		ex.ConcurrencyKey, ex.ConcurrencyLimit = in.ConcurrencyKey, in.ConcurrencyLimit
+	}
+	if ex.Rate, err = s.rateFor(ctx, in.RateLimit); err != nil {
+		return nil, false, 0, err
 	}
 	if len(in.DependsOn) > fsm.MaxDependencies {
 		return nil, false, 0, invalid("at most %d dependencies", fsm.MaxDependencies)

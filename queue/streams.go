@@ -21,6 +21,8 @@ type StreamInfo struct {
 	// Unmatched are the requirement sets of claimable jobs that no worker
 	// heard from within LiveWindow has the capabilities for.
 	Unmatched []fsm.Unmatched
+	// RateLimited counts the queued jobs their key's rate holds back.
+	RateLimited int
 }
 
 // StreamInfos lists every stream the state knows of, by name, as a caller
@@ -57,6 +59,9 @@ func (s *Service) StreamInfos(c Caller) []StreamInfo {
 	}
 	for _, st := range r.Streams("") {
 		get(st.Name).Catalog = st
+	}
+	for name, n := range r.RateWaiting(role, c.InScope) {
+		get(name).RateLimited = n
 	}
 	out := make([]StreamInfo, 0, len(by))
 	for _, si := range by {
@@ -127,12 +132,18 @@ type DefaultsInput struct {
 	// ResultSchema is the result contract of the jobs created without one
 	// (contract.go); empty for none.
 	ResultSchema json.RawMessage
+	// Rate is the rate limit of the jobs created without one (nil: none).
+	Rate *RateInput
 }
 
 // SetDefaults sets the defaults of the jobs created in a stream from now
 // on, as SetStreamDefaults, with every default; all empty clear them.
 func (s *Service) SetDefaults(ctx context.Context, name string, in DefaultsInput, actor fsm.Actor) (*fsm.StreamDefaults, uint64, error) {
 	key, limit := in.ConcurrencyKey, in.ConcurrencyLimit
+	rate, err := s.rateFor(ctx, in.Rate)
+	if err != nil {
+		return nil, 0, err
+	}
 	switch {
 	case !ValidName(name):
 		return nil, 0, invalid("stream name must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
@@ -149,7 +160,7 @@ func (s *Service) SetDefaults(ctx context.Context, name string, in DefaultsInput
 		return nil, 0, ErrUpgradeInProgress
 	}
 	res, idx, err := s.Propose(ctx, fsm.CmdStreamDefaults, &fsm.StreamDefaultsCommand{Now: s.now(), Stream: name,
-		ConcurrencyKey: key, ConcurrencyLimit: limit, Actor: actor, ResultSchema: schema})
+		ConcurrencyKey: key, ConcurrencyLimit: limit, Actor: actor, ResultSchema: schema, Rate: rate})
 	if err != nil {
 		return nil, idx, err
 	}

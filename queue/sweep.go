@@ -116,15 +116,17 @@ const PromoteInterval = 100 * time.Millisecond
 // Promoter returns the leader's promoter, to run while this node leads:
 // whenever the earliest scheduled time (a job's runAt, or the end of its
 // retry backoff) has passed, it proposes a promote entry that makes those
-// jobs claimable. Each look is one read of the scheduled index's first
+// jobs claimable; so it does when a rate key that allowed no claim allows
+// one again (the entry admits its jobs, which wakes the claims waiting). Each look is one read of the scheduled index's first
 // item, however many jobs wait.
 func (s *Service) Promoter() func(context.Context) {
 	logger := s.cfg.Logger.Named("promoter")
 	sw := &sweeper{
 		name: "promoter", svc: s, interval: PromoteInterval, logger: logger,
 		due: func(r *fsm.Reader, now int64) bool {
-			next := r.NextScheduled()
-			return next != 0 && next <= now && r.Level() >= fsm.LevelIdentity
+			// A job's time, or a rate key's next token (ratelimit).
+			next, rate := r.NextScheduled(), r.NextRateDue()
+			return ((next != 0 && next <= now) || (rate != 0 && rate <= now)) && r.Level() >= fsm.LevelIdentity
 		},
 		command: func(now int64) (fsm.CommandType, interface{}) {
 			return fsm.CmdPromote, &fsm.PromoteCommand{Now: now, Max: sweepBatch}

@@ -37,7 +37,8 @@ var streamVerbs = []verb{
 	{"stats", "[NAME]", "Every stream jobs are in (v0 jobs and tasks alike): jobs per status, the oldest queued job's wait, and whether it is paused.", streamStats},
 	{"pause", "NAME [--reason TEXT]", "Pause a stream (head): claims skip it, producers can still add jobs; any stream name, with jobs or not.", streamPause},
 	{"resume", "NAME", "Resume a paused stream (head): its queued jobs are claimable again, in their order.", streamResume},
-	{"defaults", "NAME [--concurrency-key KEY] [--concurrency-limit N] [--result-schema FILE|JSON] | NAME --clear", "Set the defaults of the jobs created in a stream from now on (head): a key for jobs created without one (so at most the limit of them run at once), a limit for jobs created with a key but none, a result contract for jobs created without one.", streamDefaults},
+	{"defaults", "NAME [--concurrency-key KEY] [--concurrency-limit N] [--result-schema FILE|JSON] [--rate-key KEY --rate-limit N --rate-period D [--rate-burst N]] | NAME --clear", "Set the defaults of the jobs created in a stream from now on (head): a key for jobs created without one (so at most the limit of them run at once), a limit for jobs created with a key but none, a result contract and a rate limit for jobs created without one.", streamDefaults},
+	{"rates", "", "Every rate key in use: its rate, the claims it allows now, when it next allows one, and how many queued jobs it holds back.", streamRates},
 }
 
 // devqVerbs are top-level commands.

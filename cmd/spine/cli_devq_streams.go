@@ -168,14 +168,18 @@ func streamDefaults(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []strin
 	key := fs.String("concurrency-key", "", "the key of jobs created without one: at most the limit of them run at once")
 	limit := fs.Int("concurrency-limit", 0, "the limit of jobs created with a key but none (1 to 10000; default 1)")
 	schemaArg := fs.String("result-schema", "", "the result contract of jobs created without one: "+resultSchemaUsage)
+	rate := rateFlags(fs)
 	clearAll := fs.Bool("clear", false, "clear the stream's defaults")
 	c.nargs(1, 1)
 	return func(pos []string) int {
+		rl, err := rate.rate()
 		switch {
-		case *clearAll && (*key != "" || *limit != 0 || *schemaArg != ""):
-			return c.usageError("--clear takes no --concurrency-key, --concurrency-limit or --result-schema")
-		case !*clearAll && *key == "" && *limit == 0 && *schemaArg == "":
-			return c.usageError("give --concurrency-key, --concurrency-limit, --result-schema or several (they replace the defaults in force), or --clear")
+		case err != nil:
+			return c.usageError(err.Error())
+		case *clearAll && (*key != "" || *limit != 0 || *schemaArg != "" || rl != nil):
+			return c.usageError("--clear takes no --concurrency-key, --concurrency-limit, --result-schema or --rate-*")
+		case !*clearAll && *key == "" && *limit == 0 && *schemaArg == "" && rl == nil:
+			return c.usageError("give --concurrency-key, --concurrency-limit, --result-schema, --rate-key (with --rate-limit and --rate-period) or several (they replace the defaults in force), or --clear")
 		}
 		schema, err := readSchemaArg(env, *schemaArg)
 		if err != nil {
@@ -185,7 +189,7 @@ func streamDefaults(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []strin
 			if *clearAll {
 				return cl.StreamDefaultsClear(ctx, pos[0])
 			}
-			return cl.StreamDefaultsSet(ctx, pos[0], client.StreamDefaults{ConcurrencyKey: *key, ConcurrencyLimit: *limit, ResultSchema: schema})
+			return cl.StreamDefaultsSet(ctx, pos[0], client.StreamDefaults{ConcurrencyKey: *key, ConcurrencyLimit: *limit, ResultSchema: schema, RateLimit: rl})
 		}, streamInfoTable)
 	}
 }
@@ -205,11 +209,14 @@ func defaultsText(d *client.StreamDefaults) string {
 	if len(d.ResultSchema) > 0 {
 		parts = append(parts, "result schema "+schemaText(d.ResultSchema))
 	}
+	if d.RateLimit != nil {
+		parts = append(parts, "rate "+rateText(d.RateLimit))
+	}
 	return strings.Join(parts, ", ")
 }
 
 func streamInfoTable(w io.Writer, v any) {
-	fmt.Fprintln(w, "NAME\tQUEUED\tRUNNING\tDONE\tFAILED\tDEAD\tCANCELLED\tOLDEST WAIT\tPAUSED\tDEFAULTS\tNO LIVE WORKER FOR")
+	fmt.Fprintln(w, "NAME\tQUEUED\tRATE-LIMITED\tRUNNING\tDONE\tFAILED\tDEAD\tCANCELLED\tOLDEST WAIT\tPAUSED\tDEFAULTS\tNO LIVE WORKER FOR")
 	for _, s := range oneOrMany[client.StreamInfo](v) {
 		wait := "-"
 		if s.Queued > 0 {
@@ -230,7 +237,7 @@ func streamInfoTable(w io.Writer, v any) {
 			}
 			unmatched = strings.Join(parts, "; ")
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.Queued, s.Running, s.Done, s.Failed, s.Dead, s.Cancelled,
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.Queued, s.RateLimited, s.Running, s.Done, s.Failed, s.Dead, s.Cancelled,
 			wait, paused, defaultsText(s.Defaults), unmatched)
 	}
 }

@@ -44,6 +44,7 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 	backoffMax := fs.Duration("backoff-max", 0, "the most a retry backoff waits")
 	fs.StringVar(&p.ConcurrencyKey, "concurrency-key", "", "at most --concurrency-limit jobs of this key run at once, cluster-wide")
 	fs.IntVar(&p.ConcurrencyLimit, "concurrency-limit", 0, "with --concurrency-key: how many of its jobs may run at once (default: the stream's default limit, or 1)")
+	rate := rateFlags(fs)
 	fs.StringSliceVar(&p.Requires, "requires", nil, "capabilities a worker must have to be handed the job (comma-separated labels, e.g. gpu,lang:python)")
 	fs.StringSliceVar(&p.DependsOn, "depends-on", nil, "job ids (comma-separated, or the flag repeated) that must be done before this job can be claimed")
 	fs.StringVar(&p.OnDependencyFailure, "on-dependency-failure", "", `with --depends-on: "fail" (default: a dependency that does not end done fails this job) or "run" (run once every dependency has ended, however)`)
@@ -76,6 +77,9 @@ func jobsCreate(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) i
 			p.RunAt = t
 		}
 		p.DelaySeconds = int64(delay.Seconds())
+		if p.RateLimit, err = rate.rate(); err != nil {
+			return c.usageError(err.Error())
+		}
 		if fs.Changed("backoff") || fs.Changed("backoff-max") {
 			p.Backoff = &client.Backoff{Base: int64(backoffBase.Seconds()), Max: int64(backoffMax.Seconds())}
 		}
@@ -321,6 +325,9 @@ func jobTable(w io.Writer, v any) {
 			deps = fmt.Sprintf("%s (%d not ended; runs whatever they did)", strings.Join(j.DependsOn, ", "), j.WaitingOn)
 		}
 		row("DEPENDS ON", deps)
+	}
+	if j.RateLimit != nil {
+		row("RATE LIMIT", rateText(j.RateLimit))
 	}
 	if j.ConcurrencyKey != "" {
 		row("CONCURRENCY", fmt.Sprintf("key %s, at most %d at once", j.ConcurrencyKey, max(j.ConcurrencyLimit, 1)))

@@ -1,0 +1,592 @@
+package fsm
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/google/btree"
+)
+
+// Rate limits. A job may carry a RateLimit: its key may be claimed at most
+// Limit times per Period, cluster-wide, with up to Burst claims at once.
+// Each key has one bucket in the state (a GCRA, the generic cell rate
+// algorithm: a token bucket kept as one time). The bucket is advanced only
+// by the leader-stamped Now of the commands that apply to it, so every
+// replica computes the same answer, a new leader goes on where the old one
+// stopped, and a snapshot carries it (record kind snapRate).
+//
+// Claiming is kept as cheap as for the concurrency keys (concurrency.go):
+// a claimable job with a rate is not in its queue lane by itself. Per group
+// (key, stream, target) only the group's first job is admitted into the
+// lane, and only while the key's bucket is open (has a token). A claim that
+// takes the last token closes the bucket: every group of the key leaves
+// its lane, and the time the next token comes is put in a due index. The
+// first claim or promote entry stamped at or after that time opens the
+// bucket again and admits the groups, so a claim never looks at a job its
+// rate holds back, and the leader's promoter proposes a promote entry at
+// that time, which wakes the claims that wait (queue.Promoter).
+//
+// A job with a concurrency key as well enters the rate's groups only once
+// its concurrency key admits it: a claim takes it when both allow.
+//
+// A key's rate is the one the latest create that names the key carried
+// (its own, or its stream's default): jobs already queued wait under it
+// from then on. The bucket lives while a job with the key is queued or
+// running, and until it is full again after that.
+
+// Rate bounds.
+const (
+	MaxRateLimit  = 1_000_000
+	MaxRateBurst  = 1_000_000
+	MaxRatePeriod = int64(7 * 24 * 3600 * 1e9) // a week, in nanoseconds
+	MinRatePeriod = int64(1e6)                 // a millisecond
+	// maxRateTicks bounds the buckets one entry opens or drops; the rest
+	// wait for the next entry (the promoter proposes one while any is due).
+	maxRateTicks = 1024
+)
+
+// RateLimit is a key's rate: at most Limit claims per PeriodNanos, up to
+// Burst (0: Limit) at once.
+type RateLimit struct {
+	Key         string
+	Limit       int
+	PeriodNanos int64
+	Burst       int
+}
+
+func (r *RateLimit) fields(f *fields) {
+	f.istr(1, &r.Key)
+	f.int(2, &r.Limit)
+	f.i64(3, &r.PeriodNanos)
+	f.int(4, &r.Burst)
+}
+
+// Valid says what is wrong with r, if anything.
+func (r *RateLimit) Valid() error {
+	switch {
+	case r.Key == "":
+		return fmt.Errorf("%w: a rate limit needs a key", ErrInvalid)
+	case r.Limit < 1 || r.Limit > MaxRateLimit:
+		return fmt.Errorf("%w: a rate limit's limit must be 1 to %d", ErrInvalid, MaxRateLimit)
+	case r.PeriodNanos < MinRatePeriod || r.PeriodNanos > MaxRatePeriod:
+		return fmt.Errorf("%w: a rate limit's period must be 1ms to 7 days", ErrInvalid)
+	case r.Burst < 0 || r.Burst > MaxRateBurst:
+		return fmt.Errorf("%w: a rate limit's burst must be 0 (the limit) to %d", ErrInvalid, MaxRateBurst)
+	}
+	return nil
+}
+
+// burst is how many claims may go at once.
+func (r *RateLimit) burst() int {
+	if r.Burst > 0 {
+		return r.Burst
+	}
+	return r.Limit
+}
+
+// interval is the time one token takes to come back, rounded up (so the
+// bucket never allows more than the rate).
+func (r *RateLimit) interval() int64 {
+	n := int64(max(r.Limit, 1))
+	return max((r.PeriodNanos+n-1)/n, 1)
+}
+
+// tolerance is how far ahead of now the bucket's time may run: the burst
+// less one claim.
+func (r *RateLimit) tolerance() int64 {
+	b, t := int64(r.burst()-1), r.interval()
+	if b > 0 && t > (math.MaxInt64/4)/b {
+		return math.MaxInt64 / 4
+	}
+	return b * t
+}
+
+// RateBucket is a key's bucket as the state holds it: its rate, the
+// theoretical arrival time of the next claim (TAT: the bucket is full at
+// or before it, and allows a claim at now while TAT - tolerance <= now),
+// and whether an entry found it empty (Blocked: its groups are out of
+// their lanes until the due time).
+type RateBucket struct {
+	RateLimit
+	TAT     int64
+	Blocked bool
+}
+
+func (b *RateBucket) fields(f *fields) {
+	f.istr(1, &b.Key)
+	f.int(2, &b.Limit)
+	f.i64(3, &b.PeriodNanos)
+	f.int(4, &b.Burst)
+	f.i64(5, &b.TAT)
+	f.bool(6, &b.Blocked)
+}
+
+// AllowAt is the first time the bucket allows a claim.
+func (b *RateBucket) AllowAt() int64 { return b.TAT - b.tolerance() }
+
+// Tokens is how many claims the bucket allows at now.
+func (b *RateBucket) Tokens(now int64) int {
+	burst, t := int64(b.burst()), b.interval()
+	if b.TAT <= now {
+		return int(burst)
+	}
+	if now < b.AllowAt() {
+		return 0
+	}
+	return int(min(burst, (now-b.TAT)/t+burst))
+}
+
+type (
+	// rateItem is one key's bucket in the rates index, with what the
+	// writer keeps alongside: how many queued or running jobs have the
+	// key, and the due time it is filed under (0: none).
+	rateItem struct {
+		RateBucket
+		jobs int
+		due  int64
+	}
+	// rateDueItem files a bucket under the time an entry must look at it:
+	// when a blocked one allows a claim again, or an unused one is full.
+	rateDueItem struct {
+		at  int64
+		key string
+	}
+)
+
+func lessRate(a, b rateItem) bool { return a.Key < b.Key }
+func lessRateDue(a, b rateDueItem) bool {
+	return a.at < b.at || (a.at == b.at && a.key < b.key)
+}
+
+// rateOf is j's rate limit, nil for none.
+func rateOf(j *Job) *RateLimit {
+	if j == nil {
+		return nil
+	}
+	return j.Extra().Rate
+}
+
+// ratedEntry keys a claimable job with a rate but no concurrency key (a
+// job with one enters through its key's admission, admitGroup).
+func ratedEntry(j *Job) (keyedItem, bool) {
+	r := j.Extra().Rate
+	if r == nil || j.Extra().ConcurrencyKey != "" || !claimable(j) {
+		return keyedItem{}, false
+	}
+	return keyedItem{r.Key, queueItem{j.Stream, j.Target, j.Extra().Requires, queueRank(j), j.CreateIndex, j}}, true
+}
+
+func (t *tables) rate(key string) (rateItem, bool) {
+	return t.rates.Get(rateItem{RateBucket: RateBucket{RateLimit: RateLimit{Key: key}}})
+}
+
+func (w *writer) setRate(it rateItem) {
+	w.t.rates.ReplaceOrInsert(it)
+	w.dirty[tRates] = true
+}
+
+// fileDue files the bucket under at (0: under nothing).
+func (w *writer) fileDue(it *rateItem, at int64) {
+	if it.due == at {
+		return
+	}
+	if it.due != 0 {
+		w.t.rateDue.Delete(rateDueItem{it.due, it.Key})
+	}
+	if at != 0 {
+		w.t.rateDue.ReplaceOrInsert(rateDueItem{at, it.Key})
+	}
+	it.due = at
+	w.dirty[tRates] = true
+}
+
+// bucketFor returns the bucket of r's key, a full one with rate r when the
+// state has none.
+func (w *writer) bucketFor(r *RateLimit) rateItem {
+	it, ok := w.t.rate(r.Key)
+	if !ok {
+		it = rateItem{RateBucket: RateBucket{RateLimit: *r}}
+	}
+	return it
+}
+
+// putRated keeps the rate indexes up to date as old is replaced by j
+// (either nil): the count of a key's live jobs, and the rated queue of the
+// jobs without a concurrency key.
+func (w *writer) putRated(old, j *Job) {
+	or, nr := rateOf(old), rateOf(j)
+	if or == nil && nr == nil {
+		return
+	}
+	wasLive := or != nil && !old.State.Terminal()
+	isLive := nr != nil && !j.State.Terminal()
+	if wasLive && (!isLive || or.Key != nr.Key) {
+		w.countRated(or, -1)
+	}
+	if isLive && (!wasLive || or.Key != nr.Key) {
+		w.countRated(nr, 1)
+	}
+	var o, n keyedItem
+	var hadO, hasN bool
+	if old != nil {
+		o, hadO = ratedEntry(old)
+	}
+	if j != nil {
+		n, hasN = ratedEntry(j)
+	}
+	if hadO && hasN && !lessKeyed(o, n) && !lessKeyed(n, o) && o.key == n.key {
+		w.t.rated.ReplaceOrInsert(n)
+		w.dirty[tRates] = true
+		w.admitRateGroup(n.key, n.q.stream, n.q.target, w.t.rateOpen(n.key))
+		return
+	}
+	if hadO {
+		w.rateDequeue(o.key, o.q)
+	}
+	if hasN {
+		w.rateEnqueue(n.key, n.q)
+	}
+}
+
+// countRated counts a live job of r's key in (d 1) or out (d -1). A
+// bucket no live job uses is filed under the time it is full, when an
+// entry drops it.
+func (w *writer) countRated(r *RateLimit, d int) {
+	it := w.bucketFor(r)
+	it.jobs += d
+	if it.jobs <= 0 {
+		it.jobs = 0
+		if !it.Blocked {
+			w.fileDue(&it, max(it.TAT, 1))
+		}
+	} else if !it.Blocked {
+		w.fileDue(&it, 0)
+	}
+	w.setRate(it)
+}
+
+// enqueue puts a job's item into its queue lane, or into its rate's
+// groups when it has a rate; dequeue takes it out.
+func (w *writer) enqueue(it queueItem) {
+	if r := it.j.Extra().Rate; r != nil {
+		w.rateEnqueue(r.Key, it)
+		return
+	}
+	w.queueInsert(it)
+}
+
+func (w *writer) dequeue(it queueItem) {
+	if r := it.j.Extra().Rate; r != nil {
+		w.rateDequeue(r.Key, it)
+		return
+	}
+	w.queueDelete(it)
+}
+
+func (w *writer) rateEnqueue(key string, q queueItem) {
+	w.t.rated.ReplaceOrInsert(keyedItem{key, q})
+	w.dirty[tRates] = true
+	w.admitRateGroup(key, q.stream, q.target, w.t.rateOpen(key))
+}
+
+func (w *writer) rateDequeue(key string, q queueItem) {
+	if _, ok := w.t.rated.Delete(keyedItem{key, q}); ok {
+		w.dirty[tRates] = true
+	}
+	w.admitRateGroup(key, q.stream, q.target, w.t.rateOpen(key))
+}
+
+// rateOpen reports whether key's bucket is open (a key without one is).
+func (t *tables) rateOpen(key string) bool {
+	b, ok := t.rate(key)
+	return !ok || !b.Blocked
+}
+
+// admitRateGroup puts the first job of one group of a rated key into its
+// lane while the key's bucket is open, and takes it out otherwise.
+func (w *writer) admitRateGroup(key, stream, target string, open bool) {
+	var head keyedItem
+	hasHead := false
+	if open {
+		w.t.rated.AscendGreaterOrEqual(groupStart(key, stream, target), func(it keyedItem) bool {
+			head, hasHead = it, it.key == key && it.q.stream == stream && it.q.target == target
+			return false
+		})
+	}
+	cur, hasCur := w.t.rateAdmitted.Get(groupStart(key, stream, target))
+	if hasCur && hasHead && cur == head {
+		return
+	}
+	if hasCur {
+		w.queueDelete(cur.q)
+		w.t.rateAdmitted.Delete(cur)
+		w.dirty[tRates] = true
+	}
+	if hasHead {
+		w.queueInsert(head.q)
+		w.t.rateAdmitted.ReplaceOrInsert(head)
+		w.dirty[tRates] = true
+		if !hasCur || cur.q.j.ID != head.q.j.ID || cur.q.rank != head.q.rank {
+			w.woken = append(w.woken, laneKey{stream, target})
+		}
+	}
+}
+
+// closeKey takes every admitted job of key out of its lane.
+func (w *writer) closeKey(key string) {
+	var buf [4]keyedItem
+	cur := buf[:0]
+	w.t.rateAdmitted.AscendGreaterOrEqual(groupStart(key, "", ""), func(it keyedItem) bool {
+		if it.key != key {
+			return false
+		}
+		cur = append(cur, it)
+		return true
+	})
+	for _, it := range cur {
+		w.queueDelete(it.q)
+		w.t.rateAdmitted.Delete(it)
+		w.dirty[tRates] = true
+	}
+}
+
+// openKey admits the first job of every group of key into its lane.
+func (w *writer) openKey(key string) {
+	from := groupStart(key, "", "")
+	for {
+		var head keyedItem
+		found := false
+		w.t.rated.AscendGreaterOrEqual(from, func(it keyedItem) bool {
+			head, found = it, it.key == key
+			return false
+		})
+		if !found {
+			return
+		}
+		w.admitRateGroup(key, head.q.stream, head.q.target, true)
+		from = groupStart(key, head.q.stream, head.q.target+"\x00")
+	}
+}
+
+// admitRateKey brings every group of a rated key to its rule.
+func (w *writer) admitRateKey(key string) {
+	w.closeKey(key)
+	if w.t.rateOpen(key) {
+		w.openKey(key)
+	}
+}
+
+// block closes a key's bucket until it allows a claim again.
+func (w *writer) block(it rateItem) {
+	it.Blocked = true
+	w.fileDue(&it, it.AllowAt())
+	w.setRate(it)
+	w.closeKey(it.Key)
+}
+
+// rateAllows reports whether the bucket of r's key allows a claim at now.
+func (t *tables) rateAllows(r *RateLimit, now int64) bool {
+	it, ok := t.rate(r.Key)
+	return !ok || (!it.Blocked && it.AllowAt() <= now)
+}
+
+// takeRate spends one token of r's key at now. The bucket closes when it
+// has none left, and its jobs leave their lanes.
+func (w *writer) takeRate(r *RateLimit, now int64) (blocked bool) {
+	it := w.bucketFor(r)
+	it.TAT = max(it.TAT, now) + it.interval()
+	if it.AllowAt() > now {
+		w.block(it)
+		return true
+	}
+	w.setRate(it)
+	return false
+}
+
+// defineRate makes r the rate of its key, from now on (the latest create
+// naming a key sets it). A bucket that ran ahead under a slower rate is
+// brought back to empty under the new one.
+func (w *writer) defineRate(r *RateLimit, now int64) {
+	it := w.bucketFor(r)
+	if it.RateLimit == *r {
+		return
+	}
+	it.RateLimit = *r
+	it.TAT = min(it.TAT, now+it.tolerance()+it.interval())
+	if it.Blocked {
+		w.fileDue(&it, it.AllowAt())
+	} else if it.jobs == 0 {
+		w.fileDue(&it, max(it.TAT, 1))
+	}
+	w.setRate(it)
+}
+
+// rateTick opens the buckets that allow a claim again at now, and drops
+// the full ones no job uses: what the due index files at or before now.
+func (w *writer) rateTick(now int64) {
+	if w.t.rateDue.Len() == 0 {
+		return
+	}
+	var buf [8]rateDueItem
+	due := buf[:0]
+	w.t.rateDue.Ascend(func(d rateDueItem) bool {
+		if d.at > now || len(due) == maxRateTicks {
+			return false
+		}
+		due = append(due, d)
+		return true
+	})
+	for _, d := range due {
+		it, ok := w.t.rate(d.key)
+		w.t.rateDue.Delete(d)
+		w.dirty[tRates] = true
+		if !ok {
+			continue
+		}
+		it.due = 0
+		if it.Blocked {
+			if at := it.AllowAt(); at > now {
+				w.fileDue(&it, at)
+				w.setRate(it)
+				continue
+			}
+			it.Blocked = false
+			w.setRate(it)
+			w.openKey(it.Key)
+		}
+		if it.jobs == 0 {
+			if it.TAT <= now {
+				w.t.rates.Delete(it)
+				continue
+			}
+			w.fileDue(&it, it.TAT)
+		}
+		w.setRate(it)
+	}
+}
+
+// NextRateDue is the earliest time a rate bucket is due (it allows a claim
+// again, or is full and unused), 0 for none: the promoter's cue.
+func (r *Reader) NextRateDue() int64 {
+	var at int64
+	r.point(func(t *tables) {
+		if it, ok := t.rateDue.Min(); ok {
+			at = it.at
+		}
+	})
+	return at
+}
+
+// RateBuckets returns every key's bucket, by key.
+func (r *Reader) RateBuckets() []RateBucket {
+	var out []RateBucket
+	r.point(func(t *tables) {
+		t.rates.Ascend(func(it rateItem) bool {
+			out = append(out, it.RateBucket)
+			return true
+		})
+	})
+	return out
+}
+
+// RateBucketOf returns a key's bucket.
+func (r *Reader) RateBucketOf(key string) (RateBucket, bool) {
+	var b RateBucket
+	var ok bool
+	r.point(func(t *tables) {
+		var it rateItem
+		it, ok = t.rate(key)
+		b = it.RateBucket
+	})
+	return b, ok
+}
+
+// RateWaiting counts, per stream, the queued jobs their rate holds back
+// that a caller of role may see: the claimable jobs of the keys whose
+// buckets are closed. Its cost grows with those jobs.
+func (r *Reader) RateWaiting(role string, inStream func(stream string) bool) map[string]int {
+	out := map[string]int{}
+	r.point(func(t *tables) {
+		t.rateWaiting(func(it keyedItem) {
+			if (role == HeadRole || t.seesTarget(role, it.q.target)) && inStream(it.q.stream) {
+				out[it.q.stream]++
+			}
+		})
+	})
+	return out
+}
+
+// RateKeyWaiting counts, per key, the queued jobs their rate holds back
+// that a caller of role may see in the streams inStream accepts.
+func (r *Reader) RateKeyWaiting(role string, inStream func(stream string) bool) map[string]int {
+	out := map[string]int{}
+	r.point(func(t *tables) {
+		t.rateWaiting(func(it keyedItem) {
+			if (role == HeadRole || t.seesTarget(role, it.q.target)) && inStream(it.q.stream) {
+				out[it.key]++
+			}
+		})
+	})
+	return out
+}
+
+// rateWaiting calls each for every job a closed bucket holds back.
+func (t *tables) rateWaiting(each func(it keyedItem)) {
+	t.rates.Ascend(func(b rateItem) bool {
+		if b.Blocked {
+			t.rated.AscendGreaterOrEqual(groupStart(b.Key, "", ""), func(it keyedItem) bool {
+				if it.key != b.Key {
+					return false
+				}
+				each(it)
+				return true
+			})
+		}
+		return true
+	})
+}
+
+func newRatedTree() *btree.BTreeG[keyedItem]        { return btree.NewG(btreeDegree, lessKeyed) }
+func newRateAdmittedTree() *btree.BTreeG[keyedItem] { return btree.NewG(btreeDegree, lessGroup) }
+
+func init() {
+	registerSnap(snapRow(snapRate, "Rates", 11,
+		func(t *tables, _ int, r *recordWriter) {
+			t.rates.Ascend(func(it rateItem) bool {
+				b := it.RateBucket
+				return r.add(&b, func(*enc) {})
+			})
+		},
+		func(*dec, int) *RateBucket { return &RateBucket{} },
+		func(w *writer, b *RateBucket) error { return w.restoreRate(b) }))
+}
+
+// restoreRate puts back a key's bucket. The jobs, restored before it,
+// counted the key's live jobs into a bucket of their own rate; the
+// record's rate and time replace it, and the key's groups are admitted as
+// the record says.
+func (w *writer) restoreRate(b *RateBucket) error {
+	if err := b.RateLimit.Valid(); err != nil {
+		return fmt.Errorf("restore: rate bucket record %q: %w", b.Key, err)
+	}
+	if w.ratesRestored == nil {
+		w.ratesRestored = map[string]bool{}
+	}
+	if w.ratesRestored[b.Key] {
+		return fmt.Errorf("restore: rate bucket record %q twice", b.Key)
+	}
+	w.ratesRestored[b.Key] = true
+	it, _ := w.t.rate(b.Key)
+	it.RateBucket = *b
+	switch {
+	case it.Blocked:
+		w.fileDue(&it, it.AllowAt())
+	case it.jobs == 0:
+		w.fileDue(&it, max(it.TAT, 1))
+	default:
+		w.fileDue(&it, 0)
+	}
+	w.setRate(it)
+	w.admitRateKey(b.Key)
+	return nil
+}
