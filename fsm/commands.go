@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
@@ -133,14 +134,26 @@ func Encode(t CommandType, cmd interface{}) ([]byte, error) { return EncodeAt(La
 
 // EncodeAt returns the log entry for a command as a cluster at level writes
 // it: below LevelTagged, in the positional form the builds before it read.
+//
+// The entry is encoded into a pooled scratch buffer and copied out at its
+// size: one allocation per entry, where growing the entry from nothing
+// took one per doubling (six for a create with a 256-byte payload).
 func EncodeAt(level int, t CommandType, cmd interface{}) ([]byte, error) {
-	out, wt, ok, err := encodeCommand([]byte{byte(t)}, level, t, cmd)
+	bp := encodeBufs.Get().(*[]byte)
+	scratch, wt, ok, err := encodeCommand(append((*bp)[:0], byte(t)), level, t, cmd)
+	if ok && err == nil {
+		out := make([]byte, len(scratch))
+		copy(out, scratch)
+		out[0] = byte(wt)
+		if cap(scratch) <= maxPooledEncode {
+			*bp = scratch[:0]
+			encodeBufs.Put(bp)
+		}
+		return out, nil
+	}
+	encodeBufs.Put(bp)
 	if err != nil {
 		return nil, err
-	}
-	if ok {
-		out[0] = byte(wt)
-		return out, nil
 	}
 	// Not a command this package knows (an optional command of a newer
 	// build, say): msgpack, as bodies were before the binary encoding.
@@ -148,11 +161,18 @@ func EncodeAt(level int, t CommandType, cmd interface{}) ([]byte, error) {
 	if err := codec.NewEncoderBytes(&body, msgpackHandle).Encode(cmd); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", t, err)
 	}
-	out = make([]byte, 1+len(body))
+	out := make([]byte, 1+len(body))
 	out[0] = byte(t)
 	copy(out[1:], body)
 	return out, nil
 }
+
+// encodeBufs are EncodeAt's scratch buffers; one that grew past
+// maxPooledEncode (a large payload's entry) is left to the collector
+// rather than kept.
+var encodeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxPooledEncode = 64 << 10
 
 // MustEncode is Encode for commands built by the program itself, which
 // always encode.

@@ -214,10 +214,19 @@ func (m *laneMerge) next() *Job {
 // a caller that takes the job does not wait on it, and a watch left
 // registered would stay until a job entered each of its lanes, which for a
 // lane of one worker id may be never.
+//
+// A look that finds a job registers no watch at all (the claim path of a
+// busy queue): it answers firedWatch. Only a look that finds none
+// registers one, then looks again, so a job queued between the two looks
+// is either seen by the second or fires the watch.
 func (r *Reader) NextClaimable(streams, targets, caps []string, worker string) (*Job, *Watch) {
-	wt := r.f.waiters.watch(streams, targets)
 	var j *Job
-	r.f.latest(func(t *tables) { j = t.nextQueued(streams, targets, caps, worker) })
+	look := func(t *tables) { j = t.nextQueued(streams, targets, caps, worker) }
+	if r.f.latest(look); j != nil {
+		return j, firedWatch
+	}
+	wt := r.f.waiters.watch(streams, targets)
+	r.f.latest(look)
 	if j != nil {
 		r.f.waiters.release(wt)
 	}

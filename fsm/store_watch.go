@@ -33,6 +33,15 @@ type Watch struct {
 	fired bool // guarded by w.mu
 }
 
+// firedWatch is a watch that has fired and watches no lane: what a look
+// that found a job answers, so waiting on it returns at once. Its own
+// waiters holds nothing; stopping it changes nothing.
+var firedWatch = func() *Watch {
+	wt := &Watch{w: &waiters{}, ch: make(chan struct{}), fired: true}
+	close(wt.ch)
+	return wt
+}()
+
 func (ws *waiters) watch(streams, targets []string) *Watch {
 	wt := &Watch{w: ws, ch: make(chan struct{}), keys: make([]laneKey, 0, len(streams)*(1+len(targets)))}
 	for _, s := range streams {

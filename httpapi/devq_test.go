@@ -35,7 +35,7 @@ func devqEnv(t *testing.T) (*env, *atomic.Int64) {
 	return e, &offset
 }
 
-func task(t *testing.T, r resp) *api.Task {
+func task(t testing.TB, r resp) *api.Task {
 	t.Helper()
 	var v api.Task
 	if err := json.Unmarshal(r.Body, &v); err != nil {

@@ -179,8 +179,12 @@ func withJob(ae *apiError, err error) *apiError {
 	return ae
 }
 
+// jsonContentType is the Content-Type value every JSON answer shares (see
+// leaderHeaders on sharing header values).
+var jsonContentType = []string{"application/json"}
+
 func writeJSON(w http.ResponseWriter, status int, v interface{}) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	_ = enc.Encode(v)

@@ -74,7 +74,7 @@ type fakeCluster struct {
 	supported int
 }
 
-func newFakeCluster(t *testing.T) *fakeCluster {
+func newFakeCluster(t testing.TB) *fakeCluster {
 	t.Helper()
 	f, err := fsm.New(fsm.Config{Logger: testLogger(t)})
 	if err != nil {
@@ -259,7 +259,7 @@ func (s *signalState) signal(r *fsm.Reader) *fsm.Reader {
 // testLogger routes logs to t.Log until the test ends; lines from
 // goroutines still winding down after that (a parked claim's handler) are
 // dropped.
-func testLogger(t *testing.T) hclog.Logger {
+func testLogger(t testing.TB) hclog.Logger {
 	w := &tWriter{t: t}
 	t.Cleanup(func() {
 		w.mu.Lock()
@@ -270,7 +270,7 @@ func testLogger(t *testing.T) hclog.Logger {
 }
 
 type tWriter struct {
-	t    *testing.T
+	t    testing.TB
 	mu   sync.Mutex
 	done bool
 }
@@ -286,7 +286,7 @@ func (w *tWriter) Write(p []byte) (int, error) {
 
 // env is a server on a fake cluster.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	fc    *fakeCluster
 	st    *signalState
 	srv   *Server
@@ -311,7 +311,7 @@ func atLevel(l int) option { return func(e *envConfig) { e.level = l } }
 
 type option func(*envConfig)
 
-func newEnv(t *testing.T, opts ...option) *env {
+func newEnv(t testing.TB, opts ...option) *env {
 	t.Helper()
 	fc := newFakeCluster(t)
 	e := &env{t: t, fc: fc, st: &signalState{f: fc.fsm, reads: make(chan struct{}, 1)}}
@@ -351,7 +351,7 @@ type resp struct {
 	Body   []byte
 }
 
-func (r resp) json(t *testing.T) map[string]interface{} {
+func (r resp) json(t testing.TB) map[string]interface{} {
 	t.Helper()
 	var m map[string]interface{}
 	if err := json.Unmarshal(r.Body, &m); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -106,6 +107,10 @@ type Server struct {
 
 	// relay: this node's connection to the leader (follower side) and the
 	// connections followers opened to it (leader side); see relay.go.
+	// leaderHdr is the leader's header values answers share
+	// (leaderHeaders).
+	leaderHdr atomic.Pointer[leaderHdr]
+
 	relay    *wire.Pool
 	relayKey string
 	relaySrv *wire.Server // followers' relays, served as leader
