@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -37,6 +38,9 @@ func viewStreamInfo(si queue.StreamInfo, now time.Time) api.StreamInfo {
 	if d := si.Defaults; d != nil {
 		v.Defaults = &api.StreamDefaults{ConcurrencyKey: d.ConcurrencyKey, ConcurrencyLimit: d.ConcurrencyLimit, RateLimit: viewRate(d.Rate),
 			SetAt: api.Time(d.SetAt), SetBy: d.Actor}
+		if d.ResultSchema != "" {
+			v.Defaults.ResultSchema = json.RawMessage(d.ResultSchema)
+		}
 	}
 	if c := si.Catalog; c != nil {
 		v.Status, v.Instructions = c.Status, c.Instructions
