@@ -76,6 +76,9 @@ func TestResultSchemaAtCreate(t *testing.T) {
 	if b, _ := json.Marshal(j["resultSchema"]); string(b) != contractCanonical {
 		t.Fatalf("resultSchema in the view: %s", b)
 	}
+	if j := e.create(map[string]interface{}{"resultSchema": nil}); j["resultSchema"] != nil {
+		t.Fatalf("a null resultSchema: %v", j["resultSchema"])
+	}
 }
 
 // The v0 API: the claim shows the schema; a complete that does not match
@@ -171,6 +174,7 @@ func TestResultSchemaStreamDefault(t *testing.T) {
 	e := newEnv(t, atLevel(fsm.LevelPolicies))
 	put := func(body string) resp { return e.do("PUT", "/streams/ml/defaults", headTok, body) }
 	put(`{"resultSchema":{"anyOf":[]}}`).apiErr(t, http.StatusBadRequest, api.CodeUnsupportedSchema)
+	put(`{"resultSchema":null}`).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
 	r := put(`{"resultSchema":` + contractSchema + `}`)
 	var st api.StreamInfo
 	if r.Code != 200 || json.Unmarshal(r.Body, &st) != nil || st.Defaults == nil || string(st.Defaults.ResultSchema) != contractCanonical {

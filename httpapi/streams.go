@@ -128,7 +128,7 @@ func (s *Server) handleStreamDefaultsSet(w http.ResponseWriter, r *http.Request,
 	if !req.SetAt.IsZero() || req.SetBy != "" {
 		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "setAt and setBy are the cluster's to fill in")
 	}
-	if req.ConcurrencyKey == "" && req.ConcurrencyLimit == 0 && len(req.ResultSchema) == 0 {
+	if req.ConcurrencyKey == "" && req.ConcurrencyLimit == 0 && !hasSchema(req.ResultSchema) {
 		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "give concurrencyKey, concurrencyLimit, resultSchema or several (DELETE clears the defaults)")
 	}
 	return s.setStreamDefaults(w, r, c, queue.DefaultsInput{ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit,
