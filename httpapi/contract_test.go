@@ -330,6 +330,9 @@ func TestResultContractTaskAPI(t *testing.T) {
 	if r := e.do("POST", "/v1/tasks/"+id+"/start", leftTok, step); r.Code != 200 {
 		t.Fatalf("start: %d %s", r.Code, r.Body)
 	}
+	if r := e.do("GET", "/v1/tasks/"+id, leftTok, nil); r.Code != 200 || r.json(t)["result_schema"] == nil {
+		t.Fatalf("task view: %d %s", r.Code, r.Body)
+	}
 	bad := step
 	bad.Result = json.RawMessage(`{"answer":"x","extra":true}`)
 	er := e.do("POST", "/v1/tasks/"+id+"/complete", leftTok, bad).apiErr(t, http.StatusBadRequest, api.CodeResultMismatch)
