@@ -50,6 +50,9 @@ type ControlTask struct {
 	UpdatedAt  time.Time       `json:"updated_at"`
 	Result     json.RawMessage `json:"result,omitempty"`
 	Error      *JobError       `json:"error,omitempty"`
+	// ResultSchema is the task's result contract: the result of its
+	// complete must match it (400 result_mismatch otherwise).
+	ResultSchema json.RawMessage `json:"result_schema,omitempty"`
 	// ModifyIndex is the Raft index of the task's latest change.
 	ModifyIndex uint64 `json:"modify_index"`
 }

@@ -66,22 +66,6 @@ const (
 	CodeUnsupportedSchema = api.CodeUnsupportedSchema
 )
 
-// ResultMismatch is one way a result does not match its job's
-// resultSchema: where (a JSON Pointer into the result, "" for all of it),
-// what the schema expects there, and what the result has.
-type ResultMismatch = api.ResultMismatch
-
-// ResultMismatches returns the mismatches of a complete refused with
-// result_mismatch (nil for any other error): fix the result and complete
-// again with the same lease.
-func ResultMismatches(err error) []ResultMismatch {
-	var ae *APIError
-	if errors.As(err, &ae) && ae.Code == CodeResultMismatch {
-		return ae.Mismatches
-	}
-	return nil
-}
-
 // APIError is a non-2xx answer from a node.
 type APIError struct {
 	// Status is the HTTP status code.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 )
@@ -392,23 +391,6 @@ func (w *Worker) run(ctx context.Context, claim *WorkerClaim) {
 		return
 	}
 	log.Info("spine worker: job failed", "code", je.Code, "requeued", ack.Requeued, "dlq", ack.DLQ)
-}
-
-// mismatchesText lists a refused result's mismatches on one line.
-func mismatchesText(ms []ResultMismatch) string {
-	var b strings.Builder
-	b.WriteString("the result does not match the job's result_schema: ")
-	for i, m := range ms {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		path := m.Path
-		if path == "" {
-			path = "(the whole result)"
-		}
-		b.WriteString(path + ": expected " + m.Expected + ", got " + m.Got)
-	}
-	return b.String()
 }
 
 // release gives claim's job back as rel says, without using an attempt.

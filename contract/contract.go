@@ -222,6 +222,10 @@ func compile(s string) (*jsonschema.Schema, error) {
 // schemaProblem words a compile error in the schema's terms: the first
 // failing keyword and where.
 func schemaProblem(err error) string {
+	var sve *jsonschema.SchemaValidationError
+	if errors.As(err, &sve) {
+		err = sve.Err // the schema against the meta-schema
+	}
 	var ve *jsonschema.ValidationError
 	if errors.As(err, &ve) {
 		for len(ve.Causes) > 0 {

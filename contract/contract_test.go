@@ -2,6 +2,7 @@ package contract
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -54,9 +55,10 @@ func TestCanonicalRefuses(t *testing.T) {
 		{`{"items":{"format":"email"}}`, "format", "/items"},
 		{`{"additionalProperties":{"allOf":[]}}`, "allOf", "/additionalProperties"},
 		{`{"items":[{"type":"string"}]}`, "items", "a list of schemas"},
-		{`{"type":"strin"}`, "", "not a valid schema"},
-		{`{"minimum":"1"}`, "", "not a valid schema"},
-		{`{"pattern":"("}`, "", "not a valid schema"},
+		{`{"type":"strin"}`, "", "at /type: value must be one of"},
+		{`{"minimum":"1"}`, "", "at /minimum: got string, want number"},
+		{`{"pattern":"("}`, "", "at /pattern:"},
+		{`{"properties":{"a":{"maxLength":-1}}}`, "", "at /properties/a/maxLength"},
 		{`[]`, "", "must be a JSON object"},
 		{`true`, "", "must be a JSON object"},
 		{`null`, "", "must be a JSON object"},
@@ -181,6 +183,33 @@ func BenchmarkCheckMismatch(b *testing.B) {
 	for b.Loop() {
 		if ms, _ := Check(s, res); len(ms) == 0 {
 			b.Fatal("matched")
+		}
+	}
+}
+
+// Checks of one cached schema run at once on many requests.
+func TestCheckConcurrent(t *testing.T) {
+	s := mustCanonical(t, schema)
+	done := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			for range 200 {
+				res := `{"answer":"abc","confidence":0.5,"tags":["x"]}`
+				if i%2 == 1 {
+					res = `{"answer":"ABC","tags":[]}`
+				}
+				ms, err := Check(s, []byte(res))
+				if err != nil || (i%2 == 0) != (len(ms) == 0) {
+					done <- fmt.Errorf("%s: %v %v", res, ms, err)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
 	}
 }

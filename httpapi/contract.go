@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/spine-queue/spine/fsm"
@@ -12,4 +13,10 @@ func resultSchema(j *fsm.Job) json.RawMessage {
 		return json.RawMessage(s)
 	}
 	return nil
+}
+
+// hasSchema reports whether a request gives a resultSchema (null is none).
+func hasSchema(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && string(t) != "null"
 }

@@ -76,6 +76,9 @@ func TestResultSchemaAtCreate(t *testing.T) {
 	if b, _ := json.Marshal(j["resultSchema"]); string(b) != contractCanonical {
 		t.Fatalf("resultSchema in the view: %s", b)
 	}
+	if j := e.create(map[string]interface{}{"resultSchema": nil}); j["resultSchema"] != nil {
+		t.Fatalf("a null resultSchema: %v", j["resultSchema"])
+	}
 }
 
 // The v0 API: the claim shows the schema; a complete that does not match
@@ -171,6 +174,7 @@ func TestResultSchemaStreamDefault(t *testing.T) {
 	e := newEnv(t, atLevel(fsm.LevelPolicies))
 	put := func(body string) resp { return e.do("PUT", "/streams/ml/defaults", headTok, body) }
 	put(`{"resultSchema":{"anyOf":[]}}`).apiErr(t, http.StatusBadRequest, api.CodeUnsupportedSchema)
+	put(`{"resultSchema":null}`).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
 	r := put(`{"resultSchema":` + contractSchema + `}`)
 	var st api.StreamInfo
 	if r.Code != 200 || json.Unmarshal(r.Body, &st) != nil || st.Defaults == nil || string(st.Defaults.ResultSchema) != contractCanonical {
@@ -325,6 +329,9 @@ func TestResultContractTaskAPI(t *testing.T) {
 	step := api.TaskStepRequest{AgentID: "w-1", AttemptID: a["attempt_id"].(string), LeaseToken: a["lease_token"].(string)}
 	if r := e.do("POST", "/v1/tasks/"+id+"/start", leftTok, step); r.Code != 200 {
 		t.Fatalf("start: %d %s", r.Code, r.Body)
+	}
+	if r := e.do("GET", "/v1/tasks/"+id, leftTok, nil); r.Code != 200 || r.json(t)["result_schema"] == nil {
+		t.Fatalf("task view: %d %s", r.Code, r.Body)
 	}
 	bad := step
 	bad.Result = json.RawMessage(`{"answer":"x","extra":true}`)

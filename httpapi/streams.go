@@ -133,7 +133,7 @@ func (s *Server) handleStreamDefaultsSet(w http.ResponseWriter, r *http.Request,
 	if !req.SetAt.IsZero() || req.SetBy != "" {
 		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "setAt and setBy are the cluster's to fill in")
 	}
-	if req.ConcurrencyKey == "" && req.ConcurrencyLimit == 0 && len(req.ResultSchema) == 0 && req.RateLimit == nil {
+	if req.ConcurrencyKey == "" && req.ConcurrencyLimit == 0 && !hasSchema(req.ResultSchema) && req.RateLimit == nil {
 		return errorf(http.StatusBadRequest, api.CodeInvalidRequest, "give concurrencyKey, concurrencyLimit, resultSchema, rateLimit or several (DELETE clears the defaults)")
 	}
 	return s.setStreamDefaults(w, r, c, queue.DefaultsInput{ConcurrencyKey: req.ConcurrencyKey, ConcurrencyLimit: req.ConcurrencyLimit,

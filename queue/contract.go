@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,10 +59,11 @@ func (e *ResultMismatchError) Error() string {
 type SchemaError = contract.SchemaError
 
 // resultSchema checks a schema a request carries and returns its
-// canonical form ("" for none). Result contracts need LevelPolicies.
+// canonical form ("" for none, as for null). Result contracts need
+// LevelPolicies.
 func (s *Service) resultSchema(ctx context.Context, raw json.RawMessage) (string, error) {
-	if len(raw) == 0 {
-		return "", nil
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		return "", nil // none: the stream's default, if any
 	}
 	c, err := contract.Canonical(raw)
 	if err != nil {
