@@ -107,9 +107,16 @@ func TestScheduleRoutes(t *testing.T) {
 			t.Errorf("%s %s: %q", rq[0], rq[1], msg)
 		}
 	}
-	// The job it made stays, and says which schedule made it.
+	// The job it made stays, says which schedule made it, and is listed
+	// by the schedule's name.
 	if j := e.job(tr.Job.ID); j == nil || j.Extra().Schedule != "nightly" {
 		t.Fatal("the triggered job is gone")
+	}
+	e.create(map[string]interface{}{"stream": "reports"})
+	var jl api.JobList
+	decodeAs(e.do("GET", "/jobs?schedule=nightly", headTok, nil), &jl)
+	if len(jl.Jobs) != 1 || jl.Jobs[0].ID != tr.Job.ID {
+		t.Fatalf("GET /jobs?schedule=nightly: %+v", jl.Jobs)
 	}
 }
 
