@@ -59,6 +59,10 @@ func TestScheduleRoutes(t *testing.T) {
 			t.Errorf("%s: %q, want it to name %q", b.body, msg, b.want)
 		}
 	}
+	big := `{"name":"big","intervalSeconds":60,"job":{"payload":"` + strings.Repeat("x", 400<<10) + `"}}`
+	if r := e.do("POST", "/v1/schedules", headTok, big); r.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a template over a job's size: %d %s", r.Code, r.Body[:min(len(r.Body), 300)])
+	}
 	e.do("PUT", "/v1/schedules/other", headTok, `{"name":"nightly","intervalSeconds":60,"job":{"payload":1}}`).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
 	e.do("PUT", "/v1/schedules/nope", headTok, `{"intervalSeconds":60,"job":{"payload":1}}`).apiErr(t, http.StatusNotFound, api.CodeNotFound)
 	if after := e.fc.fsm.AppliedIndex(); after != before+1 { // the refused replace of nope is an entry
