@@ -63,6 +63,8 @@ func TestScheduleRoutes(t *testing.T) {
 	if r := e.do("POST", "/v1/schedules", headTok, big); r.Code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("a template over a job's size: %d %s", r.Code, r.Body[:min(len(r.Body), 300)])
 	}
+	// A create may not take a schedule's key (it would stand for a tick).
+	e.do("POST", "/jobs", headTok, `{"payload":1,"idempotencyKey":"schedule:nightly:1800000000"}`).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
 	e.do("PUT", "/v1/schedules/other", headTok, `{"name":"nightly","intervalSeconds":60,"job":{"payload":1}}`).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
 	e.do("PUT", "/v1/schedules/nope", headTok, `{"intervalSeconds":60,"job":{"payload":1}}`).apiErr(t, http.StatusNotFound, api.CodeNotFound)
 	if after := e.fc.fsm.AppliedIndex(); after != before+1 { // the refused replace of nope is an entry
