@@ -198,3 +198,13 @@ func (s *Service) mayChangeWorker(actor fsm.Actor, id string, registering bool) 
 type ForbiddenError struct{ Message string }
 
 func (e *ForbiddenError) Error() string { return e.Message }
+
+// maySchedule checks that actor may create, read or change recurring
+// schedules (schedules.go): head alone, on every surface (a schedule makes
+// jobs, which head alone creates).
+func maySchedule(actor fsm.Actor) error {
+	if actor.Role != fsm.HeadRole {
+		return &ForbiddenError{Message: "schedules are head's: only a head token may create, read or change them"}
+	}
+	return nil
+}
