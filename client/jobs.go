@@ -64,6 +64,7 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 		setNonEmpty(q, "status", string(p.Status))
 		setNonEmpty(q, "stream", p.Stream)
 		setNonEmpty(q, "target", p.Target)
+		setNonEmpty(q, "schedule", p.Schedule)
 		setNonEmpty(q, "cursor", p.Cursor)
 		if p.Limit > 0 {
 			q.Set("limit", strconv.Itoa(p.Limit))

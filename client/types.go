@@ -100,8 +100,10 @@ type JobListParams struct {
 	Status JobStatus
 	Stream string
 	Target string
-	Limit  int    // 1–1000, server default 100
-	Cursor string // NextCursor of the previous page
+	// Schedule keeps the jobs the recurring schedule of this name made.
+	Schedule string
+	Limit    int    // 1–1000, server default 100
+	Cursor   string // NextCursor of the previous page
 	// Stale reads the answering node's state without asking the leader.
 	Stale bool
 }

@@ -70,6 +70,8 @@ type ListFilter struct {
 	Stream string
 	// Target matches jobs targeted at this role, worker id or gateway.
 	Target string
+	// Schedule matches the jobs the recurring schedule of this name made.
+	Schedule string
 	// Visible, when set, keeps only jobs this filter accepts (role checks).
 	Visible func(*Job) bool
 	// After is a cursor: only jobs created after this create index.
@@ -120,7 +122,8 @@ func (r *Reader) List(f ListFilter) ([]*Job, uint64, error) {
 		scanned++
 		last = j.CreateIndex
 		if (f.State != "" && j.State != f.State) || (f.Stream != "" && j.Stream != f.Stream) ||
-			(f.Target != "" && j.Target != f.Target && gatewayOf(j) != f.Target) || (f.Visible != nil && !f.Visible(j)) {
+			(f.Target != "" && j.Target != f.Target && gatewayOf(j) != f.Target) || (f.Visible != nil && !f.Visible(j)) ||
+			(f.Schedule != "" && j.Extra().Schedule != f.Schedule) {
 			continue
 		}
 		out = append(out, j)

@@ -118,13 +118,17 @@ func (s *Schedule) LastJob() string {
 	return ""
 }
 
+// ScheduleKeyPrefix starts the idempotency key of every job a schedule
+// makes; a create may not use it.
+const ScheduleKeyPrefix = "schedule:"
+
 // ScheduleKey is the idempotency key of the job a schedule's tick makes;
 // a trigger's key names the trigger's time.
 func ScheduleKey(name string, tick int64, trigger bool) string {
 	if trigger {
-		return "schedule:" + name + ":trigger:" + strconv.FormatInt(tick, 10)
+		return ScheduleKeyPrefix + name + ":trigger:" + strconv.FormatInt(tick, 10)
 	}
-	return "schedule:" + name + ":" + strconv.FormatInt(tick/1e9, 10)
+	return ScheduleKeyPrefix + name + ":" + strconv.FormatInt(tick/1e9, 10)
 }
 
 // ScheduleSetCommand creates a schedule (a name in use is refused with

@@ -141,7 +141,7 @@ func listFilter(r *http.Request) (fsm.ListFilter, error) {
 
 // listQuery is listFilter of the query q (also the MCP list tools').
 func listQuery(q url.Values) (fsm.ListFilter, error) {
-	f := fsm.ListFilter{Limit: 100, Stream: q.Get("stream"), Target: q.Get("target")}
+	f := fsm.ListFilter{Limit: 100, Stream: q.Get("stream"), Target: q.Get("target"), Schedule: q.Get("schedule")}
 	if v := q.Get("status"); v != "" {
 		st := fsm.State(strings.ToLower(v))
 		if !st.Valid() {

@@ -326,7 +326,7 @@ func (b *mcpBackend) JobList(ctx context.Context, p *client.JobListParams) (*api
 		p = &client.JobListParams{}
 	}
 	q := map[string][]string{}
-	for k, v := range map[string]string{"status": string(p.Status), "stream": p.Stream, "target": p.Target, "cursor": p.Cursor} {
+	for k, v := range map[string]string{"status": string(p.Status), "stream": p.Stream, "target": p.Target, "cursor": p.Cursor, "schedule": p.Schedule} {
 		if v != "" {
 			q[k] = []string{v}
 		}

@@ -59,6 +59,12 @@ func TestScheduleRoutes(t *testing.T) {
 			t.Errorf("%s: %q, want it to name %q", b.body, msg, b.want)
 		}
 	}
+	big := `{"name":"big","intervalSeconds":60,"job":{"payload":"` + strings.Repeat("x", 400<<10) + `"}}`
+	if r := e.do("POST", "/v1/schedules", headTok, big); r.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a template over a job's size: %d %s", r.Code, r.Body[:min(len(r.Body), 300)])
+	}
+	// A create may not take a schedule's key (it would stand for a tick).
+	e.do("POST", "/jobs", headTok, `{"payload":1,"idempotencyKey":"schedule:nightly:1800000000"}`).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
 	e.do("PUT", "/v1/schedules/other", headTok, `{"name":"nightly","intervalSeconds":60,"job":{"payload":1}}`).apiErr(t, http.StatusBadRequest, api.CodeInvalidRequest)
 	e.do("PUT", "/v1/schedules/nope", headTok, `{"intervalSeconds":60,"job":{"payload":1}}`).apiErr(t, http.StatusNotFound, api.CodeNotFound)
 	if after := e.fc.fsm.AppliedIndex(); after != before+1 { // the refused replace of nope is an entry
@@ -107,9 +113,16 @@ func TestScheduleRoutes(t *testing.T) {
 			t.Errorf("%s %s: %q", rq[0], rq[1], msg)
 		}
 	}
-	// The job it made stays, and says which schedule made it.
+	// The job it made stays, says which schedule made it, and is listed
+	// by the schedule's name.
 	if j := e.job(tr.Job.ID); j == nil || j.Extra().Schedule != "nightly" {
 		t.Fatal("the triggered job is gone")
+	}
+	e.create(map[string]interface{}{"stream": "reports"})
+	var jl api.JobList
+	decodeAs(e.do("GET", "/jobs?schedule=nightly", headTok, nil), &jl)
+	if len(jl.Jobs) != 1 || jl.Jobs[0].ID != tr.Job.ID {
+		t.Fatalf("GET /jobs?schedule=nightly: %+v", jl.Jobs)
 	}
 }
 

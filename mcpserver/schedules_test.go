@@ -43,6 +43,13 @@ func TestScheduleTools(t *testing.T) {
 	if len(tr.Schedule.Recent) != 1 || tr.Schedule.Recent[0].JobID == "" {
 		t.Fatalf("trigger: %+v", tr)
 	}
+	var jobs struct {
+		Jobs []map[string]any `json:"jobs"`
+	}
+	call(t, cs, "list_jobs", map[string]any{"schedule": "hourly"}, &jobs)
+	if len(jobs.Jobs) != 1 || jobs.Jobs[0]["id"] != tr.Schedule.Recent[0].JobID {
+		t.Fatalf("list_jobs of the schedule: %+v", jobs)
+	}
 	call(t, cs, "resume_schedule", map[string]any{"name": "hourly"}, &sc)
 	call(t, cs, "get_schedule", map[string]any{"name": "hourly"}, &sc)
 	if sc.Paused || sc.NextFireAt.IsZero() {

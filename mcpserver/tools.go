@@ -201,6 +201,8 @@ type listJobsIn struct {
 	Status string `json:"status,omitempty" jsonschema:"only jobs in this status: queued, running, done, failed, dead or cancelled"`
 	Limit  int    `json:"limit,omitempty" range:"1,1000" jsonschema:"at most this many, 1 to 1000 (default 20)"`
 	Cursor string `json:"cursor,omitempty" jsonschema:"the next_cursor of the previous page"`
+	// Schedule keeps a recurring schedule's jobs (schedules.go).
+	Schedule string `json:"schedule,omitempty" jsonschema:"only the jobs the recurring schedule of this name made"`
 }
 
 type listJobsOut struct {
@@ -310,7 +312,8 @@ func (s *server) addHeadTools(srv *mcp.Server) {
 		if limit <= 0 {
 			limit = 20
 		}
-		res, err := s.c.JobList(ctx, &client.JobListParams{Stream: in.Stream, Status: client.JobStatus(in.Status), Limit: limit, Cursor: in.Cursor})
+		res, err := s.c.JobList(ctx, &client.JobListParams{Stream: in.Stream, Status: client.JobStatus(in.Status), Limit: limit, Cursor: in.Cursor,
+			Schedule: in.Schedule})
 		if err != nil {
 			return nil, listJobsOut{}, s.advise(err, "list_jobs", "")
 		}

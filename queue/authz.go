@@ -425,3 +425,13 @@ func fieldsOf(t reflect.Type) *cmdFields {
 	cmdFieldCache.Store(t, f)
 	return f
 }
+
+// maySchedule checks that actor may create, read or change recurring
+// schedules (schedules.go): head alone, on every surface (a schedule makes
+// jobs, which head alone creates).
+func maySchedule(actor fsm.Actor) error {
+	if actor.Role != fsm.HeadRole {
+		return &ForbiddenError{Message: "schedules are head's: only a head token may create, read or change them"}
+	}
+	return nil
+}

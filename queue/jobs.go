@@ -148,6 +148,9 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 	if len(in.IdempotencyKey) > maxKeyBytes {
 		return nil, false, 0, invalid("idempotency key is longer than %d bytes", maxKeyBytes)
 	}
+	if strings.HasPrefix(in.IdempotencyKey, fsm.ScheduleKeyPrefix) {
+		return nil, false, 0, invalid("idempotency keys starting with %q are the schedules' (each names a schedule's tick): choose another", fsm.ScheduleKeyPrefix)
+	}
 	cmd.IdempotencyKey = in.IdempotencyKey
 	if key := in.IdempotencyKey; key != "" {
 		// A retried create is answered from the job it made, with no entry.

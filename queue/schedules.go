@@ -240,15 +240,6 @@ func dueFire(sc *fsm.Schedule, sp spec, now int64) *fsm.ScheduleFireCommand {
 	return fire
 }
 
-// maySchedule checks that actor may create, read or change schedules:
-// head alone (a schedule makes jobs, which head alone creates).
-func maySchedule(actor fsm.Actor) error {
-	if actor.Role != fsm.HeadRole {
-		return &ForbiddenError{Message: "schedules are head's: only a head token may create, read or change them"}
-	}
-	return nil
-}
-
 // ValidateSchedule checks a schedule input without proposing anything
 // and returns the schedule the state machine would store.
 func (s *Service) ValidateSchedule(ctx context.Context, in ScheduleInput) (*fsm.Schedule, error) {

@@ -98,6 +98,7 @@ func jobsList(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string) int
 	status := fs.String("status", "", "only jobs in this state: queued, running, done, failed, dead")
 	fs.StringVar(&p.Stream, "stream", "", "only jobs of this stream")
 	fs.StringVar(&p.Target, "target", "", "only jobs targeted at this role or worker")
+	fs.StringVar(&p.Schedule, "schedule", "", "only the jobs this recurring schedule made")
 	fs.IntVar(&p.Limit, "limit", 0, "page size, 1-1000 (server default 100)")
 	fs.StringVar(&p.Cursor, "cursor", "", "nextCursor of the previous page")
 	fs.BoolVar(&p.Stale, "local", false, "read the answering node's own state without going to the leader: faster, and may lag the latest writes")
