@@ -194,6 +194,11 @@ func TestTokenScopesAndBoundWorker(t *testing.T) {
 		t.Fatalf("the scoped token does not see its own stream's job: %s", r.Body)
 	}
 	e.do("POST", "/jobs", producer, map[string]any{"stream": "b", "payload": map[string]int{}}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	// A scoped head cannot mint itself an unscoped token, nor call another
+	// route about the whole cluster.
+	e.do("POST", "/v1/tokens", producer, api.TokenCreateRequest{Name: "escape", Role: fsm.HeadRole}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	e.do("GET", "/metrics", producer, nil).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	e.do("POST", "/api/purge", producer, map[string]any{}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
 	if r := e.do("POST", "/jobs", producer, map[string]any{"stream": "a", "payload": map[string]int{}}); r.Code != http.StatusCreated {
 		t.Fatalf("create in scope: %d %s", r.Code, r.Body)
 	}
@@ -286,10 +291,16 @@ func TestReadOnlyTokenOnEveryRoute(t *testing.T) {
 	}
 }
 
-// A stream-scoped claw token, on every route it may call: aimed at a job
-// of another stream (one its role could read), no answer carries the job,
-// and nothing of it changes.
+// A stream-scoped claw token, and a stream-scoped head token, on every
+// route each may call: aimed at a job of another stream (one its role
+// could read), no answer carries the job, and nothing of it changes.
 func TestScopedTokenOnEveryRoute(t *testing.T) {
+	for _, role := range []string{fsm.RoleLeftClaw, fsm.HeadRole} {
+		t.Run(role, func(t *testing.T) { testScopedOnEveryRoute(t, role) })
+	}
+}
+
+func testScopedOnEveryRoute(t *testing.T, role string) {
 	probe := newScene(t, fsm.LatestLevel)
 	routes := make([]string, 0, len(probe.e.srv.allowed))
 	for r := range probe.e.srv.allowed {
@@ -300,11 +311,11 @@ func TestScopedTokenOnEveryRoute(t *testing.T) {
 	checked := 0
 	for _, route := range routes {
 		who := probe.e.srv.allowed[route]
-		if who&allowClaws == 0 || strings.Contains(route, " /ui/") {
+		if !who.permits(queue.RoleCaller(role), "POST") || strings.Contains(route, " /ui/") {
 			continue
 		}
 		sc := newScene(t, fsm.LatestLevel)
-		tok := sc.e.newToken(api.TokenCreateRequest{Name: "scoped", Role: fsm.RoleLeftClaw, Streams: []string{"mine"}})
+		tok := sc.e.newToken(api.TokenCreateRequest{Name: "scoped", Role: role, Streams: []string{"mine"}})
 		// An untargeted job of stream s2 (any claw could read it), and one
 		// held under a lease of stream s.
 		id := sc.e.create(map[string]interface{}{"stream": "s2", "payload": map[string]string{"s": secret}})["id"].(string)

@@ -389,7 +389,7 @@ func (s *Server) uiCluster(w http.ResponseWriter, r *http.Request, u *uiView) er
 	d := &clusterData{Status: viewStatus(cs), State: st}
 	d.Status.Level = s.queue.Local().Level()
 	if u.caller.ViewRole() == RoleHead { // the dead letters are head's (as GET /dlq)
-		if d.Dead, d.Next, err = s.queue.ListDLQ(fsm.ListFilter{Limit: uiPageSize}); err != nil {
+		if d.Dead, d.Next, err = s.queue.ListDLQFor(u.caller, fsm.ListFilter{Limit: uiPageSize}); err != nil {
 			return err
 		}
 	}
