@@ -1,15 +1,19 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/fsm"
@@ -386,5 +390,37 @@ func TestUITokensPage(t *testing.T) {
 	}
 	if r := e.page("GET", "/ui/", op, ""); r.Code != http.StatusSeeOther {
 		t.Fatalf("the revoked token's session: %d %s", r.Code, trim(r.Body))
+	}
+}
+
+// Over MCP: head creates a token with token_create; a session opened with
+// it follows its rules (the operator's writes are refused), lists no
+// secret, and ends once the token is revoked (token_revoke).
+func TestMCPNamedTokens(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LatestLevel))
+	ts := httptest.NewServer(e.h)
+	defer ts.Close()
+	head := mcpSession(t, ts.URL, headTok)
+	var created api.TokenCreated
+	mcpCall(t, head, "token_create", map[string]any{"name": "watcher", "role": "operator", "note": "on call"}, &created)
+	if created.Secret == "" || created.Role != fsm.OperatorRole {
+		t.Fatalf("token_create = %+v", created)
+	}
+	var list struct{ Tokens []api.Token }
+	mcpCall(t, head, "token_list", map[string]any{}, &list)
+	if len(list.Tokens) != 1 || list.Tokens[0].Name != "watcher" {
+		t.Fatalf("token_list = %+v", list)
+	}
+	op := mcpSession(t, ts.URL, created.Secret)
+	var streams struct{ Streams []any }
+	mcpCall(t, op, "list_streams", map[string]any{}, &streams)
+	res, err := op.CallTool(context.Background(), &mcp.CallToolParams{Name: "enqueue", Arguments: map[string]any{"stream": "s", "payload": map[string]any{}}})
+	if err != nil || !res.IsError {
+		t.Fatalf("the operator's enqueue: %v %+v", err, res)
+	}
+	var revoked api.Token
+	mcpCall(t, head, "token_revoke", map[string]any{"name": "watcher"}, &revoked)
+	if _, err := op.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_streams", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("a revoked token's MCP session still answers")
 	}
 }
