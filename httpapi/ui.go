@@ -141,7 +141,11 @@ func (s *Server) uiRoute(pattern string, k kind, who allow, h uiHandler) {
 			r = r.WithContext(ctx)
 		}
 		u.Leader, _ = s.cluster.Leader()
-		if !who.permits(u.caller, r.Method) {
+		method := r.Method
+		if k != kindWrite {
+			method = http.MethodGet // a form that changes nothing (log out)
+		}
+		if !who.permits(u.caller, method) {
 			s.uiFail(w, r, u, forbidden(u.caller, r.Method+" "+routeTemplate(r)))
 			return
 		}
