@@ -322,11 +322,18 @@ func testScopedOnEveryRoute(t *testing.T, role string) {
 	checked := 0
 	for _, route := range routes {
 		who := probe.e.srv.allowed[route]
-		if !who.permits(queue.RoleCaller(role), "POST") || strings.Contains(route, " /ui/") {
+		if !who.permits(queue.RoleCaller(role), "POST") {
 			continue
 		}
+		ui := strings.Contains(route, " /ui/")
 		sc := newScene(t, fsm.LatestLevel)
 		tok := sc.e.newToken(api.TokenCreateRequest{Name: "scoped", Role: role, Streams: []string{"mine"}})
+		var ck *http.Cookie
+		csrf := ""
+		if ui {
+			ck = uiLogin(t, sc.e, tok)
+			csrf = csrfOf(t, sc.e, ck)
+		}
 		// An untargeted job of stream s2 (any claw could read it), and one
 		// held under a lease of stream s.
 		id := sc.e.create(map[string]interface{}{"stream": "s2", "payload": map[string]string{"s": secret}})["id"].(string)
@@ -340,14 +347,15 @@ func testScopedOnEveryRoute(t *testing.T, role string) {
 					req.fields["stream"], req.fields["streams"] = "s2", []string{"s2"}
 				}
 			}
-			r := sc.send(req, tok, nil, "")
+			r := sc.send(req, tok, ck, csrf)
 			checked++
 			for _, s := range []string{secret, sc.sharedToken, heldSecret, forRightSecret} {
 				if strings.Contains(string(r.Body), s) {
 					t.Errorf("%s as a scoped token (%s): %d answer carries %q: %s", route, p.name, r.Code, s, trim(r.Body))
 				}
 			}
-			if p.job == id && strings.Contains(string(r.Body), `"s2"`) {
+			// (Naming the stream itself, the caller may be answered about it.)
+			if p.job == id && p.name != "naming the stream" && strings.Contains(string(r.Body), `"s2"`) {
 				t.Errorf("%s as a scoped token: %d answer names stream s2: %s", route, r.Code, trim(r.Body))
 			}
 			if stateOf(sc.e, id) != before || sc.theirs() != theirs {
