@@ -204,8 +204,9 @@ func (a *applier) emitJob(old, j *Job) {
 		if ev.Type == EventHeartbeat {
 			continue
 		}
-		a.emit(FeedEvent{At: ev.At, Kind: FeedJob, ID: j.ID, Type: ev.Type, Actor: ev.Actor, From: string(ev.From), To: string(ev.To),
-			Stream: j.Stream, Task: task, AttemptID: ev.AttemptID, WorkerID: ev.WorkerID, Text: ev.Text, Token: ev.Token})
+		actor, token := ev.Who()
+		a.emit(FeedEvent{At: ev.At, Kind: FeedJob, ID: j.ID, Type: ev.Type, Actor: actor, From: string(ev.From), To: string(ev.To),
+			Stream: j.Stream, Task: task, AttemptID: ev.AttemptID, WorkerID: ev.WorkerID, Text: ev.Text, Token: token})
 	}
 }
 

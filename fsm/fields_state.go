@@ -116,7 +116,6 @@ func (e *Event) fields(f *fields) {
 	f.str(7, &e.AttemptID)
 	f.istr(8, &e.WorkerID)
 	f.str(9, &e.Text)
-	f.istr(10, &e.Token)
 }
 
 func (b *Blob) fields(f *fields) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -238,7 +239,8 @@ func actorToken(t CommandType, cmd command) string {
 }
 
 // stampToken names the applying command's token on the events a change
-// of a job added (old: the version it replaces, nil for a new job).
+// of a job added (old: the version it replaces, nil for a new job), in
+// their actor (TokenSep).
 func (a *applier) stampToken(old, j *Job) {
 	if a.token == "" || a.t.level < LevelPolicies {
 		return
@@ -248,8 +250,8 @@ func (a *applier) stampToken(old, j *Job) {
 		from = len(old.History)
 	}
 	for i := from; i < len(j.History); i++ {
-		if j.History[i].Token == "" {
-			j.History[i].Token = a.token
+		if ev := &j.History[i]; !strings.Contains(ev.Actor, TokenSep) {
+			ev.Actor = a.in.str(ev.Actor + TokenSep + a.token)
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package fsm
 
+import "strings"
+
 // State is the canonical state of a job. Every API surface shows a mapping
 // of these five.
 type State string
@@ -293,9 +295,19 @@ type Event struct {
 	AttemptID string
 	WorkerID  string
 	Text      string
-	// Token names the named token of the call that caused the event
-	// ("" for an environment token or the cluster itself).
-	Token string
+}
+
+// TokenSep joins an event's actor and the named token of the call that
+// caused it, in Event.Actor ("left_claw/w1@indexer-1"): no role, worker id
+// or token name holds it, and the token kept in the interned actor string
+// costs a job's history nothing (Who splits them).
+const TokenSep = "@"
+
+// Who is the event's actor and the named token of the call that caused
+// it ("" for an environment token or the cluster itself).
+func (e *Event) Who() (actor, token string) {
+	actor, token, _ = strings.Cut(e.Actor, TokenSep)
+	return actor, token
 }
 
 // Event types.

@@ -124,13 +124,16 @@ const (
 	allowHead allow = 1 << iota
 	allowClaws
 	allowPublic
+	// allowGlobal marks a route about the whole cluster, not streams and
+	// their jobs: no stream-scoped token calls it (queue.Caller.MayCall).
+	allowGlobal
 	allowAll = allowHead | allowClaws
 )
 
 // permits says whether caller c may call a route of this allow, by the
 // route's method (write: anything but GET): queue.Caller.MayCall decides.
 func (a allow) permits(c queue.Caller, method string) bool {
-	return c.MayCall(a&allowHead != 0, a&allowClaws != 0, method != http.MethodGet && method != http.MethodHead)
+	return c.MayCall(a&allowHead != 0, a&allowClaws != 0, method != http.MethodGet && method != http.MethodHead, a&allowGlobal != 0)
 }
 
 // permitsRoute is permits for a route named "METHOD /path" (an MCP
@@ -141,6 +144,10 @@ func (s *Server) permitsRoute(c queue.Caller, route string) bool {
 }
 
 func forbidden(c queue.Caller, what string) error {
+	if c.Scoped() {
+		return errorf(http.StatusForbidden, api.CodeForbidden, "token %s (role %s, scoped to streams %s) may not %s",
+			c.Token, c.Role, strings.Join(c.Streams, ", "), what)
+	}
 	if c.ReadOnly() {
 		return errorf(http.StatusForbidden, api.CodeForbidden, "token %s is read-only (role %s): it may not %s", c.Token, c.Role, what)
 	}

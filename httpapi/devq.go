@@ -38,8 +38,8 @@ func (s *Server) devqRoutes() {
 	s.route("GET", "/api/tools", kindRead, allowAll, s.handleTools)
 	s.route("GET", "/api/scripts", kindRead, allowAll, s.handleScripts)
 	s.route("GET", "/api/registry", kindRead, allowAll, s.handleRegistry)
-	s.route("PUT", "/api/registry", kindWrite, allowHead, s.handleRegistrySet)
-	s.route("POST", "/api/purge", kindWrite, allowHead, s.handlePurge)
+	s.route("PUT", "/api/registry", kindWrite, allowHead|allowGlobal, s.handleRegistrySet)
+	s.route("POST", "/api/purge", kindWrite, allowHead|allowGlobal, s.handlePurge)
 }
 
 // Handlers.

@@ -30,7 +30,7 @@ func (s *Server) routes() {
 	s.route("GET", "/health", kindLocal, allowPublic, s.handleHealth)
 	s.route("GET", "/skill.md", kindLocal, allowPublic, s.handleSkill)
 	s.route("GET", "/openapi.yaml", kindLocal, allowPublic, s.handleOpenAPI)
-	s.route("GET", "/metrics", kindLocal, allowHead, s.handleMetrics)
+	s.route("GET", "/metrics", kindLocal, allowHead|allowGlobal, s.handleMetrics)
 
 	s.route("POST", "/jobs", kindWrite, allowHead, s.handleCreate)
 	s.route("GET", "/jobs", kindRead, allowAll, s.handleList)
@@ -73,11 +73,11 @@ func (s *Server) routes() {
 
 	s.route("GET", "/cluster/status", kindLocal, allowHead, s.handleClusterStatus)
 	s.route("GET", "/cluster/nodes", kindLocal, allowAll, s.handleClusterNodes)
-	s.route("POST", "/cluster/join", kindWrite, allowHead, s.handleJoin)
-	s.route("POST", "/cluster/remove", kindWrite, allowHead, s.handleRemove)
-	s.route("POST", "/cluster/transfer-leader", kindWrite, allowHead, s.handleTransfer)
-	s.route("GET", "/v1/keyring", kindLocal, allowHead, s.handleKeyring)
-	s.route("POST", "/v1/keyring/{op}", kindLocal, allowHead, s.handleKeyringChange)
-	s.route("GET", "/v1/snapshot", kindLocal, allowHead, s.handleSnapshotSave)
-	s.route("PUT", "/v1/snapshot", kindLocal, allowHead, s.handleSnapshotRestore)
+	s.route("POST", "/cluster/join", kindWrite, allowHead|allowGlobal, s.handleJoin)
+	s.route("POST", "/cluster/remove", kindWrite, allowHead|allowGlobal, s.handleRemove)
+	s.route("POST", "/cluster/transfer-leader", kindWrite, allowHead|allowGlobal, s.handleTransfer)
+	s.route("GET", "/v1/keyring", kindLocal, allowHead|allowGlobal, s.handleKeyring)
+	s.route("POST", "/v1/keyring/{op}", kindLocal, allowHead|allowGlobal, s.handleKeyringChange)
+	s.route("GET", "/v1/snapshot", kindLocal, allowHead|allowGlobal, s.handleSnapshotSave)
+	s.route("PUT", "/v1/snapshot", kindLocal, allowHead|allowGlobal, s.handleSnapshotRestore)
 }

@@ -13,10 +13,10 @@ import (
 // any caller asks who it is.
 
 func (s *Server) tokenRoutes() {
-	s.route("POST", "/v1/tokens", kindWrite, allowHead, s.handleTokenCreate)
-	s.route("GET", "/v1/tokens", kindRead, allowHead, s.handleTokenList)
-	s.route("GET", "/v1/tokens/{name}", kindRead, allowHead, s.handleTokenGet)
-	s.route("DELETE", "/v1/tokens/{name}", kindWrite, allowHead, s.handleTokenRevoke)
+	s.route("POST", "/v1/tokens", kindWrite, allowHead|allowGlobal, s.handleTokenCreate)
+	s.route("GET", "/v1/tokens", kindRead, allowHead|allowGlobal, s.handleTokenList)
+	s.route("GET", "/v1/tokens/{name}", kindRead, allowHead|allowGlobal, s.handleTokenGet)
+	s.route("DELETE", "/v1/tokens/{name}", kindWrite, allowHead|allowGlobal, s.handleTokenRevoke)
 	s.route("GET", "/v1/whoami", kindLocal, allowAll, s.handleWhoAmI)
 }
 

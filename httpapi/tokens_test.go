@@ -1,15 +1,19 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/fsm"
@@ -194,6 +198,11 @@ func TestTokenScopesAndBoundWorker(t *testing.T) {
 		t.Fatalf("the scoped token does not see its own stream's job: %s", r.Body)
 	}
 	e.do("POST", "/jobs", producer, map[string]any{"stream": "b", "payload": map[string]int{}}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	// A scoped head cannot mint itself an unscoped token, nor call another
+	// route about the whole cluster.
+	e.do("POST", "/v1/tokens", producer, api.TokenCreateRequest{Name: "escape", Role: fsm.HeadRole}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	e.do("GET", "/metrics", producer, nil).apiErr(t, http.StatusForbidden, api.CodeForbidden)
+	e.do("POST", "/api/purge", producer, map[string]any{}).apiErr(t, http.StatusForbidden, api.CodeForbidden)
 	if r := e.do("POST", "/jobs", producer, map[string]any{"stream": "a", "payload": map[string]int{}}); r.Code != http.StatusCreated {
 		t.Fatalf("create in scope: %d %s", r.Code, r.Body)
 	}
@@ -259,19 +268,26 @@ func TestReadOnlyTokenOnEveryRoute(t *testing.T) {
 	for _, route := range routes {
 		who := probe.e.srv.allowed[route]
 		method, _, _ := strings.Cut(route, " ")
-		if who == allowPublic || strings.Contains(route, " /ui/") {
+		if who == allowPublic {
 			continue
 		}
+		ui := strings.Contains(route, " /ui/")
 		sc := newScene(t, fsm.LatestLevel)
 		op := sc.e.newToken(api.TokenCreateRequest{Name: "ops", Role: fsm.OperatorRole})
+		var ck *http.Cookie
+		csrf := ""
+		if ui {
+			ck = uiLogin(t, sc.e, op)
+			csrf = csrfOf(t, sc.e, ck)
+		}
 		before, idx := stateOf(sc.e, sc.held), sc.e.fc.fsm.AppliedIndex()
 		req := requestFor(route, pose{worker: "lw", job: sc.held, token: sc.heldToken, atmpt: sc.heldAttempt})
-		r := sc.send(req, op, nil, "")
+		r := sc.send(req, op, ck, csrf)
 		checked++
-		write := method != http.MethodGet
+		write := method != http.MethodGet && route != "POST /ui/logout"
 		switch {
 		case write || who&allowHead == 0:
-			if r.Code != http.StatusForbidden || apiCode(r) != api.CodeForbidden {
+			if r.Code != http.StatusForbidden || (!ui && apiCode(r) != api.CodeForbidden) {
 				t.Errorf("%s as the read-only operator: %d %s, want 403", route, r.Code, trim(r.Body))
 			}
 			if stateOf(sc.e, sc.held) != before || sc.e.fc.fsm.AppliedIndex() != idx {
@@ -286,10 +302,16 @@ func TestReadOnlyTokenOnEveryRoute(t *testing.T) {
 	}
 }
 
-// A stream-scoped claw token, on every route it may call: aimed at a job
-// of another stream (one its role could read), no answer carries the job,
-// and nothing of it changes.
+// A stream-scoped claw token, and a stream-scoped head token, on every
+// route each may call: aimed at a job of another stream (one its role
+// could read), no answer carries the job, and nothing of it changes.
 func TestScopedTokenOnEveryRoute(t *testing.T) {
+	for _, role := range []string{fsm.RoleLeftClaw, fsm.HeadRole} {
+		t.Run(role, func(t *testing.T) { testScopedOnEveryRoute(t, role) })
+	}
+}
+
+func testScopedOnEveryRoute(t *testing.T, role string) {
 	probe := newScene(t, fsm.LatestLevel)
 	routes := make([]string, 0, len(probe.e.srv.allowed))
 	for r := range probe.e.srv.allowed {
@@ -300,11 +322,18 @@ func TestScopedTokenOnEveryRoute(t *testing.T) {
 	checked := 0
 	for _, route := range routes {
 		who := probe.e.srv.allowed[route]
-		if who&allowClaws == 0 || strings.Contains(route, " /ui/") {
+		if !who.permits(queue.RoleCaller(role), "POST") {
 			continue
 		}
+		ui := strings.Contains(route, " /ui/")
 		sc := newScene(t, fsm.LatestLevel)
-		tok := sc.e.newToken(api.TokenCreateRequest{Name: "scoped", Role: fsm.RoleLeftClaw, Streams: []string{"mine"}})
+		tok := sc.e.newToken(api.TokenCreateRequest{Name: "scoped", Role: role, Streams: []string{"mine"}})
+		var ck *http.Cookie
+		csrf := ""
+		if ui {
+			ck = uiLogin(t, sc.e, tok)
+			csrf = csrfOf(t, sc.e, ck)
+		}
 		// An untargeted job of stream s2 (any claw could read it), and one
 		// held under a lease of stream s.
 		id := sc.e.create(map[string]interface{}{"stream": "s2", "payload": map[string]string{"s": secret}})["id"].(string)
@@ -318,14 +347,15 @@ func TestScopedTokenOnEveryRoute(t *testing.T) {
 					req.fields["stream"], req.fields["streams"] = "s2", []string{"s2"}
 				}
 			}
-			r := sc.send(req, tok, nil, "")
+			r := sc.send(req, tok, ck, csrf)
 			checked++
 			for _, s := range []string{secret, sc.sharedToken, heldSecret, forRightSecret} {
 				if strings.Contains(string(r.Body), s) {
 					t.Errorf("%s as a scoped token (%s): %d answer carries %q: %s", route, p.name, r.Code, s, trim(r.Body))
 				}
 			}
-			if p.job == id && strings.Contains(string(r.Body), `"s2"`) {
+			// (Naming the stream itself, the caller may be answered about it.)
+			if p.job == id && p.name != "naming the stream" && strings.Contains(string(r.Body), `"s2"`) {
 				t.Errorf("%s as a scoped token: %d answer names stream s2: %s", route, r.Code, trim(r.Body))
 			}
 			if stateOf(sc.e, id) != before || sc.theirs() != theirs {
@@ -375,5 +405,37 @@ func TestUITokensPage(t *testing.T) {
 	}
 	if r := e.page("GET", "/ui/", op, ""); r.Code != http.StatusSeeOther {
 		t.Fatalf("the revoked token's session: %d %s", r.Code, trim(r.Body))
+	}
+}
+
+// Over MCP: head creates a token with token_create; a session opened with
+// it follows its rules (the operator's writes are refused), lists no
+// secret, and ends once the token is revoked (token_revoke).
+func TestMCPNamedTokens(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LatestLevel))
+	ts := httptest.NewServer(e.h)
+	defer ts.Close()
+	head := mcpSession(t, ts.URL, headTok)
+	var created api.TokenCreated
+	mcpCall(t, head, "token_create", map[string]any{"name": "watcher", "role": "operator", "note": "on call"}, &created)
+	if created.Secret == "" || created.Role != fsm.OperatorRole {
+		t.Fatalf("token_create = %+v", created)
+	}
+	var list struct{ Tokens []api.Token }
+	mcpCall(t, head, "token_list", map[string]any{}, &list)
+	if len(list.Tokens) != 1 || list.Tokens[0].Name != "watcher" {
+		t.Fatalf("token_list = %+v", list)
+	}
+	op := mcpSession(t, ts.URL, created.Secret)
+	var streams struct{ Streams []any }
+	mcpCall(t, op, "list_streams", map[string]any{}, &streams)
+	res, err := op.CallTool(context.Background(), &mcp.CallToolParams{Name: "enqueue", Arguments: map[string]any{"stream": "s", "payload": map[string]any{}}})
+	if err != nil || !res.IsError {
+		t.Fatalf("the operator's enqueue: %v %+v", err, res)
+	}
+	var revoked api.Token
+	mcpCall(t, head, "token_revoke", map[string]any{"name": "watcher"}, &revoked)
+	if _, err := op.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_streams", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("a revoked token's MCP session still answers")
 	}
 }

@@ -143,7 +143,11 @@ func (s *Server) uiRoute(pattern string, k kind, who allow, h uiHandler) {
 			r = r.WithContext(ctx)
 		}
 		u.Leader, _ = s.cluster.Leader()
-		if !who.permits(u.caller, r.Method) {
+		method := r.Method
+		if k != kindWrite {
+			method = http.MethodGet // a form that changes nothing (log out)
+		}
+		if !who.permits(u.caller, method) {
 			s.uiFail(w, r, u, forbidden(u.caller, r.Method+" "+routeTemplate(r)))
 			return
 		}
@@ -397,7 +401,7 @@ func (s *Server) uiCluster(w http.ResponseWriter, r *http.Request, u *uiView) er
 	d := &clusterData{Status: viewStatus(cs), State: st}
 	d.Status.Level = s.queue.Local().Level()
 	if u.caller.ViewRole() == RoleHead { // the dead letters are head's (as GET /dlq)
-		if d.Dead, d.Next, err = s.queue.ListDLQ(fsm.ListFilter{Limit: uiPageSize}); err != nil {
+		if d.Dead, d.Next, err = s.queue.ListDLQFor(u.caller, fsm.ListFilter{Limit: uiPageSize}); err != nil {
 			return err
 		}
 	}

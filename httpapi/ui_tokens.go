@@ -14,9 +14,9 @@ import (
 // revoke button for each.
 
 func (s *Server) uiTokenRoutes() {
-	s.uiRoute("GET /ui/tokens", kindRead, allowHead, s.uiTokens)
-	s.uiRoute("POST /ui/tokens", kindWrite, allowHead, s.uiTokenCreate)
-	s.uiRoute("POST /ui/tokens/{name}/revoke", kindWrite, allowHead, s.uiTokenRevoke)
+	s.uiRoute("GET /ui/tokens", kindRead, allowHead|allowGlobal, s.uiTokens)
+	s.uiRoute("POST /ui/tokens", kindWrite, allowHead|allowGlobal, s.uiTokenCreate)
+	s.uiRoute("POST /ui/tokens/{name}/revoke", kindWrite, allowHead|allowGlobal, s.uiTokenRevoke)
 }
 
 type tokensData struct {

@@ -361,7 +361,7 @@ func (s *Server) handleDLQList(w http.ResponseWriter, r *http.Request, c *call) 
 	if err != nil {
 		return err
 	}
-	jobs, next, err := s.queue.ListDLQ(f)
+	jobs, next, err := s.queue.ListDLQFor(c.caller, f)
 	if err != nil {
 		return err
 	}

@@ -254,9 +254,16 @@ func (c Caller) InScope(stream string) bool {
 }
 
 // MayCall reports whether the caller may call a route head may call
-// (head), the claws may (claws), and that changes something (write). The
-// read-only operator may call what head may and reads.
-func (c Caller) MayCall(head, claws, write bool) bool {
+// (head), the claws may (claws), that changes something (write), and
+// that concerns the whole cluster rather than streams and their jobs
+// (global: metrics, backups, membership, the keyring, the registry, the
+// purge, the tokens). The read-only operator may call what head may and
+// reads; a token scoped to streams calls no global route (a scoped head
+// could otherwise mint itself an unscoped token).
+func (c Caller) MayCall(head, claws, write, global bool) bool {
+	if global && c.Scoped() {
+		return false
+	}
 	switch {
 	case c.Role == fsm.HeadRole:
 		return head
@@ -337,7 +344,7 @@ func (s *Service) callerOf(a fsm.Actor) (Caller, error) {
 // nothing; a bound token acts as its worker alone; a scoped token names,
 // creates in and acts on jobs of its streams alone (a claim naming no
 // stream claims from its scopes). Every command is read the same way, by
-// its fields: Actor, Stream, Streams, JobID and Ref.
+// its fields: Actor, Stream, Streams, JobID, ClonedFrom and Ref.
 func (s *Service) authorizeWrite(cmd interface{}) error {
 	v := reflect.ValueOf(cmd)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
@@ -381,9 +388,11 @@ func (s *Service) authorizeWrite(cmd interface{}) error {
 		}
 	}
 	var ids []string
-	if f.jobID != nil {
-		if id := v.FieldByIndex(f.jobID).String(); id != "" {
-			ids = append(ids, id)
+	for _, idx := range [][]int{f.jobID, f.cloned} {
+		if idx != nil {
+			if id := v.FieldByIndex(idx).String(); id != "" {
+				ids = append(ids, id)
+			}
 		}
 	}
 	if f.ref != nil {
@@ -402,7 +411,7 @@ func (s *Service) authorizeWrite(cmd interface{}) error {
 
 // cmdFields are the index paths of the fields authorizeWrite reads of a
 // command type (nil: it has none such).
-type cmdFields struct{ actor, stream, streams, jobID, ref []int }
+type cmdFields struct{ actor, stream, streams, jobID, cloned, ref []int }
 
 var cmdFieldCache sync.Map // reflect.Type → *cmdFields
 
@@ -421,6 +430,7 @@ func fieldsOf(t reflect.Type) *cmdFields {
 	f.stream = find("Stream", reflect.TypeOf(""))
 	f.streams = find("Streams", reflect.TypeOf([]string(nil)))
 	f.jobID = find("JobID", reflect.TypeOf(""))
+	f.cloned = find("ClonedFrom", reflect.TypeOf(""))
 	f.ref = find("Ref", reflect.TypeOf(fsm.LeaseRef{}))
 	cmdFieldCache.Store(t, f)
 	return f

@@ -316,6 +316,15 @@ func (s *Service) ListDLQ(f fsm.ListFilter) ([]*fsm.Job, uint64, error) {
 	return s.state.Read().List(s.bounded(f))
 }
 
+// ListDLQFor is ListDLQ as caller c may see it (a scoped token, its
+// streams' dead letters).
+func (s *Service) ListDLQFor(c Caller, f fsm.ListFilter) ([]*fsm.Job, uint64, error) {
+	if c.Scoped() {
+		f.Visible = func(j *fsm.Job) bool { return c.InScope(j.Stream) }
+	}
+	return s.ListDLQ(f)
+}
+
 // ClaimJob claims the job id for actor, who has the capabilities caps
 // (the v0 claim by id): ClaimNext with the job named.
 func (s *Service) ClaimJob(ctx context.Context, id string, actor fsm.Actor, caps []string) (*fsm.Job, uint64, error) {
