@@ -171,6 +171,9 @@ type ScheduleFireCommand struct {
 	ID      string
 	Trigger bool
 	Dropped int64
+	// Actor is who asked for a trigger (none for a tick): its token is
+	// named on the job's events.
+	Actor Actor
 }
 
 // ErrStaleTick: a fire for ticks the schedule has already fired.
@@ -214,6 +217,7 @@ func (c *ScheduleFireCommand) fields(f *fields) {
 	f.str(4, &c.ID)
 	f.bool(5, &c.Trigger)
 	f.i64(6, &c.Dropped)
+	f.actor(7, &c.Actor)
 }
 
 func (s *Schedule) fields(f *fields) {

@@ -173,7 +173,7 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 const AutoFailed = "auto_failed"
 
 // countedEvents are the event types the counters keep, in a fixed order.
-var countedEvents = []string{EventCreated, EventClaimed, EventStarted, EventCompleted, EventFailed,
+var countedEvents = [...]string{EventCreated, EventClaimed, EventStarted, EventCompleted, EventFailed,
 	EventReleased, EventReaped, EventDead, EventRedriven, EventRouted, EventComment, AutoFailed,
 	EventCancelRequested, EventCancelled, EventCompleteRefused}
 
@@ -181,7 +181,7 @@ type eventCounts struct {
 	// from: entries at or below this index are not counted (a restarted
 	// node replaying its log counted them in its previous life).
 	from atomic.Uint64
-	n    [16]atomic.Uint64
+	n    [len(countedEvents)]atomic.Uint64
 }
 
 func eventSlot(typ string) int {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -61,6 +62,10 @@ func viewSchedule(v *queue.ScheduleView) api.Schedule {
 		if t.BackoffBase > 0 || t.BackoffMax > 0 {
 			j.Backoff = &api.Backoff{Base: t.BackoffBase, Max: t.BackoffMax}
 		}
+		if t.ResultSchema != "" {
+			j.ResultSchema = json.RawMessage(t.ResultSchema)
+		}
+		j.RateLimit = viewRate(t.Rate)
 		out.Job = j
 	}
 	for _, r := range sc.Recent {

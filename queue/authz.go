@@ -438,10 +438,21 @@ func fieldsOf(t reflect.Type) *cmdFields {
 
 // maySchedule checks that actor may create, read or change recurring
 // schedules (schedules.go): head alone, on every surface (a schedule makes
-// jobs, which head alone creates).
-func maySchedule(actor fsm.Actor) error {
+// jobs, which head alone creates), and of head's named tokens only one
+// without stream scopes: a schedule's jobs may go to any stream and its
+// list shows them all. The read-only operator reads them as head does;
+// its writes are refused before they are proposed (authorizeWrite).
+func (s *Service) maySchedule(actor fsm.Actor) error {
 	if actor.Role != fsm.HeadRole {
 		return &ForbiddenError{Message: "schedules are head's: only a head token may create, read or change them"}
+	}
+	c, err := s.callerOf(actor)
+	if err != nil {
+		return err
+	}
+	if c.Scoped() {
+		return &ForbiddenError{Message: fmt.Sprintf("token %s is scoped to streams %s; schedules span every stream: only a head token without stream scopes may use them",
+			c.Token, strings.Join(c.Streams, ", "))}
 	}
 	return nil
 }

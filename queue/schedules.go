@@ -243,7 +243,7 @@ func dueFire(sc *fsm.Schedule, sp spec, now int64) *fsm.ScheduleFireCommand {
 // ValidateSchedule checks a schedule input without proposing anything
 // and returns the schedule the state machine would store.
 func (s *Service) ValidateSchedule(ctx context.Context, in ScheduleInput) (*fsm.Schedule, error) {
-	if err := maySchedule(in.Actor); err != nil {
+	if err := s.maySchedule(in.Actor); err != nil {
 		return nil, err
 	}
 	if !ValidName(in.Name) {
@@ -317,7 +317,7 @@ func (s *Service) CreateSchedule(ctx context.Context, in ScheduleInput) (*Schedu
 
 // Schedules lists every schedule, by name, for head.
 func (s *Service) Schedules(actor fsm.Actor) ([]ScheduleView, error) {
-	if err := maySchedule(actor); err != nil {
+	if err := s.maySchedule(actor); err != nil {
 		return nil, err
 	}
 	all := s.state.Read().Schedules()
@@ -336,7 +336,7 @@ func (e *ScheduleNotFound) Unwrap() error { return fsm.ErrNotFound }
 
 // Schedule reads one schedule, for head.
 func (s *Service) Schedule(actor fsm.Actor, name string) (*ScheduleView, error) {
-	if err := maySchedule(actor); err != nil {
+	if err := s.maySchedule(actor); err != nil {
 		return nil, err
 	}
 	sc := s.state.Peek().Schedule(name)
@@ -367,7 +367,7 @@ func scheduleRefusal(name string, err error) error {
 // idempotent. A resumed schedule's next tick is the first after the
 // resume: the ticks of the pause are not caught up.
 func (s *Service) PauseSchedule(ctx context.Context, name string, pause bool, actor fsm.Actor) (*ScheduleView, uint64, error) {
-	if err := maySchedule(actor); err != nil {
+	if err := s.maySchedule(actor); err != nil {
 		return nil, 0, err
 	}
 	if !s.atLevel(ctx, fsm.LevelPolicies) {
@@ -382,7 +382,7 @@ func (s *Service) PauseSchedule(ctx context.Context, name string, pause bool, ac
 
 // DeleteSchedule deletes a schedule; the jobs it made stay.
 func (s *Service) DeleteSchedule(ctx context.Context, name string, actor fsm.Actor) (uint64, error) {
-	if err := maySchedule(actor); err != nil {
+	if err := s.maySchedule(actor); err != nil {
 		return 0, err
 	}
 	if !s.atLevel(ctx, fsm.LevelPolicies) {
@@ -397,14 +397,14 @@ func (s *Service) DeleteSchedule(ctx context.Context, name string, actor fsm.Act
 // still waits for the previous run's). Its idempotency key names the
 // trigger's time. The schedule's ticks are unchanged.
 func (s *Service) TriggerSchedule(ctx context.Context, name string, actor fsm.Actor) (*ScheduleView, *fsm.Job, uint64, error) {
-	if err := maySchedule(actor); err != nil {
+	if err := s.maySchedule(actor); err != nil {
 		return nil, nil, 0, err
 	}
 	if !s.atLevel(ctx, fsm.LevelPolicies) {
 		return nil, nil, 0, ErrUpgradeInProgress
 	}
 	now := s.now()
-	res, idx, err := s.Propose(ctx, fsm.CmdScheduleFire, &fsm.ScheduleFireCommand{Now: now, Name: name, Through: now, ID: s.cfg.NewID(), Trigger: true})
+	res, idx, err := s.Propose(ctx, fsm.CmdScheduleFire, &fsm.ScheduleFireCommand{Now: now, Name: name, Through: now, ID: s.cfg.NewID(), Trigger: true, Actor: actor})
 	if err != nil {
 		return nil, nil, idx, scheduleRefusal(name, err)
 	}
