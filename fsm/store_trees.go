@@ -107,7 +107,7 @@ func declareTrees() []treeDecl {
 		tree(tWorkers, newCatalog[Worker], func(t *tables) **catalog[Worker] { return &t.workers }),
 		tree(tWorkerIDs, newBindingTree, func(t *tables) **btree.BTreeG[bindingItem] { return &t.workerIDs }),
 		tree(tWorkerIDs, newSeenTree, func(t *tables) **btree.BTreeG[seenItem] { return &t.workerSeen }),
-		tree(tRates, btreeOf(lessRate), func(t *tables) **btree.BTreeG[rateItem] { return &t.rates }),
+		tree(tRates, btreeOf(lessRate), func(t *tables) **btree.BTreeG[rateRef] { return &t.rates }),
 		tree(tRates, btreeOf(lessRateDue), func(t *tables) **btree.BTreeG[rateDueItem] { return &t.rateDue }),
 		tree(tRates, newRatedTree, func(t *tables) **btree.BTreeG[keyedItem] { return &t.rated }),
 		tree(tRates, newRateAdmittedTree, func(t *tables) **btree.BTreeG[keyedItem] { return &t.rateAdmitted }),
