@@ -181,7 +181,7 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 		return &Result{Job: j, Err: err}
 	}
 	if r := j.Extra().Rate; r != nil && !a.t.rateAllows(r, g.Now) {
-		return &Result{Job: j, Err: refuse(ErrNotYetClaimable, "claim", j, "its rate key "+r.Key+" allows no claim now")}
+		return &Result{Job: j, Err: refuse(ErrNotYetClaimable, "claim", j, "its rate limit (key "+r.Key+") allows no claim now; GET /rates says when it next does")}
 	}
 	if !eligible(j, targets) {
 		return &Result{Job: j, Err: refuse(ErrTargetMismatch, "claim", j, "it is targeted at "+j.DescribeTarget())}
