@@ -133,7 +133,7 @@ func (b *RateBucket) Tokens(now int64) int {
 	if now < b.AllowAt() {
 		return 0
 	}
-	return int(min(burst, (now-b.TAT)/t+burst))
+	return int(min(burst, (now-b.AllowAt())/t+1))
 }
 
 type (
