@@ -192,7 +192,7 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 		return &Result{Job: j, Err: err}
 	}
 	if r := j.Extra().Rate; r != nil && !a.t.rateAllows(r, g.Now) {
-		return &Result{Job: j, Err: refuse(ErrNotYetClaimable, "claim", j, "its rate key "+r.Key+" allows no claim now")}
+		return &Result{Job: j, Err: refuse(ErrNotYetClaimable, "claim", j, "its rate limit (key "+r.Key+") allows no claim now; GET /rates says when it next does")}
 	}
 	if !eligible(j, targets) {
 		return &Result{Job: j, Err: refuse(ErrTargetMismatch, "claim", j, "it is targeted at "+j.DescribeTarget())}
@@ -203,6 +203,9 @@ func (a *applier) claimJob(id string, targets []string, g grant) *Result {
 	if j.Attempts >= j.MaxAttempts {
 		d := a.kill(j, g.Now, a.in.actor(g.Actor), "claim with no attempts left")
 		return &Result{Job: d, Err: refuse(ErrMaxAttempts, "claim", d, fmt.Sprintf("attempts %d of %d used; job is dead", d.Attempts, d.MaxAttempts))}
+	}
+	if r := j.Extra().Rate; r != nil {
+		a.spendRate(r, g.Now) // allowed: checked above
 	}
 	return &Result{Job: a.start(j, g), Claimed: true}
 }
@@ -247,15 +250,14 @@ func (a *applier) claimNext(streams, targets []string, g grant) *Result {
 		if j == nil {
 			return &Result{}
 		}
-		if r := j.Extra().Rate; r != nil && !a.t.rateAllows(r, g.Now) {
-			// Admitted under an earlier time than this entry's (a new
-			// leader's clock behind the old one's): closed until it allows.
-			a.block(a.bucketFor(r))
+		if j.Attempts >= j.MaxAttempts {
+			a.kill(j, g.Now, a.in.actor(g.Actor), "claim with no attempts left")
 			skips++
 			continue
 		}
-		if j.Attempts >= j.MaxAttempts {
-			a.kill(j, g.Now, a.in.actor(g.Actor), "claim with no attempts left")
+		if r := j.Extra().Rate; r != nil && !a.spendRate(r, g.Now) {
+			// Admitted under an earlier time than this entry's (a new
+			// leader's clock behind the old one's): closed until it allows.
 			skips++
 			continue
 		}
@@ -268,10 +270,9 @@ func (a *applier) nextQueued(streams, targets []string, worker string) *Job {
 	return a.t.nextQueued(streams, targets, a.caps, worker)
 }
 
+// start takes queued job old under g's lease (a rate limit's token, if it
+// has one, already spent).
 func (a *applier) start(old *Job, g grant) *Job {
-	if r := old.Extra().Rate; r != nil {
-		a.takeRate(r, g.Now)
-	}
 	j := copyJob(old)
 	j.State = StateRunning
 	j.Attempts++

@@ -133,7 +133,7 @@ func (b *RateBucket) Tokens(now int64) int {
 	if now < b.AllowAt() {
 		return 0
 	}
-	return int(min(burst, (now-b.TAT)/t+burst))
+	return int(min(burst, (now-b.AllowAt())/t+1))
 }
 
 type (
@@ -151,9 +151,16 @@ type (
 		at  int64
 		key string
 	}
+	// rateRef is a bucket in the rates index: its key, and the bucket,
+	// never changed once stored (a change stores a new one), so the
+	// index's nodes stay small to copy.
+	rateRef struct {
+		key string
+		it  *rateItem
+	}
 )
 
-func lessRate(a, b rateItem) bool { return a.Key < b.Key }
+func lessRate(a, b rateRef) bool { return a.key < b.key }
 func lessRateDue(a, b rateDueItem) bool {
 	return a.at < b.at || (a.at == b.at && a.key < b.key)
 }
@@ -177,11 +184,22 @@ func ratedEntry(j *Job) (keyedItem, bool) {
 }
 
 func (t *tables) rate(key string) (rateItem, bool) {
-	return t.rates.Get(rateItem{RateBucket: RateBucket{RateLimit: RateLimit{Key: key}}})
+	ref, ok := t.rates.Get(rateRef{key: key})
+	if !ok {
+		return rateItem{}, false
+	}
+	return *ref.it, true
+}
+
+// eachRate calls each for every bucket, by key, while it answers true.
+func (t *tables) eachRate(each func(it *rateItem) bool) {
+	t.rates.Ascend(func(ref rateRef) bool { return each(ref.it) })
 }
 
 func (w *writer) setRate(it rateItem) {
-	w.t.rates.ReplaceOrInsert(it)
+	p := new(rateItem)
+	*p = it
+	w.t.rates.ReplaceOrInsert(rateRef{it.Key, p})
 	w.dirty[tRates] = true
 }
 
@@ -313,6 +331,12 @@ func (w *writer) admitRateGroup(key, stream, target string, open bool) {
 			return false
 		})
 	}
+	w.admitRateHead(key, stream, target, head, hasHead)
+}
+
+// admitRateHead makes head (hasHead: there is one to admit) the group's
+// job in its lane.
+func (w *writer) admitRateHead(key, stream, target string, head keyedItem, hasHead bool) {
 	cur, hasCur := w.t.rateAdmitted.Get(groupStart(key, stream, target))
 	if hasCur && hasHead && cur == head {
 		return
@@ -363,7 +387,7 @@ func (w *writer) openKey(key string) {
 		if !found {
 			return
 		}
-		w.admitRateGroup(key, head.q.stream, head.q.target, true)
+		w.admitRateHead(key, head.q.stream, head.q.target, head, true)
 		from = groupStart(key, head.q.stream, head.q.target+"\x00")
 	}
 }
@@ -390,17 +414,25 @@ func (t *tables) rateAllows(r *RateLimit, now int64) bool {
 	return !ok || (!it.Blocked && it.AllowAt() <= now)
 }
 
-// takeRate spends one token of r's key at now. The bucket closes when it
-// has none left, and its jobs leave their lanes.
-func (w *writer) takeRate(r *RateLimit, now int64) (blocked bool) {
+// spendRate spends one token of r's key at now, if the bucket allows a
+// claim; a bucket left empty closes, and its jobs leave their lanes. A
+// bucket found empty (its jobs admitted under an earlier time than now, a
+// new leader's clock behind the old one's) closes, and the answer is false.
+func (w *writer) spendRate(r *RateLimit, now int64) bool {
 	it := w.bucketFor(r)
+	if it.Blocked || it.AllowAt() > now {
+		if !it.Blocked {
+			w.block(it)
+		}
+		return false
+	}
 	it.TAT = max(it.TAT, now) + it.interval()
 	if it.AllowAt() > now {
 		w.block(it)
 		return true
 	}
 	w.setRate(it)
-	return false
+	return true
 }
 
 // defineRate makes r the rate of its key, from now on (the latest create
@@ -427,18 +459,13 @@ func (w *writer) rateTick(now int64) {
 	if w.t.rateDue.Len() == 0 {
 		return
 	}
-	var buf [8]rateDueItem
-	due := buf[:0]
-	w.t.rateDue.Ascend(func(d rateDueItem) bool {
-		if d.at > now || len(due) == maxRateTicks {
-			return false
+	for range maxRateTicks {
+		d, ok := w.t.rateDue.Min()
+		if !ok || d.at > now {
+			return
 		}
-		due = append(due, d)
-		return true
-	})
-	for _, d := range due {
+		w.t.rateDue.DeleteMin()
 		it, ok := w.t.rate(d.key)
-		w.t.rateDue.Delete(d)
 		w.dirty[tRates] = true
 		if !ok {
 			continue
@@ -451,12 +478,11 @@ func (w *writer) rateTick(now int64) {
 				continue
 			}
 			it.Blocked = false
-			w.setRate(it)
-			w.openKey(it.Key)
+			w.openKey(it.Key) // reads the groups, not the bucket
 		}
 		if it.jobs == 0 {
 			if it.TAT <= now {
-				w.t.rates.Delete(it)
+				w.t.rates.Delete(rateRef{key: it.Key})
 				continue
 			}
 			w.fileDue(&it, it.TAT)
@@ -481,7 +507,7 @@ func (r *Reader) NextRateDue() int64 {
 func (r *Reader) RateBuckets() []RateBucket {
 	var out []RateBucket
 	r.point(func(t *tables) {
-		t.rates.Ascend(func(it rateItem) bool {
+		t.eachRate(func(it *rateItem) bool {
 			out = append(out, it.RateBucket)
 			return true
 		})
@@ -532,7 +558,7 @@ func (r *Reader) RateKeyWaiting(role string, inStream func(stream string) bool) 
 
 // rateWaiting calls each for every job a closed bucket holds back.
 func (t *tables) rateWaiting(each func(it keyedItem)) {
-	t.rates.Ascend(func(b rateItem) bool {
+	t.eachRate(func(b *rateItem) bool {
 		if b.Blocked {
 			t.rated.AscendGreaterOrEqual(groupStart(b.Key, "", ""), func(it keyedItem) bool {
 				if it.key != b.Key {
@@ -552,7 +578,7 @@ func newRateAdmittedTree() *btree.BTreeG[keyedItem] { return btree.NewG(btreeDeg
 func init() {
 	registerSnap(snapRow(snapRate, "Rates", 11,
 		func(t *tables, _ int, r *recordWriter) {
-			t.rates.Ascend(func(it rateItem) bool {
+			t.eachRate(func(it *rateItem) bool {
 				b := it.RateBucket
 				return r.add(&b, func(*enc) {})
 			})

@@ -73,6 +73,15 @@ func TestRateBucketRefillAndBurst(t *testing.T) {
 	if w := h.f.Read().RateWaiting(HeadRole, func(string) bool { return true }); w[DefaultStream] != 9 {
 		t.Fatalf("waiting on the rate: %v", w)
 	}
+	// Tokens counts what the bucket allows, as the claims find it.
+	for _, c := range []struct {
+		at   int64
+		want int
+	}{{0, 0}, {5e9 - 1, 0}, {5e9, 1}, {7.5e9, 1}, {10e9, 2}, {15e9, 3}, {3600e9, 3}} {
+		if got := b.Tokens(h.now + c.at); got != c.want {
+			t.Errorf("tokens %v after the burst: %d, want %d", c.at, got, c.want)
+		}
+	}
 	h.now += 5e9 - 1
 	want(0, "just before a token")
 	h.now++

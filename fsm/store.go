@@ -304,7 +304,7 @@ type tables struct {
 	// The rate limits (ratelimit.go): each key's bucket, the buckets by
 	// due time, the claimable jobs with a rate by key and lane, and the
 	// first job of each group admitted into its lane.
-	rates        *btree.BTreeG[rateItem]
+	rates        *btree.BTreeG[rateRef]
 	rateDue      *btree.BTreeG[rateDueItem]
 	rated        *btree.BTreeG[keyedItem]
 	rateAdmitted *btree.BTreeG[keyedItem]

@@ -343,7 +343,7 @@ func checkRates(t testing.TB, v *tables, rated []keyedItem) int {
 		return true
 	})
 	dues := 0
-	v.rates.Ascend(func(b rateItem) bool {
+	v.eachRate(func(b *rateItem) bool {
 		if b.jobs != live[b.Key] {
 			t.Fatalf("rate key %s counts %d live jobs, jobs say %d", b.Key, b.jobs, live[b.Key])
 		}

@@ -112,7 +112,7 @@ func declareTrees() []treeDecl {
 		tree(tTokens, newCatalog[Token], func(t *tables) **catalog[Token] { return &t.tokens }),
 		tree(tTokens, newCatalog[Token], func(t *tables) **catalog[Token] { return &t.tokenHashes }),
 		tree(tWorkerIDs, newSeenTree, func(t *tables) **btree.BTreeG[seenItem] { return &t.workerSeen }),
-		tree(tRates, btreeOf(lessRate), func(t *tables) **btree.BTreeG[rateItem] { return &t.rates }),
+		tree(tRates, btreeOf(lessRate), func(t *tables) **btree.BTreeG[rateRef] { return &t.rates }),
 		tree(tRates, btreeOf(lessRateDue), func(t *tables) **btree.BTreeG[rateDueItem] { return &t.rateDue }),
 		tree(tRates, newRatedTree, func(t *tables) **btree.BTreeG[keyedItem] { return &t.rated }),
 		tree(tRates, newRateAdmittedTree, func(t *tables) **btree.BTreeG[keyedItem] { return &t.rateAdmitted }),

@@ -84,6 +84,9 @@ func TestRateLimitCreateAndStats(t *testing.T) {
 			t.Errorf("dashboard lacks %q", want)
 		}
 	}
+	if page := string(e.page("GET", "/ui/tasks/"+ids[2], ck, "").Body); !strings.Contains(page, `key vendor: 2 per 1m0s, burst 2`) {
+		t.Errorf("task page lacks the job's rate:\n%s", page)
+	}
 	if r := e.do("GET", "/metrics", headTok, nil); r.Code != 200 || !containsAny(string(r.Body), `spine_jobs_rate_limited{stream="api"} 2`) {
 		t.Fatalf("metrics lack the rate-limited gauge:\n%s", r.Body)
 	}

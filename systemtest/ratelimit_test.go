@@ -65,9 +65,17 @@ func TestRateLimitHoldsAcrossLeaderKill(t *testing.T) {
 		t.Fatalf("spine jobs create with a rate: %v %+v", err, cj)
 	}
 	rated[cj.ID] = true
+	// Jobs of another key, with a generous rate, in the same stream (the
+	// stream's default gives every job there a rate), and jobs without
+	// any rate in a stream the workers list after it: neither waits
+	// behind the limited key.
 	var plainIDs []string
 	for i := range plain {
-		plainIDs = append(plainIDs, apiCreate(t, fs[i%2].URL, map[string]any{"stream": stream, "payload": "plain"}).ID)
+		plainIDs = append(plainIDs, apiCreate(t, fs[i%2].URL, map[string]any{"stream": stream, "payload": "other key",
+			"rateLimit": map[string]any{"key": "other-api", "limit": 1000, "periodSeconds": 1}}).ID)
+	}
+	for i := range 2 {
+		plainIDs = append(plainIDs, apiCreate(t, fs[i%2].URL, map[string]any{"stream": "free", "payload": "no rate"}).ID)
 	}
 
 	// Workers claim in a loop through the followers (and, after the kill,
@@ -90,7 +98,7 @@ func TestRateLimitHoldsAcrossLeaderKill(t *testing.T) {
 				mu.Lock()
 				node := survivors[(w+i)%len(survivors)]
 				mu.Unlock()
-				r, err := apiRequest("POST", node.URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: fmt.Sprintf("w%d", w), Streams: []string{stream}, MaxWaitMS: 1500})
+				r, err := apiRequest("POST", node.URL+"/internal/worker/claim", apiLeft, api.WorkerClaimRequest{WorkerID: fmt.Sprintf("w%d", w), Streams: []string{stream, "free"}, MaxWaitMS: 1500})
 				if err != nil || r.Status != http.StatusOK {
 					time.Sleep(50 * time.Millisecond) // a node down or electing: try another
 					continue
@@ -127,24 +135,33 @@ func TestRateLimitHoldsAcrossLeaderKill(t *testing.T) {
 		plainSet[id] = true
 	}
 	apiEventually(t, 30*time.Second, "the burst and the plain jobs claimed", func() error {
-		if n, p := count(rated), count(plainSet); n < burst || p < plain {
+		if n, p := count(rated), count(plainSet); n < burst || p < len(plainSet) {
 			return fmt.Errorf("%d rated, %d plain claimed", n, p)
 		}
 		return nil
 	})
 	var rates api.RateList
 	apiDecode(t, apiWant(t, apiDo(t, "GET", fs[0].URL+"/rates", apiHead, nil), http.StatusOK), &rates)
-	if len(rates.Rates) != 1 || rates.Rates[0].Key != "vendor-api" {
+	var vendor api.RateInfo
+	for _, r := range rates.Rates {
+		if r.Key == "vendor-api" {
+			vendor = r
+		}
+	}
+	if vendor.Key == "" || vendor.Waiting == 0 {
 		t.Fatalf("rates: %+v", rates)
 	}
 	var st api.StreamInfo
 	apiDecode(t, apiWant(t, apiDo(t, "GET", fs[0].URL+"/streams/"+stream, apiHead, nil), http.StatusOK), &st)
-	t.Logf("before the kill: rate %+v, stream %s: %d queued, %d rate-limited", rates.Rates[0], stream, st.Queued, st.RateLimited)
+	if st.RateLimited == 0 || st.RateLimited > jobs-burst {
+		t.Fatalf("stream %s before the kill: %d rate-limited", stream, st.RateLimited)
+	}
+	t.Logf("before the kill: rate %+v, stream %s: %d queued, %d rate-limited", vendor, stream, st.Queued, st.RateLimited)
 	t.Logf("spine stream rates:\n%s", cli("stream", "rates", "--output", "table"))
 	if out := cli("stream", "stats", stream, "--output", "table"); !strings.Contains(out, "RATE-LIMITED") {
 		t.Fatalf("spine stream stats: %s", out)
 	}
-	if next := rates.Rates[0].NextAt; !next.IsZero() {
+	if next := vendor.NextAt; !next.IsZero() {
 		time.Sleep(time.Until(next)) // the window turns over: kill now
 	}
 	if err := c.Kill(leader); err != nil {
@@ -164,8 +181,8 @@ func TestRateLimitHoldsAcrossLeaderKill(t *testing.T) {
 
 	// Every job is claimed in the end (12 at one a second, and an election).
 	apiEventually(t, 120*time.Second, "every job claimed", func() error {
-		if n := count(nil); n < jobs+plain {
-			return fmt.Errorf("%d of %d jobs claimed", n, jobs+plain)
+		if n := count(nil); n < jobs+len(plainSet) {
+			return fmt.Errorf("%d of %d jobs claimed", n, jobs+len(plainSet))
 		}
 		return nil
 	})
