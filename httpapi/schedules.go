@@ -13,14 +13,14 @@ import (
 // and change.
 
 func (s *Server) scheduleRoutes() {
-	s.route("GET", "/v1/schedules", kindRead, allowHead, s.handleSchedules)
-	s.route("POST", "/v1/schedules", kindWrite, allowHead, s.handleScheduleCreate)
-	s.route("GET", "/v1/schedules/{name}", kindRead, allowHead, s.handleSchedule)
-	s.route("PUT", "/v1/schedules/{name}", kindWrite, allowHead, s.handleScheduleReplace)
-	s.route("DELETE", "/v1/schedules/{name}", kindWrite, allowHead, s.handleScheduleDelete)
-	s.route("POST", "/v1/schedules/{name}/pause", kindWrite, allowHead, s.handleSchedulePause)
-	s.route("POST", "/v1/schedules/{name}/resume", kindWrite, allowHead, s.handleScheduleResume)
-	s.route("POST", "/v1/schedules/{name}/trigger", kindWrite, allowHead, s.handleScheduleTrigger)
+	s.route("GET", "/v1/schedules", kindRead, allowHead|allowGlobal, s.handleSchedules)
+	s.route("POST", "/v1/schedules", kindWrite, allowHead|allowGlobal, s.handleScheduleCreate)
+	s.route("GET", "/v1/schedules/{name}", kindRead, allowHead|allowGlobal, s.handleSchedule)
+	s.route("PUT", "/v1/schedules/{name}", kindWrite, allowHead|allowGlobal, s.handleScheduleReplace)
+	s.route("DELETE", "/v1/schedules/{name}", kindWrite, allowHead|allowGlobal, s.handleScheduleDelete)
+	s.route("POST", "/v1/schedules/{name}/pause", kindWrite, allowHead|allowGlobal, s.handleSchedulePause)
+	s.route("POST", "/v1/schedules/{name}/resume", kindWrite, allowHead|allowGlobal, s.handleScheduleResume)
+	s.route("POST", "/v1/schedules/{name}/trigger", kindWrite, allowHead|allowGlobal, s.handleScheduleTrigger)
 }
 
 // scheduleInput is the service's input for a schedule request, as caller.

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/spine-queue/spine/fsm"
 	"github.com/spine-queue/spine/queue"
 )
 
@@ -12,11 +11,11 @@ import (
 // its latest runs, with pause, resume, run now and delete.
 
 func (s *Server) uiScheduleRoutes() {
-	s.uiRoute("GET /ui/schedules", kindRead, allowHead, s.uiSchedules)
-	s.uiRoute("POST /ui/schedules/{name}/pause", kindWrite, allowHead, s.uiSchedulePause(true))
-	s.uiRoute("POST /ui/schedules/{name}/resume", kindWrite, allowHead, s.uiSchedulePause(false))
-	s.uiRoute("POST /ui/schedules/{name}/trigger", kindWrite, allowHead, s.uiScheduleTrigger)
-	s.uiRoute("POST /ui/schedules/{name}/delete", kindWrite, allowHead, s.uiScheduleDelete)
+	s.uiRoute("GET /ui/schedules", kindRead, allowHead|allowGlobal, s.uiSchedules)
+	s.uiRoute("POST /ui/schedules/{name}/pause", kindWrite, allowHead|allowGlobal, s.uiSchedulePause(true))
+	s.uiRoute("POST /ui/schedules/{name}/resume", kindWrite, allowHead|allowGlobal, s.uiSchedulePause(false))
+	s.uiRoute("POST /ui/schedules/{name}/trigger", kindWrite, allowHead|allowGlobal, s.uiScheduleTrigger)
+	s.uiRoute("POST /ui/schedules/{name}/delete", kindWrite, allowHead|allowGlobal, s.uiScheduleDelete)
 }
 
 type schedulesData struct {
@@ -24,7 +23,7 @@ type schedulesData struct {
 }
 
 func (s *Server) uiSchedules(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	list, err := s.queue.Schedules(fsm.Actor{Role: u.Role})
+	list, err := s.queue.Schedules(u.caller.Actor(""))
 	if err != nil {
 		return err
 	}
@@ -34,7 +33,7 @@ func (s *Server) uiSchedules(w http.ResponseWriter, r *http.Request, u *uiView) 
 
 func (s *Server) uiSchedulePause(pause bool) uiHandler {
 	return func(w http.ResponseWriter, r *http.Request, u *uiView) error {
-		if _, _, err := s.queue.PauseSchedule(r.Context(), r.PathValue("name"), pause, fsm.Actor{Role: u.Role}); err != nil {
+		if _, _, err := s.queue.PauseSchedule(r.Context(), r.PathValue("name"), pause, u.caller.Actor("")); err != nil {
 			return err
 		}
 		http.Redirect(w, r, "/ui/schedules", http.StatusSeeOther)
@@ -43,7 +42,7 @@ func (s *Server) uiSchedulePause(pause bool) uiHandler {
 }
 
 func (s *Server) uiScheduleTrigger(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	if _, _, _, err := s.queue.TriggerSchedule(r.Context(), r.PathValue("name"), fsm.Actor{Role: u.Role}); err != nil {
+	if _, _, _, err := s.queue.TriggerSchedule(r.Context(), r.PathValue("name"), u.caller.Actor("")); err != nil {
 		return err
 	}
 	http.Redirect(w, r, "/ui/schedules", http.StatusSeeOther)
@@ -51,7 +50,7 @@ func (s *Server) uiScheduleTrigger(w http.ResponseWriter, r *http.Request, u *ui
 }
 
 func (s *Server) uiScheduleDelete(w http.ResponseWriter, r *http.Request, u *uiView) error {
-	if _, err := s.queue.DeleteSchedule(r.Context(), r.PathValue("name"), fsm.Actor{Role: u.Role}); err != nil {
+	if _, err := s.queue.DeleteSchedule(r.Context(), r.PathValue("name"), u.caller.Actor("")); err != nil {
 		return err
 	}
 	http.Redirect(w, r, "/ui/schedules", http.StatusSeeOther)
