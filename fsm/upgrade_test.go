@@ -330,6 +330,11 @@ func recordUpgradeFixtures(t *testing.T) {
 	}
 	// The positional encoding (bodyV1) was the latest until LevelTagged;
 	// its log was recorded by the last build that wrote it.
+	// Schedules, rate limits, named tokens and result contracts came with
+	// LevelPolicies: a log of every command type at it.
+	if LatestLevel >= LevelPolicies {
+		pair("log-policies", append([][]byte{MustEncode(CmdLevel, &LevelCommand{Now: 1, Level: LevelPolicies})}, randomLog(12, 3000)...))
+	}
 	if LatestLevel >= LevelTagged {
 		pair("log-tagged", randomLog(9, 3000))
 	} else {
@@ -352,7 +357,7 @@ func recordUpgradeFixtures(t *testing.T) {
 
 	// One snapshot per version: a random log cut down to the commands whose
 	// state the version holds, checked to write that version.
-	upTo := map[int]CommandType{2: CmdClaimNextKeyed, 3: CmdTaskPurge, 4: CmdRoute, 5: CmdFeedOn, 6: CmdClaimBatch, 7: CmdReleaseNotFor, 8: CmdCreateOpts, 9: CmdDispatch, 10: CmdDispatch}
+	upTo := map[int]CommandType{2: CmdClaimNextKeyed, 3: CmdTaskPurge, 4: CmdRoute, 5: CmdFeedOn, 6: CmdClaimBatch, 7: CmdReleaseNotFor, 8: CmdCreateOpts, 9: CmdDispatch, 10: CmdDispatch, 11: CmdCompleteRefused}
 	for version := 2; version <= snapshotVersion; version++ {
 		name := fmt.Sprintf("snap-v%d", version)
 		if _, err := os.Stat(filepath.Join(upgradeDir, name+".bin")); err == nil {
@@ -370,6 +375,11 @@ func recordUpgradeFixtures(t *testing.T) {
 				continue
 			}
 			sub = append(sub, d)
+		}
+		if version == 11 {
+			// The policies' commands apply from their level on: the
+			// cluster is at it from the first entry.
+			sub = append([][]byte{MustEncode(CmdLevel, &LevelCommand{Now: 1, Level: LevelPolicies})}, sub...)
 		}
 		f, _ := New(Config{})
 		for i, d := range sub {
