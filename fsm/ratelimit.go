@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/google/btree"
 )
@@ -33,108 +32,6 @@ import (
 // (its own, or its stream's default): jobs already queued wait under it
 // from then on. The bucket lives while a job with the key is queued or
 // running, and until it is full again after that.
-
-// Rate bounds.
-const (
-	MaxRateLimit  = 1_000_000
-	MaxRateBurst  = 1_000_000
-	MaxRatePeriod = int64(7 * 24 * 3600 * 1e9) // a week, in nanoseconds
-	MinRatePeriod = int64(1e6)                 // a millisecond
-	// maxRateTicks bounds the buckets one entry opens or drops; the rest
-	// wait for the next entry (the promoter proposes one while any is due).
-	maxRateTicks = 1024
-)
-
-// RateLimit is a key's rate: at most Limit claims per PeriodNanos, up to
-// Burst (0: Limit) at once.
-type RateLimit struct {
-	Key         string
-	Limit       int
-	PeriodNanos int64
-	Burst       int
-}
-
-func (r *RateLimit) fields(f *fields) {
-	f.istr(1, &r.Key)
-	f.int(2, &r.Limit)
-	f.i64(3, &r.PeriodNanos)
-	f.int(4, &r.Burst)
-}
-
-// Valid says what is wrong with r, if anything.
-func (r *RateLimit) Valid() error {
-	switch {
-	case r.Key == "":
-		return fmt.Errorf("%w: a rate limit needs a key", ErrInvalid)
-	case r.Limit < 1 || r.Limit > MaxRateLimit:
-		return fmt.Errorf("%w: a rate limit's limit must be 1 to %d", ErrInvalid, MaxRateLimit)
-	case r.PeriodNanos < MinRatePeriod || r.PeriodNanos > MaxRatePeriod:
-		return fmt.Errorf("%w: a rate limit's period must be 1ms to 7 days", ErrInvalid)
-	case r.Burst < 0 || r.Burst > MaxRateBurst:
-		return fmt.Errorf("%w: a rate limit's burst must be 0 (the limit) to %d", ErrInvalid, MaxRateBurst)
-	}
-	return nil
-}
-
-// burst is how many claims may go at once.
-func (r *RateLimit) burst() int {
-	if r.Burst > 0 {
-		return r.Burst
-	}
-	return r.Limit
-}
-
-// interval is the time one token takes to come back, rounded up (so the
-// bucket never allows more than the rate).
-func (r *RateLimit) interval() int64 {
-	n := int64(max(r.Limit, 1))
-	return max((r.PeriodNanos+n-1)/n, 1)
-}
-
-// tolerance is how far ahead of now the bucket's time may run: the burst
-// less one claim.
-func (r *RateLimit) tolerance() int64 {
-	b, t := int64(r.burst()-1), r.interval()
-	if b > 0 && t > (math.MaxInt64/4)/b {
-		return math.MaxInt64 / 4
-	}
-	return b * t
-}
-
-// RateBucket is a key's bucket as the state holds it: its rate, the
-// theoretical arrival time of the next claim (TAT: the bucket is full at
-// or before it, and allows a claim at now while TAT - tolerance <= now),
-// and whether an entry found it empty (Blocked: its groups are out of
-// their lanes until the due time).
-type RateBucket struct {
-	RateLimit
-	TAT     int64
-	Blocked bool
-}
-
-func (b *RateBucket) fields(f *fields) {
-	f.istr(1, &b.Key)
-	f.int(2, &b.Limit)
-	f.i64(3, &b.PeriodNanos)
-	f.int(4, &b.Burst)
-	f.i64(5, &b.TAT)
-	f.bool(6, &b.Blocked)
-}
-
-// AllowAt is the first time the bucket allows a claim.
-func (b *RateBucket) AllowAt() int64 { return b.TAT - b.tolerance() }
-
-// Tokens is how many claims the bucket allows at now.
-func (b *RateBucket) Tokens(now int64) int {
-	burst, t := int64(b.burst()), b.interval()
-	if b.TAT <= now {
-		return int(burst)
-	}
-	if now < b.AllowAt() {
-		return 0
-	}
-	return int(min(burst, (now-b.AllowAt())/t+1))
-}
 
 type (
 	// rateItem is one key's bucket in the rates index, with what the
@@ -489,87 +386,6 @@ func (w *writer) rateTick(now int64) {
 		}
 		w.setRate(it)
 	}
-}
-
-// NextRateDue is the earliest time a rate bucket is due (it allows a claim
-// again, or is full and unused), 0 for none: the promoter's cue.
-func (r *Reader) NextRateDue() int64 {
-	var at int64
-	r.point(func(t *tables) {
-		if it, ok := t.rateDue.Min(); ok {
-			at = it.at
-		}
-	})
-	return at
-}
-
-// RateBuckets returns every key's bucket, by key.
-func (r *Reader) RateBuckets() []RateBucket {
-	var out []RateBucket
-	r.point(func(t *tables) {
-		t.eachRate(func(it *rateItem) bool {
-			out = append(out, it.RateBucket)
-			return true
-		})
-	})
-	return out
-}
-
-// RateBucketOf returns a key's bucket.
-func (r *Reader) RateBucketOf(key string) (RateBucket, bool) {
-	var b RateBucket
-	var ok bool
-	r.point(func(t *tables) {
-		var it rateItem
-		it, ok = t.rate(key)
-		b = it.RateBucket
-	})
-	return b, ok
-}
-
-// RateWaiting counts, per stream, the queued jobs their rate holds back
-// that a caller of role may see: the claimable jobs of the keys whose
-// buckets are closed. Its cost grows with those jobs.
-func (r *Reader) RateWaiting(role string, inStream func(stream string) bool) map[string]int {
-	out := map[string]int{}
-	r.point(func(t *tables) {
-		t.rateWaiting(func(it keyedItem) {
-			if (role == HeadRole || t.seesTarget(role, it.q.target)) && inStream(it.q.stream) {
-				out[it.q.stream]++
-			}
-		})
-	})
-	return out
-}
-
-// RateKeyWaiting counts, per key, the queued jobs their rate holds back
-// that a caller of role may see in the streams inStream accepts.
-func (r *Reader) RateKeyWaiting(role string, inStream func(stream string) bool) map[string]int {
-	out := map[string]int{}
-	r.point(func(t *tables) {
-		t.rateWaiting(func(it keyedItem) {
-			if (role == HeadRole || t.seesTarget(role, it.q.target)) && inStream(it.q.stream) {
-				out[it.key]++
-			}
-		})
-	})
-	return out
-}
-
-// rateWaiting calls each for every job a closed bucket holds back.
-func (t *tables) rateWaiting(each func(it keyedItem)) {
-	t.eachRate(func(b *rateItem) bool {
-		if b.Blocked {
-			t.rated.AscendGreaterOrEqual(groupStart(b.Key, "", ""), func(it keyedItem) bool {
-				if it.key != b.Key {
-					return false
-				}
-				each(it)
-				return true
-			})
-		}
-		return true
-	})
 }
 
 func newRatedTree() *btree.BTreeG[keyedItem]        { return btree.NewG(btreeDegree, lessKeyed) }
