@@ -81,7 +81,7 @@ func (c *CreateCommand) fields(f *fields) {
 	f.bool(18, &c.RunOnDepFailure)
 	f.strs(19, &c.Requires)
 	f.schema(20, &c.ResultSchema)
-	objPtr(f, 21, &c.Rate)
+	rateField(f, 21, &c.Rate)
 }
 
 func (c *CreateCommand) setForm(t CommandType) { c.form = t }
