@@ -176,7 +176,9 @@ func (f *eventFilter) keep(s *Server, e *fsm.FeedEvent) bool {
 		return false
 	}
 	if e.Kind != fsm.FeedJob {
-		return f.stream == "" && f.job == ""
+		// Gateways and workers are the whole cluster's: a token scoped to
+		// streams sees the events of its streams' jobs alone.
+		return f.stream == "" && f.job == "" && !f.caller.Scoped()
 	}
 	if (f.stream != "" && e.Stream != f.stream) || (f.job != "" && e.ID != f.job) {
 		return false

@@ -439,3 +439,27 @@ func TestMCPNamedTokens(t *testing.T) {
 		t.Fatal("a revoked token's MCP session still answers")
 	}
 }
+
+// A token scoped to streams reads the event stream of its streams' jobs
+// alone: neither another stream's jobs nor the cluster's gateways and
+// workers, which head's unscoped stream shows.
+func TestScopedTokenEventStream(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LatestLevel))
+	if on, err := e.srv.queue.StartFeed(context.Background()); !on || err != nil {
+		t.Fatal(on, err)
+	}
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	scoped := e.newToken(api.TokenCreateRequest{Name: "scoped", Role: fsm.RoleLeftClaw, Streams: []string{"mine"}})
+	e.do("POST", "/v1/gateways", headTok, api.GatewayRegisterRequest{ID: "g1", Address: "http://g1", Capacity: 1})
+	other := e.create(map[string]interface{}{"stream": "other"})["id"].(string)
+	mine := e.create(map[string]interface{}{"stream": "mine"})["id"].(string)
+	_, all := readSSE(t, srv.URL+"/v1/events?after=0", headTok, 3)
+	if all[0].name != "gateway" || !strings.Contains(all[1].data, other) || !strings.Contains(all[2].data, mine) {
+		t.Fatalf("head's stream: %v", all)
+	}
+	_, evs := readSSE(t, srv.URL+"/v1/events?after=0", scoped, 1)
+	if evs[0].name != "job" || !strings.Contains(evs[0].data, mine) {
+		t.Fatalf("the scoped token's first event: %v, want the creation of %s", evs[0], mine)
+	}
+}
