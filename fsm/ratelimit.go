@@ -199,13 +199,16 @@ func (w *writer) dequeue(it queueItem) {
 }
 
 func (w *writer) rateEnqueue(key string, q queueItem) {
-	w.t.rated.ReplaceOrInsert(keyedItem{key, q})
+	if _, replaced := w.t.rated.ReplaceOrInsert(keyedItem{key, q}); !replaced {
+		w.countRateGroup(key, q.stream, q.target, 1)
+	}
 	w.dirty[tRates] = true
 	w.admitRateGroup(key, q.stream, q.target, w.t.rateOpen(key))
 }
 
 func (w *writer) rateDequeue(key string, q queueItem) {
 	if _, ok := w.t.rated.Delete(keyedItem{key, q}); ok {
+		w.countRateGroup(key, q.stream, q.target, -1)
 		w.dirty[tRates] = true
 	}
 	w.admitRateGroup(key, q.stream, q.target, w.t.rateOpen(key))
@@ -431,4 +434,34 @@ func (w *writer) restoreRate(b *RateBucket) error {
 	w.setRate(it)
 	w.admitRateKey(b.Key)
 	return nil
+}
+
+// rateGroupItem counts the rated jobs of one group: a key's claimable jobs
+// of one stream and target.
+type rateGroupItem struct {
+	key, stream, target string
+	n                   int
+}
+
+func lessRateGroup(a, b rateGroupItem) bool {
+	if a.key != b.key {
+		return a.key < b.key
+	}
+	if a.stream != b.stream {
+		return a.stream < b.stream
+	}
+	return a.target < b.target
+}
+
+// countRateGroup adds d to the rated jobs of a group.
+func (w *writer) countRateGroup(key, stream, target string, d int) {
+	g, _ := w.t.rateGroups.Get(rateGroupItem{key: key, stream: stream, target: target})
+	g.key, g.stream, g.target = key, stream, target
+	g.n += d
+	if g.n <= 0 {
+		w.t.rateGroups.Delete(g)
+	} else {
+		w.t.rateGroups.ReplaceOrInsert(g)
+	}
+	w.dirty[tRates] = true
 }

@@ -41,15 +41,12 @@ func (r *Reader) RateBucketOf(key string) (RateBucket, bool) {
 
 // RateWaiting counts, per stream, the queued jobs their rate holds back
 // that a caller of role may see: the claimable jobs of the keys whose
-// buckets are closed. Its cost grows with those jobs.
+// buckets are closed. Its cost grows with those keys' groups (stream and
+// target), not with their jobs.
 func (r *Reader) RateWaiting(role string, inStream func(stream string) bool) map[string]int {
 	out := map[string]int{}
 	r.point(func(t *tables) {
-		t.rateWaiting(func(it keyedItem) {
-			if (role == HeadRole || t.seesTarget(role, it.q.target)) && inStream(it.q.stream) {
-				out[it.q.stream]++
-			}
-		})
+		t.rateWaiting(role, inStream, func(g rateGroupItem) { out[g.stream] += g.n })
 	})
 	return out
 }
@@ -59,24 +56,23 @@ func (r *Reader) RateWaiting(role string, inStream func(stream string) bool) map
 func (r *Reader) RateKeyWaiting(role string, inStream func(stream string) bool) map[string]int {
 	out := map[string]int{}
 	r.point(func(t *tables) {
-		t.rateWaiting(func(it keyedItem) {
-			if (role == HeadRole || t.seesTarget(role, it.q.target)) && inStream(it.q.stream) {
-				out[it.key]++
-			}
-		})
+		t.rateWaiting(role, inStream, func(g rateGroupItem) { out[g.key] += g.n })
 	})
 	return out
 }
 
-// rateWaiting calls each for every job a closed bucket holds back.
-func (t *tables) rateWaiting(each func(it keyedItem)) {
+// rateWaiting calls each for every group of a closed bucket whose jobs a
+// caller of role may see, in the streams inStream accepts.
+func (t *tables) rateWaiting(role string, inStream func(stream string) bool, each func(g rateGroupItem)) {
 	t.eachRate(func(b *rateItem) bool {
 		if b.Blocked {
-			t.rated.AscendGreaterOrEqual(groupStart(b.Key, "", ""), func(it keyedItem) bool {
-				if it.key != b.Key {
+			t.rateGroups.AscendGreaterOrEqual(rateGroupItem{key: b.Key}, func(g rateGroupItem) bool {
+				if g.key != b.Key {
 					return false
 				}
-				each(it)
+				if (role == HeadRole || t.seesTarget(role, g.target)) && inStream(g.stream) {
+					each(g)
+				}
 				return true
 			})
 		}

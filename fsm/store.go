@@ -308,6 +308,10 @@ type tables struct {
 	rateDue      *btree.BTreeG[rateDueItem]
 	rated        *btree.BTreeG[keyedItem]
 	rateAdmitted *btree.BTreeG[keyedItem]
+	// rateGroups counts the rated jobs of each group (key, stream,
+	// target), so that what a closed bucket holds back is counted per
+	// group, not job by job.
+	rateGroups *btree.BTreeG[rateGroupItem]
 }
 
 func (t *tables) job(id string) *Job {

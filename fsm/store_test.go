@@ -325,6 +325,21 @@ func checkRates(t testing.TB, v *tables, rated []keyedItem) int {
 	if v.rated.Len() != len(rated) {
 		t.Fatalf("rated index holds %d, jobs call for %d", v.rated.Len(), len(rated))
 	}
+	groups := map[rateGroupItem]int{}
+	for _, k := range rated {
+		groups[rateGroupItem{key: k.key, stream: k.q.stream, target: k.q.target}]++
+	}
+	if v.rateGroups.Len() != len(groups) {
+		t.Fatalf("rate group counts hold %d groups, the rated jobs make %d", v.rateGroups.Len(), len(groups))
+	}
+	v.rateGroups.Ascend(func(g rateGroupItem) bool {
+		key := g
+		key.n = 0
+		if groups[key] != g.n {
+			t.Fatalf("rate group %s/%s/%s counts %d jobs, the rated index holds %d", g.key, g.stream, g.target, g.n, groups[key])
+		}
+		return true
+	})
 	heads := map[keyedItem]keyedItem{}
 	for _, k := range rated {
 		if got, ok := v.rated.Get(k); !ok || got.q.j != k.q.j {

@@ -116,6 +116,7 @@ func declareTrees() []treeDecl {
 		tree(tRates, btreeOf(lessRateDue), func(t *tables) **btree.BTreeG[rateDueItem] { return &t.rateDue }),
 		tree(tRates, newRatedTree, func(t *tables) **btree.BTreeG[keyedItem] { return &t.rated }),
 		tree(tRates, newRateAdmittedTree, func(t *tables) **btree.BTreeG[keyedItem] { return &t.rateAdmitted }),
+		tree(tRates, btreeOf(lessRateGroup), func(t *tables) **btree.BTreeG[rateGroupItem] { return &t.rateGroups }),
 	}
 	for lane := range numLanes {
 		d = append(d, tree(tLanes+lane, btreeOf(lessSeq), func(t *tables) **btree.BTreeG[seqItem] { return &t.lanes[lane] }))

@@ -65,8 +65,8 @@ type RateInfo struct {
 }
 
 // Rates lists the rate keys in use, by key, with how many of the jobs the
-// caller sees each holds back. Its cost grows with the keys and the jobs
-// held back.
+// caller sees each holds back. Its cost grows with the keys and their
+// groups (stream and target), not with the jobs held back.
 func (s *Service) Rates(c Caller) []RateInfo {
 	r := s.state.Read()
 	waiting := r.RateKeyWaiting(c.ViewRole(), c.InScope)
