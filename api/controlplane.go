@@ -165,6 +165,9 @@ type QueueDepth struct {
 	// Unmatched: queued jobs no live worker can take, per requirement set
 	// (as in GET /streams).
 	Unmatched []UnmatchedJobs `json:"unmatched,omitempty"`
+	// RateLimited counts the queued jobs their key's rate holds back now
+	// (as GET /streams' rateLimited; counted in Queued).
+	RateLimited int `json:"rate_limited,omitempty"`
 }
 
 // Agent is a claimant in GET /v1/agents and the system state: a registered

@@ -279,7 +279,7 @@ func (s *Server) systemState(ctx context.Context, caller queue.Caller) (*api.Sys
 	}
 	now := s.queue.Now()
 	for _, d := range st.Streams {
-		q := &api.QueueDepth{Stream: d.Stream, Queued: d.Queued, Running: d.Running, Paused: d.Paused}
+		q := &api.QueueDepth{Stream: d.Stream, Queued: d.Queued, Running: d.Running, Paused: d.Paused, RateLimited: d.RateLimited}
 		if d.OldestQueued != 0 {
 			q.OldestQueuedSeconds = max(0, float64(now-d.OldestQueued)/1e9)
 		}

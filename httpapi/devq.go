@@ -340,7 +340,7 @@ func (s *Server) handleTaskClaim(w http.ResponseWriter, r *http.Request, c *call
 		return badRequest("wait_ms must not be negative")
 	}
 	wait := time.Duration(min(req.WaitMS, s.queue.Config().MaxClaimWait.Milliseconds())) * time.Millisecond
-	j, st, idx, err := s.queue.ClaimTask(r.Context(), req.Stream, c.caller.Actor(req.WorkerID), wait, req.ClaimID)
+	j, st, idx, err := s.queue.ClaimTask(r.Context(), c.caller, req.Stream, req.WorkerID, wait, req.ClaimID)
 	s.setIndex(w, idx)
 	if err != nil {
 		return err

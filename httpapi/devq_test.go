@@ -318,3 +318,47 @@ func TestDevQueuePeekWaitsAndDrains(t *testing.T) {
 		}
 	}
 }
+
+// A task claim naming no stream lists the streams the caller could take a
+// task from now: none out of its token's scope, none whose queued tasks
+// all wait on their key's rate.
+func TestTaskClaimWithoutStreamListsTakeableStreams(t *testing.T) {
+	e := newEnv(t, atLevel(fsm.LatestLevel))
+	if r := e.do("PUT", "/api/registry", headTok, api.Registry{Tools: []api.Tool{{Name: "migrate", TaskClass: "MEDIUM_SCRIPT"}}}); r.Code != 200 {
+		t.Fatalf("registry: %d %s", r.Code, r.Body)
+	}
+	if r := e.do("POST", "/api/sessions", headTok, api.SessionCreateRequest{Name: "s1"}); r.Code != 201 {
+		t.Fatalf("session: %d %s", r.Code, r.Body)
+	}
+	for _, st := range []string{"auth", "billing", "metered"} {
+		if r := e.do("POST", "/api/streams", headTok, api.StreamCreateRequest{Name: st, Session: "s1"}); r.Code != 201 {
+			t.Fatalf("stream %s: %d %s", st, r.Code, r.Body)
+		}
+	}
+	e.enqueue("migrate", "auth", 0)
+	e.enqueue("migrate", "billing", 0)
+	// Two jobs in metered under a rate of one an hour: the first claim
+	// spends the key's one token, the second job waits.
+	for range 2 {
+		e.create(map[string]any{"stream": "metered", "rateLimit": map[string]any{"key": "meter", "limit": 1, "periodSeconds": 3600}})
+	}
+	if c := e.workerClaim(leftTok, `{"worker_id":"w1","streams":["metered"]}`); c["claimed"] != true {
+		t.Fatalf("claim metered: %v", c)
+	}
+	listed := func(tok string) string {
+		t.Helper()
+		body := e.do("POST", "/api/claim", tok, api.TaskClaimRequest{}).apiErr(t, 400, api.CodeStreamRequired)
+		var names []string
+		for _, s := range body["streams"].([]interface{}) {
+			names = append(names, s.(map[string]interface{})["name"].(string))
+		}
+		return strings.Join(names, ",")
+	}
+	if got := listed(leftTok); got != "auth,billing" {
+		t.Errorf("streams listed to an unscoped claw: %q, want auth,billing", got)
+	}
+	scoped := e.newToken(api.TokenCreateRequest{Name: "claw-bm", Role: fsm.RoleLeftClaw, Streams: []string{"billing", "metered"}})
+	if got := listed(scoped); got != "billing" {
+		t.Errorf("streams listed to a claw scoped to billing and metered: %q, want billing", got)
+	}
+}

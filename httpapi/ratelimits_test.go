@@ -62,12 +62,24 @@ func TestRateLimitCreateAndStats(t *testing.T) {
 	if len(got) != 3 || got[0] != ids[0] || got[1] != ids[1] || got[2] != plain {
 		t.Fatalf("claimed %v; want the burst of two, then the plain job (jobs %v, plain %s)", got, ids, plain)
 	}
+	// A stream whose only queued jobs wait on a closed rate is not offered
+	// to a claim that found nothing elsewhere.
+	var wc api.WorkerClaim
+	decodeAs(e.do("POST", "/internal/worker/claim", leftTok, api.WorkerClaimRequest{WorkerID: "w9", Streams: []string{"empty"}}), &wc)
+	if wc.Claimed || len(wc.Elsewhere) != 0 {
+		t.Fatalf("a claim on an empty stream was pointed at %+v (stream api holds only rate-limited jobs)", wc)
+	}
 	// A claim by id of a job its rate holds back is refused.
 	e.do("POST", "/jobs/"+ids[2]+"/claim", leftTok, nil).apiErr(t, http.StatusConflict, api.CodeNotYetClaimable)
 
 	var st api.StreamInfo
 	if r := e.do("GET", "/streams/api", headTok, nil); r.Code != 200 || json.Unmarshal(r.Body, &st) != nil || st.RateLimited != 2 {
 		t.Fatalf("stream api: %d %s", r.Code, r.Body)
+	}
+	var sys api.SystemState
+	if r := e.do("GET", "/v1/state", headTok, nil); r.Code != 200 || json.Unmarshal(r.Body, &sys) != nil || len(sys.Queues) != 1 ||
+		sys.Queues[0].Stream != "api" || sys.Queues[0].Queued != 2 || sys.Queues[0].RateLimited != 2 {
+		t.Fatalf("system state: %d %s", r.Code, r.Body)
 	}
 	var rates api.RateList
 	if r := e.do("GET", "/rates", rightTok, nil); r.Code != 200 || json.Unmarshal(r.Body, &rates) != nil {

@@ -234,15 +234,18 @@ func (s *Service) Peek(ctx context.Context, stream string, wait time.Duration) (
 	}
 }
 
-// ClaimTask claims the next task of stream (nil: none within wait), and
-// returns the stream for its instructions. Without a stream it claims
-// nothing and answers a *StreamRequiredError.
+// ClaimTask claims the next task of stream for caller c as worker
+// workerID ("": the worker its token is bound to), nil when none came
+// within wait, and returns the stream for its instructions. Without a
+// stream it claims nothing and answers a *StreamRequiredError naming the
+// streams in c's scope with tasks to take.
 //
 // A claimID makes the claim repeatable (ClaimNextInput.ClaimID).
-func (s *Service) ClaimTask(ctx context.Context, stream string, actor fsm.Actor, wait time.Duration, claimID string) (*fsm.Job, *fsm.Stream, uint64, error) {
+func (s *Service) ClaimTask(ctx context.Context, c Caller, stream, workerID string, wait time.Duration, claimID string) (*fsm.Job, *fsm.Stream, uint64, error) {
+	actor := c.Actor(workerID)
 	r := s.state.Read()
 	if stream == "" {
-		return nil, nil, 0, s.streamRequired(r, actor.Role)
+		return nil, nil, 0, streamRequired(r, c)
 	}
 	st, err := activeStream(r, stream)
 	if err != nil {
@@ -252,13 +255,21 @@ func (s *Service) ClaimTask(ctx context.Context, stream string, actor fsm.Actor,
 	return j, st, idx, err
 }
 
-func (s *Service) streamRequired(r *fsm.Reader, role string) error {
+// streamRequired is the answer to a task claim that named no stream: the
+// streams the caller may claim from with tasks it could take now, that
+// is queued and not held back by their key's rate (counts from the
+// stream statistics: no walk of the jobs).
+func streamRequired(r *fsm.Reader, c Caller) error {
 	e := &StreamRequiredError{}
+	role := c.ViewRole()
 	counts := map[string]int{}
 	for _, sc := range r.StreamCountsFor(role) {
-		if sc.State == fsm.StateQueued {
+		if sc.State == fsm.StateQueued && c.InScope(sc.Stream) {
 			counts[sc.Stream] = sc.N
 		}
+	}
+	for name, n := range r.RateWaiting(role, c.InScope) {
+		counts[name] -= n
 	}
 	for _, st := range r.Streams("") {
 		if n := counts[st.Name]; n > 0 && !st.Ended() {

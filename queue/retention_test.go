@@ -47,7 +47,7 @@ func TestTaskPurgerClampsAStoredRetention(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, _, _, err := svc.ClaimTask(ctx, "lane", claw, 0, "")
+		j, _, _, err := svc.ClaimTask(ctx, queue.RoleCaller(claw.Role), "lane", claw.WorkerID, 0, "")
 		if err != nil || j == nil || j.ID != tk.ID {
 			t.Fatalf("claim: %v %v", j, err)
 		}

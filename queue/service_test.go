@@ -300,7 +300,7 @@ func TestTaskAutoFailAndPurgeOnTheLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, st, _, err := svc.ClaimTask(ctx, "auth", claw, 0, "")
+	j, st, _, err := svc.ClaimTask(ctx, queue.RoleCaller(claw.Role), "auth", claw.WorkerID, 0, "")
 	if err != nil || j == nil || j.ID != tk.ID || st.Instructions != "do it" {
 		t.Fatalf("claim: %v %v %v", j, st, err)
 	}
@@ -355,14 +355,14 @@ func TestKeyedClaimRepeatedOnTheNextLeader(t *testing.T) {
 		}
 		ids = append(ids, tk.ID)
 	}
-	first, _, _, err := svc.ClaimTask(ctx, "auth", claw, 0, "claim-0001")
+	first, _, _, err := svc.ClaimTask(ctx, queue.RoleCaller(claw.Role), "auth", claw.WorkerID, 0, "claim-0001")
 	if err != nil || first == nil || first.ID != ids[0] {
 		t.Fatalf("keyed claim: %v %v", first, err)
 	}
 	c.Stop(leader)
 	next := c.Leader(10 * time.Second)
 	svc2 := service(next, cl, queue.Config{})
-	again, _, _, err := svc2.ClaimTask(ctx, "auth", claw, time.Second, "claim-0001")
+	again, _, _, err := svc2.ClaimTask(ctx, queue.RoleCaller(claw.Role), "auth", claw.WorkerID, time.Second, "claim-0001")
 	if err != nil || again == nil || again.ID != first.ID || again.Lease.Token != first.Lease.Token || again.Attempts != 1 {
 		t.Fatalf("repeated keyed claim on the next leader: %+v %v, first %+v", again, err, first)
 	}
@@ -370,10 +370,10 @@ func TestKeyedClaimRepeatedOnTheNextLeader(t *testing.T) {
 		t.Fatalf("the repeat took the other task: %s", j.State)
 	}
 	other := fsm.Actor{Role: claw.Role, WorkerID: "w2"}
-	if _, _, _, err := svc2.ClaimTask(ctx, "auth", other, 0, "claim-0001"); err == nil {
+	if _, _, _, err := svc2.ClaimTask(ctx, queue.RoleCaller(other.Role), "auth", other.WorkerID, 0, "claim-0001"); err == nil {
 		t.Fatal("another worker's claim with a key in use was not refused")
 	}
-	if _, _, _, err := svc2.ClaimTask(ctx, "auth", claw, 0, "short"); err == nil {
+	if _, _, _, err := svc2.ClaimTask(ctx, queue.RoleCaller(claw.Role), "auth", claw.WorkerID, 0, "short"); err == nil {
 		t.Fatal("a malformed claim id was accepted")
 	}
 	c.Restart(leader)

@@ -23,6 +23,8 @@ type StreamDepth struct {
 	Paused bool
 	// Unmatched: queued jobs no live worker has the capabilities for.
 	Unmatched []fsm.Unmatched
+	// RateLimited counts the queued jobs their key's rate holds back now.
+	RateLimited int
 }
 
 // Agent is a claimant: a registered worker, or anyone holding a lease
@@ -87,6 +89,9 @@ func (s *Service) SystemState(c Caller) *SystemState {
 		if c.InScope(stream) {
 			get(stream).Unmatched = u
 		}
+	}
+	for stream, n := range r.RateWaiting(role, c.InScope) {
+		get(stream).RateLimited = n
 	}
 	for _, d := range depth {
 		out.Streams = append(out.Streams, *d)
