@@ -130,6 +130,13 @@ func (c *TaskCreateCommand) apply(a *applier) *Result {
 		CreatedAt:      c.Now, CreateIndex: a.index, QueueIndex: a.index,
 	}}
 	j := &jc.Job
+	if a.t.level >= LevelTaskDefaults {
+		a.applyDefaults(j)
+		a.applyContract(j, "")
+		if r := j.Extra().Rate; r != nil {
+			a.defineRate(r, c.Now)
+		}
+	}
 	text := ""
 	if c.ClonedFrom != "" {
 		text = "requeue of " + c.ClonedFrom

@@ -48,8 +48,13 @@ const (
 	// their command types and the fields they add to jobs and streams.
 	LevelPolicies = 4
 
+	// LevelTaskDefaults: a developer-queue task takes its stream's
+	// defaults (concurrency key and limit, rate limit, result contract)
+	// as a job created there does (cmd_task.go).
+	LevelTaskDefaults = 5
+
 	// LatestLevel is the highest level this build applies.
-	LatestLevel = LevelPolicies
+	LatestLevel = LevelTaskDefaults
 )
 
 // LevelCommand raises the cluster's level to Level (a lower or equal level

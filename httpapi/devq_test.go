@@ -362,3 +362,53 @@ func TestTaskClaimWithoutStreamListsTakeableStreams(t *testing.T) {
 		t.Errorf("streams listed to a claw scoped to billing and metered: %q, want billing", got)
 	}
 }
+
+// A task takes its stream's defaults as a job created there does: the
+// concurrency key and limit, the rate limit and the result contract (from
+// cluster level 5; below it, as older builds, none).
+func TestTaskTakesStreamDefaults(t *testing.T) {
+	for _, level := range []int{fsm.LevelPolicies, fsm.LevelTaskDefaults} {
+		e := newEnv(t, atLevel(level))
+		if r := e.do("PUT", "/api/registry", headTok, api.Registry{Tools: []api.Tool{{Name: "migrate", TaskClass: "MEDIUM_SCRIPT"}}}); r.Code != 200 {
+			t.Fatalf("registry: %d %s", r.Code, r.Body)
+		}
+		if r := e.do("POST", "/api/sessions", headTok, api.SessionCreateRequest{Name: "s1"}); r.Code != 201 {
+			t.Fatalf("session: %d %s", r.Code, r.Body)
+		}
+		if r := e.do("POST", "/api/streams", headTok, api.StreamCreateRequest{Name: "auth", Session: "s1"}); r.Code != 201 {
+			t.Fatalf("stream: %d %s", r.Code, r.Body)
+		}
+		if r := e.do("PUT", "/streams/auth/defaults", headTok, `{"concurrencyKey":"repo","concurrencyLimit":1,`+
+			`"rateLimit":{"key":"ci","limit":1,"periodSeconds":3600},"resultSchema":{"type":"object","required":["summary"]}}`); r.Code != 200 {
+			t.Fatalf("defaults: %d %s", r.Code, r.Body)
+		}
+		first, second := e.enqueue("migrate", "auth", 0), e.enqueue("migrate", "auth", 0)
+		view := func(id string) (j api.Job) {
+			decodeAs(e.do("GET", "/jobs/"+id, headTok, nil), &j)
+			return j
+		}
+		j, x := view(first.ID), view(second.ID)
+		if level < fsm.LevelTaskDefaults {
+			if j.ConcurrencyKey != "" || j.RateLimit != nil || len(j.ResultSchema) != 0 {
+				t.Fatalf("level %d: a task took its stream's defaults: %+v", level, j)
+			}
+			continue
+		}
+		if j.ConcurrencyKey != "repo" || j.ConcurrencyLimit != 1 || j.RateLimit == nil || j.RateLimit.Key != "ci" ||
+			!strings.Contains(string(j.ResultSchema), "summary") || x.ConcurrencyKey != "repo" {
+			t.Fatalf("the task lacks its stream's defaults: %+v", j)
+		}
+		// The key's limit holds the second task back while the first runs,
+		// and the first claim spent the rate's one token.
+		if r := e.do("POST", "/api/claim", leftTok, api.TaskClaimRequest{Stream: "auth"}); r.Code != 200 || task(t, r).ID != first.ID {
+			t.Fatalf("claim: %d %s", r.Code, r.Body)
+		}
+		if r := e.do("POST", "/api/claim", leftTok, api.TaskClaimRequest{Stream: "auth"}); r.Code != http.StatusNoContent {
+			t.Fatalf("a second claim under the rate: %d %s", r.Code, r.Body)
+		}
+		var rates api.RateList
+		if r := e.do("GET", "/rates", headTok, nil); json.Unmarshal(r.Body, &rates) != nil || len(rates.Rates) != 1 || rates.Rates[0].Key != "ci" || rates.Rates[0].Tokens != 0 {
+			t.Fatalf("rates: %s", r.Body)
+		}
+	}
+}
