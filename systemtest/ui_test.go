@@ -22,7 +22,7 @@ import (
 // SPINE_REQUIRE_BROWSER=1 (.ci/run); there, or under CI=true, a missing
 // Chromium fails the test; elsewhere the test is skipped, saying what to
 // install.
-func browser(t *testing.T) (context.Context, func() context.Context) {
+func browser(t testing.TB) (context.Context, func() context.Context) {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
@@ -55,7 +55,7 @@ func browser(t *testing.T) (context.Context, func() context.Context) {
 }
 
 // run runs browser actions with a deadline.
-func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+func run(t testing.TB, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	if _, err := runValue(ctx, chromedp.Steps(steps...)); err != nil {
 		// Say where the browser is and what it shows.
@@ -85,7 +85,7 @@ func textOf(t *testing.T, ctx context.Context, sel string) string {
 }
 
 // shot saves a screenshot in $SPINE_UI_SCREENSHOTS, if set.
-func shot(t *testing.T, ctx context.Context, name string) {
+func shot(t testing.TB, ctx context.Context, name string) {
 	dir := os.Getenv("SPINE_UI_SCREENSHOTS")
 	if dir == "" {
 		return
