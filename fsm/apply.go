@@ -62,7 +62,7 @@ type jobWithCreated struct {
 }
 
 func (j *Job) addEvent(e Event) {
-	e.Seq = len(j.History) + 1
+	e.Seq = int32(len(j.History) + 1)
 	// Versions of a job share their history's backing array, so an append
 	// always copies it (copyJob caps it). The copy is sized exactly: a
 	// finished job keeps its history for the retention window, and append's
@@ -143,7 +143,7 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 	if r := j.Extra().Rate; r != nil {
 		a.defineRate(r, c.Now)
 	}
-	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued}
+	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued.Code()}
 	j.History = jc.ev[:1:1]
 	a.put(nil, j, c.Now)
 	return &Result{Job: j}
@@ -293,7 +293,7 @@ func (a *applier) start(old *Job, g grant) *Job {
 		ID: g.AttemptID, Owner: g.Actor.Role, WorkerID: g.Actor.WorkerID, Token: g.LeaseToken,
 		StartedAt: g.Now, Outcome: OutcomeRunning,
 	})
-	j.addEvent(Event{At: g.Now, Type: EventClaimed, Actor: a.in.actor(g.Actor), From: StateQueued, To: StateRunning,
+	j.addEvent(Event{At: g.Now, Type: EventClaimed, Actor: a.in.actor(g.Actor), From: StateQueued.Code(), To: StateRunning.Code(),
 		AttemptID: g.AttemptID, WorkerID: g.Actor.WorkerID, Text: "attempt " + strconv.Itoa(j.Attempts) + " of " + strconv.Itoa(j.MaxAttempts)})
 	a.put(old, j, g.Now)
 	a.useWorker(g.Actor, g.Now, true)
@@ -339,7 +339,7 @@ func (a *applier) redrive(c *RedriveCommand) *Result {
 	j.Attempts = 0
 	j.QueueIndex = a.index
 	j.FinishedAt = 0
-	j.addEvent(Event{At: c.Now, Type: EventRedriven, Actor: a.in.actor(c.Actor), From: old.State, To: StateQueued})
+	j.addEvent(Event{At: c.Now, Type: EventRedriven, Actor: a.in.actor(c.Actor), From: old.State.Code(), To: StateQueued.Code()})
 	a.put(old, j, c.Now)
 	return &Result{Job: j}
 }

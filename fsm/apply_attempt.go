@@ -13,7 +13,7 @@ func (a *applier) kill(old *Job, now int64, actor, why string) *Job {
 	j := copyJob(old)
 	j.State = StateDead
 	j.FinishedAt = now
-	j.addEvent(Event{At: now, Type: EventDead, Actor: actor, From: old.State, To: StateDead, Text: why})
+	j.addEvent(Event{At: now, Type: EventDead, Actor: actor, From: old.State.Code(), To: StateDead.Code(), Text: why})
 	a.put(old, j, now)
 	return j
 }
@@ -96,7 +96,7 @@ func (a *applier) complete(c *CompleteCommand) *Result {
 		j.extraMut().Stdout, j.extraMut().Stderr = c.Stdout, c.Stderr
 	}
 	j.FinishedAt = c.Now
-	j.addEvent(Event{At: c.Now, Type: EventCompleted, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateDone,
+	j.addEvent(Event{At: c.Now, Type: EventCompleted, Actor: a.in.actor(c.Actor), From: StateRunning.Code(), To: StateDone.Code(),
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID})
 	a.put(old, j, c.Now)
 	return &Result{Job: j}
@@ -142,7 +142,7 @@ func (a *applier) fail(c *FailCommand) *Result {
 	if j.State == StateCancelled {
 		a.cancelled(j, c.Now, a.in.actor(c.Actor), jerr.Message)
 	} else {
-		j.addEvent(Event{At: c.Now, Type: EventFailed, Actor: a.in.actor(c.Actor), From: StateRunning, To: j.State,
+		j.addEvent(Event{At: c.Now, Type: EventFailed, Actor: a.in.actor(c.Actor), From: StateRunning.Code(), To: j.State.Code(),
 			AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: jerr.Message})
 	}
 	a.put(old, j, c.Now)
@@ -177,7 +177,7 @@ func (a *applier) releaseUntil(c *ReleaseCommand, notBefore int64, notForMe bool
 	if w := c.Actor.WorkerID; notForMe && !slices.Contains(j.Extra().NotFor, w) {
 		j.extraMut().NotFor = append(slices.Clone(j.Extra().NotFor[max(0, len(j.Extra().NotFor)-MaxNotFor+1):]), w)
 	}
-	j.addEvent(Event{At: c.Now, Type: EventReleased, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateQueued,
+	j.addEvent(Event{At: c.Now, Type: EventReleased, Actor: a.in.actor(c.Actor), From: StateRunning.Code(), To: StateQueued.Code(),
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID, Text: c.Reason})
 	a.put(old, j, c.Now)
 	return &Result{Job: j, Requeued: true}

@@ -63,7 +63,7 @@ func (a *applier) expireDead(old *Job, now int64, deadWorker, deadGateway string
 		if dead != "" {
 			text = dead + " declared dead after a cancel"
 		}
-		j.addEvent(Event{At: now, Type: EventReaped, Actor: "reaper", From: StateRunning, To: StateCancelled,
+		j.addEvent(Event{At: now, Type: EventReaped, Actor: "reaper", From: StateRunning.Code(), To: StateCancelled.Code(),
 			AttemptID: at.ID, WorkerID: at.WorkerID, Text: text})
 		a.cancelled(j, now, "reaper", text)
 		a.put(old, j, now)
@@ -103,7 +103,7 @@ func (a *applier) expireDead(old *Job, now int64, deadWorker, deadGateway string
 		j.State = StateQueued
 		j.QueueIndex = a.index
 	}
-	j.addEvent(Event{At: now, Type: EventReaped, Actor: "reaper", From: StateRunning, To: j.State,
+	j.addEvent(Event{At: now, Type: EventReaped, Actor: "reaper", From: StateRunning.Code(), To: j.State.Code(),
 		AttemptID: at.ID, WorkerID: at.WorkerID, Text: text})
 	a.put(old, j, now)
 	return j

@@ -227,6 +227,34 @@ func BenchmarkMemoryPerDoneJob(b *testing.B) {
 	})
 }
 
+// BenchmarkMemoryPerFeedEvent reports the heap bytes the event feed holds
+// per event when full (FeedRetention events, each of a job's create): the
+// heap of a state with the feed on, less that of one with it off.
+func BenchmarkMemoryPerFeedEvent(b *testing.B) {
+	const n = FeedRetention
+	heap := func(feed bool) uint64 {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f, _ := New(Config{})
+		var idx uint64
+		if feed {
+			idx++
+			feedOn(f, idx)
+		}
+		fill(b, f, n, &idx)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(f)
+		return after.HeapAlloc - before.HeapAlloc
+	}
+	for i := 0; i < b.N; i++ {
+		off := heap(false)
+		on := heap(true)
+		b.ReportMetric((float64(on)-float64(off))/n, "bytes/event")
+	}
+}
+
 // BenchmarkSnapshot1M persists and restores 1M queued jobs.
 func BenchmarkSnapshot1M(b *testing.B) {
 	// A state below LevelTagged is written as the builds before it read it

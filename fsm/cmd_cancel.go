@@ -63,7 +63,7 @@ func (c *CancelCommand) apply(a *applier) *Result {
 	case old.State == StateRunning:
 		j := copyJob(old)
 		j.extraMut().CancelRequestedAt, j.extraMut().CancelReason = c.Now, c.Reason
-		j.addEvent(Event{At: c.Now, Type: EventCancelRequested, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateRunning,
+		j.addEvent(Event{At: c.Now, Type: EventCancelRequested, Actor: a.in.actor(c.Actor), From: StateRunning.Code(), To: StateRunning.Code(),
 			AttemptID: j.Lease.AttemptID, WorkerID: j.Lease.WorkerID, Text: c.Reason})
 		a.put(old, j, c.Now)
 		return &Result{Job: j}
@@ -85,5 +85,5 @@ func (a *applier) cancelled(j *Job, now int64, actor, text string) {
 		j.extra.DepsPending = 0
 	}
 	j.FinishedAt = now
-	j.addEvent(Event{At: now, Type: EventCancelled, Actor: actor, From: from, To: StateCancelled, Text: text})
+	j.addEvent(Event{At: now, Type: EventCancelled, Actor: actor, From: from.Code(), To: StateCancelled.Code(), Text: text})
 }

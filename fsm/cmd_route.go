@@ -116,7 +116,7 @@ func (a *applier) routeTo(old *Job, g *Gateway, spec RouteSpec, now int64, actor
 	j.Target = a.t.gatewayTarget(g.ID)
 	spec.dispatchedAt, spec.acceptedAt = 0, 0
 	j.extraMut().Route = &spec
-	j.addEvent(Event{At: now, Type: EventRouted, Actor: actor, From: j.State, To: j.State, Text: text})
+	j.addEvent(Event{At: now, Type: EventRouted, Actor: actor, From: j.State.Code(), To: j.State.Code(), Text: text})
 	a.put(old, j, now)
 	return j
 }

@@ -141,7 +141,7 @@ func (c *TaskCreateCommand) apply(a *applier) *Result {
 	if c.ClonedFrom != "" {
 		text = "requeue of " + c.ClonedFrom
 	}
-	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued, Text: text}
+	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued.Code(), Text: text}
 	j.History = jc.ev[:1:1]
 	a.put(nil, j, c.Now)
 	return &Result{Job: j, Stream: st}

@@ -170,7 +170,7 @@ func (a *applier) startTask(c *TaskStepCommand) *Result {
 	j := copyJob(old)
 	at := j.CurrentAttempt()
 	at.RunningAt = c.Now
-	j.addEvent(Event{At: c.Now, Type: EventStarted, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateRunning,
+	j.addEvent(Event{At: c.Now, Type: EventStarted, Actor: a.in.actor(c.Actor), From: StateRunning.Code(), To: StateRunning.Code(),
 		AttemptID: at.ID, WorkerID: c.Actor.WorkerID})
 	a.put(old, j, c.Now)
 	return &Result{Job: j}

@@ -21,10 +21,6 @@ import (
 // one by a reader that skips a field it does not know.
 const CmdCompleteRefused CommandType = 53
 
-// EventCompleteRefused is the history event of a refused complete; its
-// text lists the mismatches.
-const EventCompleteRefused = "complete_refused"
-
 const (
 	// MaxRefusalsPerAttempt bounds the refused completes one attempt
 	// records in its job's history: past it a refusal is still answered,
@@ -88,7 +84,7 @@ func (c *CompleteRefusedCommand) apply(a *applier) *Result {
 		return &Result{Job: old}
 	}
 	j := copyJob(old)
-	j.addEvent(Event{At: c.Now, Type: EventCompleteRefused, Actor: a.in.actor(c.Actor), From: StateRunning, To: StateRunning,
+	j.addEvent(Event{At: c.Now, Type: EventCompleteRefused, Actor: a.in.actor(c.Actor), From: StateRunning.Code(), To: StateRunning.Code(),
 		AttemptID: at, WorkerID: c.Actor.WorkerID, Text: c.Text})
 	a.put(old, j, c.Now)
 	return &Result{Job: j}

@@ -133,7 +133,7 @@ func TestCompleteRefusedRecordsAreBounded(t *testing.T) {
 		t.Fatalf("%d refusals recorded, want %d", n, MaxRefusalsPerAttempt)
 	}
 	last := got.History[len(got.History)-1]
-	if last.Type != EventCompleteRefused || last.AttemptID != lease.AttemptID || last.From != StateRunning || last.To != StateRunning ||
+	if last.Type != EventCompleteRefused || last.AttemptID != lease.AttemptID || last.From.State() != StateRunning || last.To.State() != StateRunning ||
 		last.Text == "" || last.Actor != "left_claw" {
 		t.Fatalf("last event %+v", last)
 	}

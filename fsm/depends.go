@@ -91,7 +91,7 @@ func (a *applier) settleDependents(j *Job, now int64) {
 		d.extraMut().DepsPending = 0
 		d.FinishedAt = now
 		d.Error = &JobError{Code: DependencyFailedCode, Message: fmt.Sprintf("job %s it depends on ended %s", j.ID, j.State)}
-		d.addEvent(Event{At: now, Type: EventFailed, Actor: "dependencies", From: StateQueued, To: StateFailed, Text: d.Error.Message})
+		d.addEvent(Event{At: now, Type: EventFailed, Actor: "dependencies", From: StateQueued.Code(), To: StateFailed.Code(), Text: d.Error.Message})
 		a.put(cur, d, now)
 	}
 }

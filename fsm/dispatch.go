@@ -131,7 +131,7 @@ func (c *DispatchCommand) apply(a *applier) *Result {
 		if at := &nj.AttemptLog[len(nj.AttemptLog)-1]; at.RunningAt == 0 {
 			at.RunningAt = c.Now // the gateway runs it: the task's "running"
 		}
-		nj.addEvent(Event{At: c.Now, Type: EventRouted, Actor: "control-plane", From: j.State, To: j.State,
+		nj.addEvent(Event{At: c.Now, Type: EventRouted, Actor: "control-plane", From: j.State.Code(), To: j.State.Code(),
 			AttemptID: j.Lease.AttemptID, Text: "gateway " + c.Gateway + " accepted it"})
 		a.put(j, nj, c.Now)
 		return &Result{Job: nj}

@@ -1,6 +1,9 @@
 package fsm
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // The event feed is the cluster's replicated stream of what happened, in
 // apply order: every job event but heartbeats (a job's own history keeps
@@ -16,8 +19,8 @@ import "fmt"
 // that holds the feed is of a version older builds cannot read.
 const FeedRetention = 1 << 16
 
-// FeedEvent is one event of the feed. Objects read from the store are
-// shared and must never be modified.
+// FeedEvent is one event of the feed, as Reader.Feed returns it (the feed
+// stores it in a compact form, feedRec).
 type FeedEvent struct {
 	// Seq is the event's place in the feed, from 1.
 	Seq uint64
@@ -58,10 +61,69 @@ const (
 	FeedHealth       = "health"
 )
 
+// feedRec is how the feed stores an event (FeedEvent is the form it is
+// read in): the words (Kind, Type, From, To, Task) as one-byte codes
+// (names.go) and the token joined to the actor as in a job's history
+// (Event.Who), with no seq (its place in the feed is its seq). About half
+// a FeedEvent, and stored in its block by value: the feed's FeedRetention
+// events are no longer as many objects. TestEventSizes pins its size.
+type feedRec struct {
+	Index uint64
+	At    int64
+	ID    string
+	// Actor is the actor alone, or when split is set actor@token
+	// (TokenSep), cut at the first @ as Event.Who does.
+	Actor     string
+	Stream    string
+	AttemptID string
+	WorkerID  string
+	Text      string
+	kind, typ name
+	from, to  name
+	task      name
+	split     bool
+}
+
+// expand writes r, the event of seq s, into e as readers see it.
+func (r *feedRec) expand(s uint64, e *FeedEvent) {
+	*e = FeedEvent{Seq: s, Index: r.Index, At: r.At, Kind: r.kind.String(), ID: r.ID, Type: r.typ.String(), Actor: r.Actor,
+		From: r.from.String(), To: r.to.String(), Stream: r.Stream, Task: TaskState(r.task.String()), AttemptID: r.AttemptID,
+		WorkerID: r.WorkerID, Text: r.Text}
+	if r.split {
+		e.Actor, e.Token = cutToken(r.Actor)
+	}
+}
+
+func cutToken(s string) (actor, token string) {
+	actor, token, _ = strings.Cut(s, TokenSep)
+	return actor, token
+}
+
+// feedRecOf returns e as the feed stores it; false when one of its words
+// is one too many for the table (names.go).
+func feedRecOf(e *FeedEvent) (feedRec, bool) {
+	r := feedRec{Index: e.Index, At: e.At, ID: e.ID, Actor: e.Actor, Stream: e.Stream, AttemptID: e.AttemptID,
+		WorkerID: e.WorkerID, Text: e.Text}
+	ok := true
+	for _, c := range []struct {
+		p *name
+		w string
+	}{{&r.kind, e.Kind}, {&r.typ, e.Type}, {&r.from, e.From}, {&r.to, e.To}, {&r.task, string(e.Task)}} {
+		n, known := nameOf(c.w)
+		*c.p, ok = n, ok && known
+	}
+	if e.Token != "" {
+		// A job event's actor holds no separator (Event.Who cut the token
+		// off at the first): joined again, it cuts the same.
+		r.Actor, r.split = e.Actor+TokenSep+e.Token, true
+	}
+	return r, ok
+}
+
 // feedChunk is how many events one block of the feed holds.
 const feedChunk = 256
 
-type feedBlock [feedChunk]*FeedEvent
+type feedBlock [feedChunk]feedRec
 
 // feedLog holds the feed's latest events in fixed blocks: block i of
 // blocks holds seqs base+i*feedChunk+1 to base+(i+1)*feedChunk. A published
@@ -91,23 +153,21 @@ func (l *feedLog) oldest() uint64 {
 	return max(l.base+1, 1)
 }
 
-// put stores e as the event after latest (e.Seq must be latest+1).
-func (l *feedLog) put(e *FeedEvent) {
-	s := e.Seq
+// put stores r as event s, the one after latest.
+func (l *feedLog) put(s uint64, r *feedRec) {
 	if len(l.blocks) == 0 {
 		l.base = (s - 1) / feedChunk * feedChunk
 	}
 	if i := int((s - 1 - l.base) / feedChunk); i == len(l.blocks) {
 		l.blocks = append(l.blocks, new(feedBlock))
 	}
-	l.blocks[(s-1-l.base)/feedChunk][(s-1)%feedChunk] = e
+	l.blocks[(s-1-l.base)/feedChunk][(s-1)%feedChunk] = *r
 	l.latest = s
 }
 
-// add feeds e as the next event and drops what retention lets go.
-func (l *feedLog) add(e *FeedEvent) {
-	e.Seq = l.latest + 1
-	l.put(e)
+// add feeds r as the next event and drops what retention lets go.
+func (l *feedLog) add(r *feedRec) {
+	l.put(l.latest+1, r)
 	for len(l.blocks) > 1 && l.latest-(l.base+feedChunk) >= FeedRetention {
 		// Not cleared: a view may still read it (below: when the array
 		// lets go of it).
@@ -127,8 +187,8 @@ func (l *feedLog) add(e *FeedEvent) {
 	}
 }
 
-func (l *feedLog) get(s uint64) *FeedEvent {
-	return l.blocks[(s-1-l.base)/feedChunk][(s-1)%feedChunk]
+func (l *feedLog) get(s uint64) *feedRec {
+	return &l.blocks[(s-1-l.base)/feedChunk][(s-1)%feedChunk]
 }
 
 // restore adds e, read from a snapshot whose feed ends at head.
@@ -139,7 +199,11 @@ func (l *feedLog) restore(e *FeedEvent, head uint64) error {
 	case len(l.blocks) > 0 && e.Seq != l.latest+1:
 		return fmt.Errorf("restore: feed event %d after event %d", e.Seq, l.latest)
 	}
-	l.put(e)
+	r, ok := feedRecOf(e)
+	if !ok {
+		return fmt.Errorf("restore: feed event %d: more than %d distinct event words", e.Seq, maxNames-1)
+	}
+	l.put(e.Seq, &r)
 	return nil
 }
 
@@ -176,13 +240,22 @@ func (c *FeedOnCommand) apply(a *applier) *Result {
 // feedOn starts the feed (and snapshot version 5) if it is off.
 func (a *applier) feedOn() { a.t.feed.on = true }
 
-// emit appends e to the feed, if it is on.
+// emit appends e (a gateway's or a worker's event, of words this build
+// writes) to the feed, if it is on.
 func (a *applier) emit(e FeedEvent) {
 	if !a.t.feed.on {
 		return
 	}
-	e.Index = a.index
-	a.t.feed.add(&e)
+	r, ok := feedRecOf(&e)
+	if !ok {
+		panic(fmt.Sprintf("fsm: feed event %q %q: more than %d distinct event words", e.Kind, e.Type, maxNames-1))
+	}
+	a.emitRec(&r)
+}
+
+func (a *applier) emitRec(r *feedRec) {
+	r.Index = a.index
+	a.t.feed.add(r)
 	a.fed = true
 }
 
@@ -198,15 +271,16 @@ func (a *applier) emitJob(old, j *Job) {
 	if n >= len(j.History) {
 		return
 	}
-	task := j.TaskState()
+	task := mustName(string(j.TaskState()))
 	for i := n; i < len(j.History); i++ {
 		ev := &j.History[i]
 		if ev.Type == EventHeartbeat {
 			continue
 		}
-		actor, token := ev.Who()
-		a.emit(FeedEvent{At: ev.At, Kind: FeedJob, ID: j.ID, Type: ev.Type, Actor: actor, From: string(ev.From), To: string(ev.To),
-			Stream: j.Stream, Task: task, AttemptID: ev.AttemptID, WorkerID: ev.WorkerID, Text: ev.Text, Token: token})
+		// The event's actor as it is (actor@token), split when read.
+		a.emitRec(&feedRec{At: ev.At, kind: nameFeedJob, ID: j.ID, typ: name(ev.Type), Actor: ev.Actor, split: true,
+			from: name(ev.From), to: name(ev.To), Stream: j.Stream, task: task,
+			AttemptID: ev.AttemptID, WorkerID: ev.WorkerID, Text: ev.Text})
 	}
 }
 
@@ -217,8 +291,15 @@ func (r *Reader) Feed(after uint64, limit int) (evs []*FeedEvent, oldest, latest
 	l := &r.view().feed
 	oldest = l.oldest()
 	if oldest != 0 {
-		for s := max(after+1, oldest); s <= l.latest && len(evs) < limit; s++ {
-			evs = append(evs, l.get(s))
+		from := max(after+1, oldest)
+		if n := min(uint64(max(limit, 0)), l.latest+1-min(from, l.latest+1)); n > 0 {
+			// One array for the page's events, expanded from the feed's.
+			all := make([]FeedEvent, n)
+			evs = make([]*FeedEvent, n)
+			for i := range all {
+				l.get(from+uint64(i)).expand(from+uint64(i), &all[i])
+				evs[i] = &all[i]
+			}
 		}
 	}
 	return evs, oldest, l.latest, l.on

@@ -107,12 +107,12 @@ func (a *Attempt) fields(f *fields) {
 }
 
 func (e *Event) fields(f *fields) {
-	f.int(1, &e.Seq)
+	f.i32(1, &e.Seq)
 	f.i64(2, &e.At)
-	f.istr(3, &e.Type)
+	f.word(3, (*name)(&e.Type))
 	f.istr(4, &e.Actor)
-	f.istr(5, (*string)(&e.From))
-	f.istr(6, (*string)(&e.To))
+	f.word(5, (*name)(&e.From))
+	f.word(6, (*name)(&e.To))
 	f.str(7, &e.AttemptID)
 	f.istr(8, &e.WorkerID)
 	f.str(9, &e.Text)

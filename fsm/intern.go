@@ -3,7 +3,7 @@ package fsm
 import "sync"
 
 // interner shares one copy of strings that repeat across jobs (streams,
-// roles, targets, states, event types), so a million queued jobs of stream
+// roles, targets, states), so a million queued jobs of stream
 // "default" hold one "default" and not a million. It only saves memory: an
 // interned string equals the one it replaces.
 type interner struct {
@@ -24,8 +24,6 @@ func newInterner() *interner {
 		string(StateQueued), string(StateRunning), string(StateDone), string(StateFailed), string(StateDead), string(StateCancelled),
 		string(OutcomeRunning), string(OutcomeCompleted), string(OutcomeFailed), string(OutcomeReleased),
 		string(OutcomeExpired), string(OutcomeCancelled),
-		EventCreated, EventClaimed, EventHeartbeat, EventCompleted, EventFailed, EventReleased, EventReaped,
-		EventDead, EventComment, EventRedriven, EventRouted, EventStarted,
 		DefaultStream, HeadRole, "reaper", "lease expired",
 	} {
 		in.m[s] = s

@@ -126,12 +126,12 @@ func (e *enc) job(j *Job, version int) {
 	e.uvarint(uint64(len(j.History)))
 	for i := range j.History {
 		ev := &j.History[i]
-		e.int(ev.Seq)
+		e.int(int(ev.Seq))
 		e.varint(ev.At)
-		e.str(ev.Type)
+		e.str(ev.Type.String())
 		e.str(ev.Actor)
-		e.str(string(ev.From))
-		e.str(string(ev.To))
+		e.str(ev.From.String())
+		e.str(ev.To.String())
 		e.str(ev.AttemptID)
 		e.str(ev.WorkerID)
 		e.str(ev.Text)
@@ -241,8 +241,8 @@ func (d *dec) job(version int) *Job {
 		jp = new(Job)
 	}
 	for i := range j.History {
-		j.History[i] = Event{Seq: d.int(), At: d.varint(), Type: d.istr(), Actor: d.istr(),
-			From: State(d.istr()), To: State(d.istr()), AttemptID: d.str(), WorkerID: d.istr(), Text: d.istr()}
+		j.History[i] = Event{Seq: d.i32(d.int()), At: d.varint(), Type: EventType(d.word()), Actor: d.istr(),
+			From: StateCode(d.word()), To: StateCode(d.word()), AttemptID: d.str(), WorkerID: d.istr(), Text: d.istr()}
 	}
 	j.CreatedAt = d.varint()
 	j.UpdatedAt = d.varint()

@@ -241,8 +241,9 @@ func init() {
 	registerSnap(snapRow(snapFeed, "Feed", 5,
 		func(t *tables, _ int, r *recordWriter) {
 			l := &t.feed
+			ev := new(FeedEvent) // each event in turn, as it was fed
 			for seq := l.oldest(); seq != 0 && seq <= l.latest; seq++ {
-				if ev := l.get(seq); !r.add(ev, func(e *enc) { e.feedEvent(ev) }) {
+				if l.get(seq).expand(seq, ev); !r.add(ev, func(e *enc) { e.feedEvent(ev) }) {
 					return
 				}
 			}

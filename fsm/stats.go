@@ -173,9 +173,10 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 const AutoFailed = "auto_failed"
 
 // countedEvents are the event types the counters keep, in a fixed order.
-var countedEvents = [...]string{EventCreated, EventClaimed, EventStarted, EventCompleted, EventFailed,
-	EventReleased, EventReaped, EventDead, EventRedriven, EventRouted, EventComment, AutoFailed,
-	EventCancelRequested, EventCancelled, EventCompleteRefused}
+var countedEvents = [...]string{eventWords[EventCreated], eventWords[EventClaimed], eventWords[EventStarted],
+	eventWords[EventCompleted], eventWords[EventFailed], eventWords[EventReleased], eventWords[EventReaped],
+	eventWords[EventDead], eventWords[EventRedriven], eventWords[EventRouted], eventWords[EventComment], AutoFailed,
+	eventWords[EventCancelRequested], eventWords[EventCancelled], eventWords[EventCompleteRefused]}
 
 type eventCounts struct {
 	// from: entries at or below this index are not counted (a restarted
@@ -204,10 +205,10 @@ func (a *applier) countEvents(old, j *Job) {
 	}
 	for i := n; i < len(j.History); i++ {
 		ev := &j.History[i]
-		if k := eventSlot(ev.Type); k >= 0 {
+		if k := eventSlot(ev.Type.String()); k >= 0 {
 			a.events.n[k].Add(1)
 		}
-		if ev.Type == EventReaped && j.Error != nil && j.Error.Code == AutoFailCode && ev.To == StateFailed {
+		if ev.Type == EventReaped && j.Error != nil && j.Error.Code == AutoFailCode && ev.To.State() == StateFailed {
 			a.events.n[eventSlot(AutoFailed)].Add(1)
 		}
 	}

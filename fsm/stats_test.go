@@ -143,7 +143,7 @@ func TestEventCountsSkipReplay(t *testing.T) {
 	j := h.create(CreateCommand{})
 	mustOK(t, h.claim(j.ID, left))
 	got := h.f.EventCounts()
-	if got[EventCreated] != 1 || got[EventClaimed] != 1 || got[EventCompleted] != 0 {
+	if got[EventCreated.String()] != 1 || got[EventClaimed.String()] != 1 || got[EventCompleted.String()] != 0 {
 		t.Fatalf("counts %v, want 1 created (the first two skipped) and 1 claimed", got)
 	}
 }

@@ -158,8 +158,8 @@ func TestFeed(t *testing.T) {
 	h.step(TaskComplete, h.job(j.ID))
 
 	evs := feedOf(t, h.f)
-	want := []struct{ kind, typ string }{{FeedJob, EventCreated}, {FeedJob, EventClaimed}, {FeedJob, EventStarted},
-		{FeedGateway, FeedRegistered}, {FeedGateway, FeedHealth}, {FeedJob, EventCompleted}}
+	want := []struct{ kind, typ string }{{FeedJob, EventCreated.String()}, {FeedJob, EventClaimed.String()}, {FeedJob, EventStarted.String()},
+		{FeedGateway, FeedRegistered}, {FeedGateway, FeedHealth}, {FeedJob, EventCompleted.String()}}
 	if len(evs) != len(want) {
 		t.Fatalf("feed has %d events, want %d: %+v", len(evs), len(want), evs)
 	}
@@ -239,7 +239,7 @@ func writeSnap(t *testing.T, f *FSM) []byte {
 func TestFeedHoldsOnlyItsRetention(t *testing.T) {
 	var l, view feedLog
 	for s := uint64(1); s <= 4*FeedRetention; s++ {
-		l.add(&FeedEvent{ID: "x"})
+		l.add(&feedRec{ID: "x", Index: s})
 		if s == FeedRetention+5 {
 			view = l // what a publish copies
 		}
@@ -248,7 +248,7 @@ func TestFeedHoldsOnlyItsRetention(t *testing.T) {
 		}
 	}
 	for s := view.oldest(); s <= view.latest; s++ {
-		if e := view.get(s); e == nil || e.Seq != s {
+		if e := view.get(s); e.Index != s {
 			t.Fatalf("the old view lost event %d", s)
 		}
 	}

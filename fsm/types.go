@@ -284,14 +284,16 @@ type Attempt struct {
 	ByHolder bool
 }
 
-// Event is one entry of a job's replicated history.
+// Event is one entry of a job's replicated history. Its type and states
+// are one-byte codes of their words (names.go): a job's history is most
+// of what a finished job holds beyond its payload (TestEventSizes).
 type Event struct {
-	Seq       int
+	Seq       int32 // its place in the history, from 1
+	Type      EventType
+	From      StateCode
+	To        StateCode
 	At        int64
-	Type      string
 	Actor     string
-	From      State
-	To        State
 	AttemptID string
 	WorkerID  string
 	Text      string
@@ -310,25 +312,35 @@ func (e *Event) Who() (actor, token string) {
 	return actor, token
 }
 
-// Event types.
+// Event types. The constants are their codes (names.go), in this order;
+// String and MarshalText give their words ("created"…).
 const (
-	EventCreated   = "created"
-	EventClaimed   = "claimed"
-	EventHeartbeat = "heartbeat"
-	EventCompleted = "completed"
-	EventFailed    = "failed"
-	EventReleased  = "released"
-	EventReaped    = "reaped"
-	EventDead      = "dead"
-	EventComment   = "comment"
-	EventRedriven  = "redriven"
-	EventRouted    = "routed"
-	EventStarted   = "started"
+	EventCreated EventType = iota + 1
+	EventClaimed
+	EventHeartbeat
+	EventCompleted
+	EventFailed
+	EventReleased
+	EventReaped
+	EventDead
+	EventComment
+	EventRedriven
+	EventRouted
+	EventStarted
 	// EventCancelRequested: head asked a running job's worker to stop;
 	// EventCancelled: the job ended cancelled.
-	EventCancelRequested = "cancel_requested"
-	EventCancelled       = "cancelled"
+	EventCancelRequested
+	EventCancelled
+	// EventCompleteRefused is the event of a refused complete (contract.go).
+	EventCompleteRefused
 )
+
+// eventWords are the event types' words, by code.
+var eventWords = [...]string{EventCreated: "created", EventClaimed: "claimed", EventHeartbeat: "heartbeat",
+	EventCompleted: "completed", EventFailed: "failed", EventReleased: "released", EventReaped: "reaped",
+	EventDead: "dead", EventComment: "comment", EventRedriven: "redriven", EventRouted: "routed",
+	EventStarted: "started", EventCancelRequested: "cancel_requested", EventCancelled: "cancelled",
+	EventCompleteRefused: "complete_refused"}
 
 // Blob is a replicated, content-addressed byte string. Its id is the hex
 // SHA-256 of its content; its bytes are stored in chunks.

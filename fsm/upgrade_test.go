@@ -156,7 +156,9 @@ func dumpState(f *FSM) string {
 	v.workers.ascend(func(w *Worker) bool { line("worker", w); return true })
 	fmt.Fprintf(&b, "feed on %v latest %d\n", v.feed.on, v.feed.latest)
 	for seq := v.feed.oldest(); seq != 0 && seq <= v.feed.latest; seq++ {
-		line("feed", v.feed.get(seq))
+		var e FeedEvent // as readers see it: the stored form is the build's own
+		v.feed.get(seq).expand(seq, &e)
+		line("feed", &e)
 	}
 	for _, p := range v.pausedList() {
 		line("paused", p)
@@ -179,6 +181,9 @@ var jobFieldOrder = strings.Fields(`ID Stream Target Payload State Attempts MaxA
 	CancelRequestedAt CancelReason Progress ProgressAt Checkpoint CheckpointAt Result Error Stdout Stderr
 	Comments AttemptLog History CreatedAt UpdatedAt StartedAt FinishedAt CreateIndex QueueIndex ModifyIndex
 	ResultSchema Schedule Rate`)
+
+// eventFieldOrder is the order an event's fields print in: its record's.
+var eventFieldOrder = strings.Fields(`Seq At Type Actor From To AttemptID WorkerID Text`)
 
 // dumpValue prints a value whole, unexported fields included, maps in key
 // order and pointers followed: two equal states print the same text.
@@ -225,16 +230,22 @@ func dumpValue(v reflect.Value) string {
 				return
 			}
 			// Zero fields are left out, so a field a later build adds
-			// prints nothing until it is used.
+			// prints nothing until it is used. An event prints its fields
+			// in its record's order.
 			b.WriteString("{")
 			sep := ""
 			for i := 0; i < v.NumField(); i++ {
-				if v.Field(i).IsZero() {
+				fv, fname := v.Field(i), v.Type().Field(i).Name
+				if v.Type() == reflect.TypeOf(Event{}) {
+					fname = eventFieldOrder[i]
+					fv = v.FieldByName(fname)
+				}
+				if fv.IsZero() {
 					continue
 				}
-				b.WriteString(sep + v.Type().Field(i).Name + ":")
+				b.WriteString(sep + fname + ":")
 				sep = " "
-				walk(v.Field(i))
+				walk(fv)
 			}
 			b.WriteString("}")
 		case reflect.Slice:
@@ -284,7 +295,15 @@ func dumpValue(v reflect.Value) string {
 			fmt.Fprintf(&b, "%v", v.Bool())
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 			fmt.Fprintf(&b, "%d", v.Int())
-		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		case reflect.Uint8:
+			// A word held as its code (names.go) prints as the word.
+			switch v.Type() {
+			case reflect.TypeOf(EventType(0)), reflect.TypeOf(StateCode(0)), reflect.TypeOf(name(0)):
+				fmt.Fprintf(&b, "%q", name(v.Uint()).String())
+			default:
+				fmt.Fprintf(&b, "%d", v.Uint())
+			}
+		case reflect.Uint, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 			fmt.Fprintf(&b, "%d", v.Uint())
 		case reflect.Float32, reflect.Float64:
 			fmt.Fprintf(&b, "%v", v.Float())

@@ -44,7 +44,7 @@ func refusedEvents(t *testing.T, e *env, id string) []map[string]interface{} {
 	}
 	var out []map[string]interface{}
 	for _, ev := range r.json(t)["events"].([]interface{}) {
-		if m := ev.(map[string]interface{}); m["type"] == fsm.EventCompleteRefused {
+		if m := ev.(map[string]interface{}); m["type"] == fsm.EventCompleteRefused.String() {
 			out = append(out, m)
 		}
 	}
@@ -291,7 +291,7 @@ func TestMCPResultContract(t *testing.T) {
 	mcpCall(t, claw, "get_job", map[string]any{"job_id": enq.Job.ID, "history": true}, &view)
 	refused := 0
 	for _, h := range view.History {
-		if h.Type == fsm.EventCompleteRefused {
+		if h.Type == fsm.EventCompleteRefused.String() {
 			refused++
 		}
 	}

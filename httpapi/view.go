@@ -57,8 +57,8 @@ func viewEvents(j *fsm.Job) api.JobEventList {
 	out := api.JobEventList{JobID: j.ID, Events: make([]*api.JobEvent, 0, len(j.History))}
 	for _, e := range j.History {
 		actor, token := e.Who()
-		out.Events = append(out.Events, &api.JobEvent{Seq: e.Seq, At: api.Time(e.At), Type: e.Type, Actor: actor,
-			From: api.JobStatus(e.From), To: api.JobStatus(e.To), AttemptID: e.AttemptID, WorkerID: e.WorkerID, Text: e.Text, Token: token})
+		out.Events = append(out.Events, &api.JobEvent{Seq: int(e.Seq), At: api.Time(e.At), Type: e.Type.String(), Actor: actor,
+			From: api.JobStatus(e.From.String()), To: api.JobStatus(e.To.String()), AttemptID: e.AttemptID, WorkerID: e.WorkerID, Text: e.Text, Token: token})
 	}
 	return out
 }
