@@ -40,16 +40,8 @@ func (t *binTransport) listen() {
 // protocol; anything else is NetworkTransport's, which gets the connection
 // with that byte put back.
 func (t *binTransport) serve(conn net.Conn) {
-	var first [1]byte
-	if _, err := io.ReadFull(conn, first[:]); err != nil {
-		conn.Close()
-		return
-	}
-	if first[0] != binMagic {
-		t.servedMsgpack.Add(1)
-		t.legacyL.handoff(&prefixConn{Conn: conn, first: first[0]})
-		return
-	}
+	// Tracked from the start, so that Close ends a connection that has
+	// sent nothing yet.
 	t.connsMu.Lock()
 	if t.isShutdown() {
 		t.connsMu.Unlock()
@@ -58,10 +50,25 @@ func (t *binTransport) serve(conn net.Conn) {
 	}
 	t.conns[conn] = struct{}{}
 	t.connsMu.Unlock()
-	defer func() {
+	untrack := func() {
 		t.connsMu.Lock()
 		delete(t.conns, conn)
 		t.connsMu.Unlock()
+	}
+	var first [1]byte
+	if _, err := io.ReadFull(conn, first[:]); err != nil {
+		untrack()
+		conn.Close()
+		return
+	}
+	if first[0] != binMagic {
+		untrack() // the NetworkTransport's from here
+		t.servedMsgpack.Add(1)
+		t.legacyL.handoff(&prefixConn{Conn: conn, first: first[0]})
+		return
+	}
+	defer func() {
+		untrack()
 		conn.Close()
 	}()
 	t.servedBinary.Add(1)

@@ -434,3 +434,37 @@ func TestMixedTransportCluster(t *testing.T) {
 		waitFSM(t, n.fsm, want)
 	}
 }
+
+// Concurrent RPCs to one peer each get their own connection and their own
+// answer; no more than maxPool connections stay pooled afterwards.
+func TestBinTransportPooledConns(t *testing.T) {
+	a, b := newTestBinTransport(t, true), newTestBinTransport(t, true)
+	go func() {
+		for rpc := range b.Consumer() {
+			req := rpc.Command.(*raft.AppendEntriesRequest)
+			rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: req.PrevLogEntry, Success: true}, nil)
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for k := 0; k < 20; k++ {
+				var resp raft.AppendEntriesResponse
+				req := &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: uint64(i*100 + k)}
+				if err := a.AppendEntries("b", b.LocalAddr(), req, &resp); err != nil || resp.LastLog != req.PrevLogEntry {
+					t.Errorf("rpc %d/%d: %v, answer %+v", i, k, err, resp)
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	a.poolMu.Lock()
+	pooled := len(a.pool[b.LocalAddr()])
+	a.poolMu.Unlock()
+	if pooled < 1 || pooled > raftMaxPool {
+		t.Fatalf("%d connections pooled, want 1 to %d", pooled, raftMaxPool)
+	}
+}
