@@ -65,6 +65,12 @@ const (
 	binEncKeep        = 4 << 20 // an encode buffer larger than this is dropped after use
 )
 
+// What raft asks of a transport beyond raft.Transport.
+var (
+	_ raft.WithPreVote = (*binTransport)(nil)
+	_ raft.WithClose   = (*binTransport)(nil)
+)
+
 var errBinUpgrade = errors.New("raft transport: the peer serves the binary protocol now; the msgpack pipeline is reopened on it")
 
 // newBinTransport serves and dials over stream. msgpackOnly dials every
