@@ -140,6 +140,11 @@ type Config struct {
 	// caller's context has no earlier deadline.
 	ApplyTimeout time.Duration
 
+	// RaftMsgpack dials every peer with hashicorp/raft's msgpack protocol,
+	// never the binary one (bintransport.go); the node serves both either
+	// way.
+	RaftMsgpack bool
+
 	// Test hooks. Transport replaces the TCP transport (RaftAddr then
 	// defaults to its LocalAddr). LogStore, StableStore and SnapshotStore
 	// replace the on-disk stores. DisableGossip runs without memberlist.

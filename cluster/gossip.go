@@ -32,6 +32,9 @@ type nodeMeta struct {
 	// Down is, on the leader, the followers that have not answered its
 	// AppendEntries lately (reach.go).
 	Down []string `json:"down,omitempty"`
+	// Transport is the binary raft protocol version the node serves
+	// (bintransport.go); absent from builds that serve only msgpack.
+	Transport uint8 `json:"transport,omitempty"`
 }
 
 // peerInfo is what this node knows about another node, from gossip, from a
@@ -43,6 +46,7 @@ type peerInfo struct {
 	commands uint8       // the highest command type it applies, as gossiped
 	level    int         // the highest cluster level it supports, as gossiped (0: none gossiped)
 	down     []string    // the followers it cannot reach, as it gossips while leader
+	binary   uint8       // the binary raft protocol version it serves, as gossiped (0: none)
 }
 
 // peersFile is the JSON layout of DataDir/peers.json.
@@ -64,6 +68,9 @@ func (d *gossipDelegate) NodeMeta(limit int) []byte {
 	}
 	if down := d.n.lease.gossiped.Load(); down != nil {
 		m.Down = *down
+	}
+	if d.n.bin != nil {
+		m.Transport = binVersion
 	}
 	b, err := json.Marshal(m)
 	if err == nil && len(b) > limit && len(m.Down) > 0 {
@@ -123,6 +130,7 @@ func (n *Node) gossipEvent(node *memberlist.Node, alive bool) {
 	if len(node.Meta) > 0 {
 		p.commands, p.level = meta.Commands, meta.Level
 		p.down = meta.Down
+		p.binary = meta.Transport
 	}
 	n.peers[meta.ID] = p
 	n.peersMu.Unlock()

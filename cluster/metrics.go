@@ -26,6 +26,11 @@ func (n *Node) Metrics() Metrics {
 		Members:          map[string]int{"alive": 1, "suspect": 0, "dead": 0},
 	}
 	_, m.HashMismatches = n.HashChecks()
+	if b := n.bin; b != nil {
+		m.RaftConns.BinaryDialled = b.dialedBinary.Load()
+		m.RaftConns.BinaryServed = b.servedBinary.Load()
+		m.RaftConns.MsgpackServed = b.servedMsgpack.Load()
+	}
 	switch lc := n.raft.LastContact(); {
 	case n.raft.State() == raft.Leader:
 	case lc.IsZero():

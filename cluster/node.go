@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,7 @@ type Node struct {
 	raft    *raft.Raft
 	stores  *stores
 	trans   raft.Transport
+	bin     *binTransport          // the transport New made (nil with Config.Transport)
 	ml      *memberlist.Memberlist // nil if DisableGossip
 	mlPtr   atomic.Pointer[memberlist.Memberlist]
 	tracker *applyTracker
@@ -138,25 +138,13 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	n.trans = cfg.Transport
-	if n.trans == nil && cfg.TLS != nil {
-		tt, err := newTLSTransport(cfg.RaftAddr, cfg.TLS, cfg.Logger.Named("raft-net"))
-		if err != nil {
-			return fail(fmt.Errorf("raft TLS transport on %s: %w", cfg.RaftAddr, err))
-		}
-		n.trans = tt
-		n.cfg.RaftAddr = string(tt.LocalAddr())
-	}
 	if n.trans == nil {
-		advertise, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+		bt, err := n.newTransport()
 		if err != nil {
-			return fail(fmt.Errorf("resolve RaftAddr: %w", err))
+			return fail(err)
 		}
-		tt, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, 10*time.Second, cfg.Logger.Named("raft-net"))
-		if err != nil {
-			return fail(fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err))
-		}
-		n.trans = tt
-		n.cfg.RaftAddr = string(tt.LocalAddr())
+		n.trans, n.bin = bt, bt
+		n.cfg.RaftAddr = string(bt.LocalAddr())
 	}
 	var bound func(uint64) uint64
 	if st.overlap != nil {

@@ -141,8 +141,8 @@ func (c *handshakeConn) Read(b []byte) (int, error) {
 	return c.Conn.Read(b)
 }
 
-// newTLSTransport is the raft transport of a node with TLS.
-func newTLSTransport(bind string, conf *tls.Config, logger hclog.Logger) (*raft.NetworkTransport, error) {
+// newTLSStreamLayerFor is the raft stream layer of a node with TLS.
+func newTLSStreamLayerFor(bind string, conf *tls.Config, logger hclog.Logger) (*tlsStreamLayer, error) {
 	var advertise net.Addr
 	if _, port, err := net.SplitHostPort(bind); err == nil && port != "0" {
 		a, err := net.ResolveTCPAddr("tcp", bind)
@@ -151,13 +151,7 @@ func newTLSTransport(bind string, conf *tls.Config, logger hclog.Logger) (*raft.
 		}
 		advertise = a
 	}
-	sl, err := newTLSStreamLayer(bind, advertise, conf, logger)
-	if err != nil {
-		return nil, err
-	}
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: sl, MaxPool: 3, Timeout: 10 * time.Second, Logger: logger,
-	}), nil
+	return newTLSStreamLayer(bind, advertise, conf, logger)
 }
 
 // peerProbeTimeout bounds checkPeerTLS's dial and handshake.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -171,16 +172,31 @@ func TestLoadTLSRefusesAnotherCA(t *testing.T) {
 // Two raft transports over TLS carry an AppendEntries; one of another CA
 // gets none through.
 func TestTLSTransportReplicates(t *testing.T) {
+	for _, binary := range []bool{true, false} {
+		t.Run(fmt.Sprintf("binary=%v", binary), func(t *testing.T) { testTLSTransportReplicates(t, binary) })
+	}
+}
+
+// newTLSBinTransport is a node's transport with TLS; binary: it dials every
+// peer with the binary protocol, else with msgpack.
+func newTLSBinTransport(t *testing.T, conf *tls.Config, binary bool) *binTransport {
+	t.Helper()
+	sl, err := newTLSStreamLayerFor("127.0.0.1:0", conf, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newBinTransport(sl, raftMaxPool, raftTimeout, !binary, hclog.NewNullLogger())
+	tr.setPeerBinary(func(raft.ServerID, raft.ServerAddress) bool { return true })
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+func testTLSTransportReplicates(t *testing.T, binary bool) {
 	dir := t.TempDir()
 	confs := []*tls.Config{testTLS(t, dir, "ca", "n1"), testTLS(t, dir, "ca", "n2")}
-	var trans []*raft.NetworkTransport
+	var trans []*binTransport
 	for _, c := range confs {
-		tr, err := newTLSTransport("127.0.0.1:0", c, hclog.NewNullLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		trans = append(trans, tr)
+		trans = append(trans, newTLSBinTransport(t, c, binary))
 	}
 	// One AppendEntries from n1 to n2 through the real transports.
 	go func() {
@@ -195,12 +211,11 @@ func TestTLSTransportReplicates(t *testing.T) {
 	if !resp.Success {
 		t.Fatal("no success")
 	}
-	// A transport of another CA gets no RPC through.
-	bad, err := newTLSTransport("127.0.0.1:0", testTLS(t, dir, "other", "n3"), hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
+	if got := trans[1].servedBinary.Load() > 0; got != binary {
+		t.Fatalf("binary connection served: %v, want %v", got, binary)
 	}
-	defer bad.Close()
+	// A transport of another CA gets no RPC through.
+	bad := newTLSBinTransport(t, testTLS(t, dir, "other", "n3"), binary)
 	if err := bad.AppendEntries("n2", trans[1].LocalAddr(), &raft.AppendEntriesRequest{Term: 9}, &resp); err == nil {
 		t.Fatal("a transport of another CA delivered an AppendEntries")
 	}

@@ -153,6 +153,7 @@ var (
 	descLogBatches    = prometheus.NewDesc("spine_raft_log_appends_total", "Batches appended to this node's log, one write and one fsync each.", nil, nil)
 	descLogEntries    = prometheus.NewDesc("spine_raft_log_entries_total", "Entries appended to this node's log.", nil, nil)
 	descLogSeconds    = prometheus.NewDesc("spine_raft_log_append_seconds_total", "Time the log appends took to write and fsync; divided by spine_raft_log_appends_total, the cost of one durable append.", nil, nil)
+	descRaftConns     = prometheus.NewDesc("spine_raft_connections_total", "Raft connections this node opened, by encoding (binary, msgpack) and side (dialled, served; msgpack dialled is not counted).", []string{"encoding", "side"}, nil)
 	descMembers       = prometheus.NewDesc("spine_gossip_members", "Cluster members by health as this node's gossip sees them (alive, suspect, dead: a raft server gossip does not see). Counts this node.", []string{"health"}, nil)
 	descMismatches    = prometheus.NewDesc("spine_state_hash_mismatches_total", "Peers' state hashes that differed from this node's at the same index: replicas that diverged. Must stay 0.", nil, nil)
 )
@@ -163,7 +164,7 @@ type stateCollector struct{ s *Server }
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descJobs, descOldest, descRateLimited, descPaused, descEvents, descWaiters, descRaftState, descTerm,
 		descLeaderChanges, descLastIndex, descCommitIndex, descAppliedIndex, descLastContact, descLogBytes,
-		descSnapBytes, descLogBatches, descLogEntries, descLogSeconds, descMembers, descMismatches} {
+		descSnapBytes, descLogBatches, descLogEntries, descLogSeconds, descMembers, descMismatches, descRaftConns} {
 		ch <- d
 	}
 }
@@ -280,6 +281,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(n), h)
 	}
 	ch <- prometheus.MustNewConstMetric(descMismatches, prometheus.CounterValue, float64(m.HashMismatches))
+	ch <- prometheus.MustNewConstMetric(descRaftConns, prometheus.CounterValue, float64(m.RaftConns.BinaryDialled), "binary", "dialled")
+	ch <- prometheus.MustNewConstMetric(descRaftConns, prometheus.CounterValue, float64(m.RaftConns.BinaryServed), "binary", "served")
+	ch <- prometheus.MustNewConstMetric(descRaftConns, prometheus.CounterValue, float64(m.RaftConns.MsgpackServed), "msgpack", "served")
 }
 
 func lower(s string) string {

@@ -178,6 +178,20 @@ func TestMetricsOnThreeNodes(t *testing.T) {
 		})
 	}
 	checkJobs(c.Nodes)
+	// The leader speaks raft's binary encoding to the followers, whose
+	// gossip says they serve it.
+	apiEventually(t, 20*time.Second, "the followers to serve binary raft connections", func() error {
+		for _, f := range fs {
+			m, err := opsScrape(t, f, false)
+			if err != nil {
+				return err
+			}
+			if v, _ := opsValue(m, "spine_raft_connections_total", "encoding", "binary", "side", "served"); v < 1 {
+				return fmt.Errorf("%s served %v binary raft connections", f.ID, v)
+			}
+		}
+		return nil
+	})
 
 	m, err := opsScrape(t, fs[0], false)
 	if err != nil {

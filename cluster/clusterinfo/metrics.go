@@ -29,4 +29,8 @@ type Metrics struct {
 	// HashMismatches counts the peers' state hashes that differed from
 	// this node's at the same index.
 	HashMismatches uint64
+	// RaftConns counts the raft connections this node opened since it
+	// started, by encoding and side (the msgpack ones it dials are not
+	// counted); zero on a node with a test transport.
+	RaftConns struct{ BinaryDialled, BinaryServed, MsgpackServed uint64 }
 }

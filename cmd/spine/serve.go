@@ -120,7 +120,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		Bootstrap: cfg.Bootstrap, Join: cfg.Join, JoinToken: headTok, FSM: machine, Logger: logger,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 		LogBackend: cfg.LogBackend, SerialLogWrite: cfg.SerialLogWrite, Commands: uint8(fsm.LatestCommand()), Level: fsm.LatestLevel, TLS: nodeTLS,
-		GossipKey: cfg.GossipKey,
+		GossipKey: cfg.GossipKey, RaftMsgpack: cfg.RaftMsgpack,
 	})
 	if err != nil {
 		ln.Close()

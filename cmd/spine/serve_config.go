@@ -56,6 +56,7 @@ type serveConfig struct {
 	LogBackend                                                     string
 	NoRelay                                                        bool
 	SerialLogWrite                                                 bool
+	RaftMsgpack                                                    bool
 	Pprof                                                          bool
 	TimerSlack                                                     time.Duration
 	LeaseRenewFraction                                             float64
@@ -122,6 +123,7 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.BoolVar(&c.Pprof, "pprof", envBool("SPINE_PPROF"), "serve /debug/pprof/ and /debug/metrics (raft metrics, JSON; head token required) for profiling (env SPINE_PPROF)")
 	fs.StringVar(&c.LogBackend, "log-backend", envOr("SPINE_LOG_BACKEND", ""), "Raft log store: wal (raft-wal, default for a new data dir) or bolt (raft-boltdb/v2); an existing data dir keeps its own (env SPINE_LOG_BACKEND)")
 	fs.BoolVar(&c.SerialLogWrite, "serial-log-write", envBool("SPINE_SERIAL_LOG_WRITE"), "the leader writes and fsyncs each batch to its own log before sending it to the followers (hashicorp/raft's order), instead of while they write theirs (env SPINE_SERIAL_LOG_WRITE)")
+	fs.BoolVar(&c.RaftMsgpack, "raft-msgpack", envBool("SPINE_RAFT_MSGPACK"), "dial the other nodes' raft with hashicorp/raft's msgpack protocol only, never the binary one (the node serves both either way) (env SPINE_RAFT_MSGPACK)")
 	fs.BoolVar(&c.NoRelay, "no-relay", envBool("SPINE_NO_RELAY"), "forward each request to the leader as its own HTTP exchange instead of over one multiplexed relay connection (env SPINE_NO_RELAY)")
 	slack := fs.String("timer-slack", envOr("SPINE_TIMER_SLACK", "5ms"), "how late the kernel may wake this process's timed sleeps to batch wake-ups (Linux; 0 keeps the inherited value). Fewer wake-ups: more jobs/s at less CPU (env SPINE_TIMER_SLACK)")
 	renew := fs.String("lease-renew-fraction", envOr("SPINE_LEASE_RENEW_FRACTION", "0.1"), "a heartbeat is written to the log only when it moves the lease's expiry by at least this fraction of the lease; a sooner one is answered from the committed lease (0 to 0.5; 0 writes every heartbeat) (env SPINE_LEASE_RENEW_FRACTION)")
