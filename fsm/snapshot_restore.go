@@ -14,7 +14,6 @@ import (
 
 // readSnapshot builds a fresh store from a snapshot stream.
 func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
-	defer holdGC()() // snapshot_gc.go
 	w := &writer{t: newTables()}
 	br := bufio.NewReaderSize(r, 1<<20)
 	t, err := br.ReadByte()
@@ -30,7 +29,10 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	case h.Version == 1:
 		err = readRecordsV1(br, rs)
 	case h.Version >= 2 && h.Version <= snapshotVersion:
-		// The records are decoded on every core (snapshot_decode.go).
+		// The records are decoded on every core (snapshot_decode.go),
+		// the collector paced by what is read (snapshot_gc.go) until the
+		// restore ends.
+		defer holdGC()()
 		br, err = readRecordsV2(br, r, rs, h.Version)
 	default:
 		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 to %d", h.Version, snapshotVersion)
