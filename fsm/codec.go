@@ -78,6 +78,9 @@ type dec struct {
 	b   []byte
 	err error
 	in  *interner // optional: shares repeated strings
+	// optional: a snapshot decoder's own buffers, reused from record to
+	// record (snapshot_decode.go)
+	scratch *decodeScratch
 }
 
 func (d *dec) fail(what string) {

@@ -57,11 +57,16 @@ func writeFields(b []byte, o fielder) []byte {
 }
 
 // readFields fills o from the tagged fields in b; in, when set, shares
-// repeated strings.
-func readFields(b []byte, o fielder, in *interner) error {
-	f := fields{d: dec{b: b, in: in}}
+// repeated strings. f, when set, is the reader to use (a decoder's own,
+// reused: o.fields takes it through an interface, so a new one is
+// allocated).
+func readFields(b []byte, o fielder, in *interner, f *fields) error {
+	if f == nil {
+		f = new(fields)
+	}
+	*f = fields{d: dec{b: b, in: in}}
 	f.next()
-	o.fields(&f)
+	o.fields(f)
 	f.finish()
 	return f.d.err
 }

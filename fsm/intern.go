@@ -9,6 +9,11 @@ import "sync"
 type interner struct {
 	mu sync.Mutex // held by the one decoder using it (an apply batch or a restore)
 	m  map[string]string
+	// recent holds the strings last looked up, by a hash of their length
+	// and ends: most lookups are of a few strings over and over (a
+	// restore's "default", "queued", "created"...), found here by one
+	// comparison rather than a map lookup.
+	recent [64]string
 }
 
 // Bounds: a stream of distinct values (say, worker ids) must not grow the
@@ -33,12 +38,22 @@ func newInterner() *interner {
 
 // bytes returns p as a string, shared when it has been seen before.
 func (in *interner) bytes(p []byte) string {
-	if s, ok := in.m[string(p)]; ok {
-		return s
+	var h uint
+	if n := len(p); n > 0 {
+		h = (uint(n) ^ uint(p[0])<<1 ^ uint(p[n-1])<<3 ^ uint(p[n/2])<<2) % uint(len(in.recent))
+		if s := in.recent[h]; s == string(p) {
+			return s
+		}
 	}
-	s := string(p)
-	if len(in.m) < internMaxEntries && len(p) <= internMaxLen {
-		in.m[s] = s
+	s, ok := in.m[string(p)]
+	if !ok {
+		s = string(p)
+		if len(in.m) < internMaxEntries && len(p) <= internMaxLen {
+			in.m[s] = s
+		}
+	}
+	if len(p) > 0 && len(p) <= internMaxLen {
+		in.recent[h] = s
 	}
 	return s
 }

@@ -128,9 +128,8 @@ type keyed struct {
 
 // sort sorts the keys and reports whether no two are equal.
 func (k *keyed) sort() bool {
-	k.keys = k.added.flat()
+	k.keys = radixSort(&k.added) // snapshot_sort.go
 	k.added = chunked[sortKey]{}
-	slices.SortFunc(k.keys, cmpKey)
 	for i := 1; i < len(k.keys); i++ {
 		if cmpKey(k.keys[i-1], k.keys[i]) == 0 {
 			return false

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +29,11 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 	case h.Version == 1:
 		err = readRecordsV1(br, rs)
 	case h.Version >= 2 && h.Version <= snapshotVersion:
-		err = readRecordsV2(br, rs, h.Version)
+		// The records are decoded on every core (snapshot_decode.go),
+		// the collector paced by what is read (snapshot_gc.go) until the
+		// restore ends.
+		defer holdGC()()
+		br, err = readRecordsV2(br, r, rs, h.Version)
 	default:
 		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 to %d", h.Version, snapshotVersion)
 	}
@@ -100,87 +103,6 @@ func readType(br *bufio.Reader) (byte, error) {
 		return 0, fmt.Errorf("restore: %w", err)
 	}
 	return t, nil
-}
-
-// readRecordsV2 stores binary object records up to and including the
-// trailer's type byte. Decoding runs in its own goroutine, a batch of
-// records ahead of the restore, which meanwhile collects each job's index
-// entries (snapshot_bulk.go).
-func readRecordsV2(br *bufio.Reader, rs *restoring, version int) error {
-	type record struct {
-		k   *snapKind
-		obj any
-	}
-	const batchLen = 1024
-	batches := make(chan []record, 4)
-	errc := make(chan error, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		defer close(batches)
-		in := newInterner()
-		var buf []byte
-		recs := make([]record, 0, batchLen)
-		send := func() bool {
-			select {
-			case batches <- recs:
-				recs = make([]record, 0, batchLen)
-				return true
-			case <-stop:
-				return false
-			}
-		}
-		for {
-			t, err := readType(br)
-			if err != nil {
-				errc <- err
-				return
-			}
-			if t == snapEnd {
-				if len(recs) > 0 {
-					send()
-				}
-				errc <- nil
-				return
-			}
-			n, err := binary.ReadUvarint(br)
-			if err != nil {
-				errc <- fmt.Errorf("restore: record length: %w", err)
-				return
-			}
-			if n > maxSnapRecord {
-				errc <- fmt.Errorf("restore: record of %d bytes", n)
-				return
-			}
-			if buf, err = appendFull(br, buf[:0], n); err != nil {
-				errc <- fmt.Errorf("restore: snapshot truncated: %w", err)
-				return
-			}
-			k := snapKinds[t]
-			if k == nil || k.since > version {
-				errc <- fmt.Errorf("restore: unknown record type %d in a version %d snapshot", t, version)
-				return
-			}
-			d := dec{b: buf, in: in}
-			r := record{k, k.read(&d, version)}
-			if err := d.done(); err != nil {
-				errc <- fmt.Errorf("restore record %d: %w", t, err)
-				return
-			}
-			recs = append(recs, r)
-			if len(recs) == batchLen && !send() {
-				return
-			}
-		}
-	}()
-	for recs := range batches {
-		for _, r := range recs {
-			if err := rs.restoreRecord(r.k, r.obj); err != nil {
-				return err
-			}
-		}
-	}
-	return <-errc
 }
 
 // readRecordsV1 inserts msgpack object records up to and including the

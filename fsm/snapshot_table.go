@@ -148,13 +148,20 @@ func (r *recordWriter) add(o fielder, legacy func(e *enc)) bool {
 // readTagged decodes a record of version snapTagged or later: the fields
 // of a *T, whatever its kind.
 func readTagged[T any](d *dec) any {
+	if _, job := any((*T)(nil)).(*Job); job && d.scratch != nil {
+		return d.taggedJob()
+	}
 	v := new(T)
 	o, ok := any(v).(fielder)
 	if !ok {
 		d.fail("a record kind without a field list")
 		return v
 	}
-	if err := readFields(d.b, o, d.in); err != nil {
+	var f *fields
+	if d.scratch != nil {
+		f = &d.scratch.f
+	}
+	if err := readFields(d.b, o, d.in, f); err != nil {
 		d.fail(err.Error())
 	}
 	d.b = nil

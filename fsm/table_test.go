@@ -118,7 +118,7 @@ func TestANewFieldIsOneLine(t *testing.T) {
 	}
 	older := MustEncode(cmdNoopForTest, &noopCommand{Now: 6, Note: "o"})
 	var next noopNext
-	if err := readFields(older[2:], &next, nil); err != nil || !reflect.DeepEqual(next, noopNext{Now: 6, Note: "o"}) {
+	if err := readFields(older[2:], &next, nil, nil); err != nil || !reflect.DeepEqual(next, noopNext{Now: 6, Note: "o"}) {
 		t.Fatalf("the later build reads the earlier entry: %v %+v", err, next)
 	}
 }

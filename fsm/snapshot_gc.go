@@ -1,0 +1,92 @@
+package fsm
+
+import (
+	"math"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+)
+
+// The collector during a restore. A restore builds a heap of about the
+// state's size from nothing, and most of what it allocates stays (the
+// jobs, their payloads, the trees): collecting while it grows marks the
+// new heap over and over (at GOGC=200 about half of it again, in cycles at
+// a third, a ninth... of it), slows the allocating decoders with mark
+// assists, and frees little. So while a restore reads, the collector is
+// paced by a memory limit instead of GOGC: the memory the process had when
+// the restore began, plus restoreSlack, plus restoreRatio times the
+// snapshot bytes read so far (a restore allocates about 3.6 times the
+// bytes it reads, BenchmarkRestore). The limit grows as the snapshot is
+// read, so a restore that reads slowly while the rest of the process makes
+// garbage is collected as usual once the garbage passes the slack; a lower
+// limit the operator set (GOMEMLIMIT) stays in force. Once every restore
+// under way has ended, GOGC and the limit are set back, and the first
+// collection after it marks the restored heap once.
+
+const (
+	restoreSlack = 64 << 20
+	restoreRatio = 8
+)
+
+// restoreGC is the collector's pacing while restores run.
+var restoreGC struct {
+	mu      sync.Mutex
+	n       int   // restores under way
+	base    int64 // the process's memory when the first began
+	read    int64 // the bytes they have read
+	percent int   // what GOGC was
+	limit   int64 // what the memory limit was
+}
+
+// holdGC paces the collector for a restore, until the returned function
+// is called.
+func holdGC() (release func()) {
+	g := &restoreGC
+	g.mu.Lock()
+	if g.n == 0 {
+		g.base, g.read = processMemory(), 0
+		g.limit = debug.SetMemoryLimit(-1)
+		debug.SetMemoryLimit(min(g.limit, g.base+restoreSlack))
+		g.percent = debug.SetGCPercent(-1)
+	}
+	g.n++
+	g.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if g.n--; g.n == 0 {
+				debug.SetGCPercent(g.percent)
+				debug.SetMemoryLimit(g.limit)
+			}
+		})
+	}
+}
+
+// readGC raises the restores' memory limit by what n more snapshot bytes
+// read let them allocate.
+func readGC(n int) {
+	g := &restoreGC
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.n == 0 {
+		return
+	}
+	g.read += int64(n)
+	limit := g.base + restoreSlack
+	if g.read > (math.MaxInt64-limit)/restoreRatio {
+		limit = math.MaxInt64
+	} else {
+		limit += restoreRatio * g.read
+	}
+	debug.SetMemoryLimit(min(g.limit, limit))
+}
+
+// processMemory is the memory the runtime holds, as the memory limit
+// counts it: all it has mapped, less what it returned to the system.
+func processMemory() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
+}
