@@ -150,7 +150,7 @@ func TestEventWordsOfANewerBuildRoundTrip(t *testing.T) {
 	}
 	b := writeFields(nil, j)
 	var got Job
-	if err := readFields(b, &got, nil); err != nil {
+	if err := readFields(b, &got, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if b2 := writeFields(nil, &got); !bytes.Equal(b, b2) || got.History[1].Type.String() != "a_newer_event" {
