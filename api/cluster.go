@@ -63,6 +63,10 @@ type Member struct {
 	// cluster (required when gossip is encrypted): base64 HMAC-SHA256 of
 	// "spine-join:"+node_id under the key.
 	GossipProof string `json:"gossip_proof,omitempty"`
+	// RaftTransport is the version of Spine's binary raft protocol the
+	// node serves (absent: hashicorp/raft's msgpack only), so the leader
+	// dials it in that protocol from the first AppendEntries.
+	RaftTransport int `json:"raft_transport,omitempty"`
 }
 
 // KeyringAnswer is a node's gossip keyring (GET /v1/keyring and the

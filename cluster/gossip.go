@@ -309,6 +309,19 @@ func (n *Node) recordPeers(ms []Member) {
 	poke(n.peersDirty)
 }
 
+// joinedBinary records the binary raft protocol a joining node says it
+// serves at its raft address, so the first AppendEntries to it need not be
+// msgpack (reopened in binary once gossip tells). Its gossip overrides it.
+// A wrong claim costs a failed connection, never a log (design.md §2).
+func (n *Node) joinedBinary(m Member) {
+	n.peersMu.Lock()
+	defer n.peersMu.Unlock()
+	if p, ok := n.peers[m.ID]; ok && p.RaftAddr == m.RaftAddr && p.binary == 0 {
+		p.binary = m.Transport
+		n.peers[m.ID] = p
+	}
+}
+
 func (n *Node) peer(id string) (peerInfo, bool) {
 	n.peersMu.Lock()
 	defer n.peersMu.Unlock()

@@ -30,6 +30,9 @@ func (n *Node) AddVoter(ctx context.Context, m Member) error {
 		return err
 	}
 	n.learnPeers([]Member{m})
+	if m.Transport != 0 {
+		n.joinedBinary(m)
+	}
 	cfg, err := n.configuration()
 	if err != nil {
 		return err

@@ -245,8 +245,12 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 
 // self describes this node as a Member.
 func (n *Node) self() Member {
-	return Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr, GossipAddr: n.cfg.GossipAddr,
+	m := Member{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr, GossipAddr: n.cfg.GossipAddr,
 		GossipProof: n.joinProof()}
+	if n.bin != nil {
+		m.Transport = binVersion
+	}
+	return m
 }
 
 // Shutdown stops the node: it cancels leader hooks, leaves memberlist, shuts

@@ -30,6 +30,11 @@ func (l raftLogger) Log(level hclog.Level, msg string, args ...interface{}) {
 	if level == hclog.Error && expectedLogMiss(raftCaller(), msg, args) {
 		level = hclog.Debug
 	}
+	if level == hclog.Error && argError(args, errBinUpgrade) {
+		// The transport closed a msgpack pipeline to reopen it in binary
+		// once the peer's gossip said it serves it: expected, once a peer.
+		level = hclog.Info
+	}
 	l.Logger.Log(level, msg, args...)
 }
 
@@ -58,6 +63,17 @@ func expectedLogMiss(fn, msg string, args []interface{}) bool {
 		if k, ok := args[i].(string); ok && k == "error" {
 			err, ok := args[i+1].(error)
 			return ok && errors.Is(err, raft.ErrLogNotFound)
+		}
+	}
+	return false
+}
+
+// argError reports whether the log line's "error" argument is target.
+func argError(args []interface{}, target error) bool {
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, ok := args[i].(string); ok && k == "error" {
+			err, ok := args[i+1].(error)
+			return ok && errors.Is(err, target)
 		}
 	}
 	return false

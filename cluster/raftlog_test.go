@@ -138,3 +138,54 @@ func TestJoinBehindASnapshotLogsNoError(t *testing.T) {
 		t.Errorf("the join did not go through the snapshot fallback:\n%s", log)
 	}
 }
+
+// A joining node says in its join which raft protocol it serves, so the
+// leader replicates to it in binary from the first AppendEntries, without
+// first opening a msgpack pipeline it would close (and raft log as an
+// error) once gossip tells.
+func TestJoinDialsBinaryFromTheStart(t *testing.T) {
+	ctx := context.Background()
+	var out lockedBuffer
+	logger := hclog.New(&hclog.LoggerOptions{Name: "spine", Output: &out, Level: hclog.Debug})
+	cfgs := []Config{newTCPConfig(t, "n0"), newTCPConfig(t, "n1")}
+	cfgs[0].Bootstrap = true
+	for i := range cfgs {
+		cfgs[i].Logger = logger.Named(cfgs[i].NodeID)
+	}
+	n0 := startTCP(t, cfgs[0])
+	leader := waitLeader(t, []*Node{n0.Node})
+	want := []string{"c0"}
+	applyOK(t, leader, "c0")
+
+	n1 := startTCP(t, cfgs[1])
+	if err := leader.AddVoter(ctx, n1.self()); err != nil {
+		t.Fatalf("add n1: %v", err)
+	}
+	waitFSM(t, n1.fsm, want)
+	want = append(want, "c1")
+	applyOK(t, leader, "c1")
+	waitFSM(t, n1.fsm, want)
+
+	if got := n1.bin.servedMsgpack.Load(); got != 0 {
+		t.Errorf("the joined node served %d msgpack connections; its join said it serves binary", got)
+	}
+	if n1.bin.servedBinary.Load() == 0 {
+		t.Error("the joined node served no binary connection")
+	}
+	if errs := linesWith(out.String(), "[ERROR]"); len(errs) > 0 {
+		t.Errorf("a join logged errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// The transport reopening a msgpack pipeline in binary is logged at INFO.
+func TestBinUpgradeLoggedAsInfo(t *testing.T) {
+	var out lockedBuffer
+	l := newRaftLogger(hclog.New(&hclog.LoggerOptions{Name: "spine", Output: &out, Level: hclog.Debug}))
+	l.Error("failed to pipeline appendEntries", "peer", "n1", "error", errBinUpgrade)
+	l.Error("failed to pipeline appendEntries", "peer", "n1", "error", errors.New("connection reset"))
+	log := out.String()
+	if len(linesWith(log, "[INFO]  spine: failed to pipeline appendEntries", "binary protocol")) != 1 ||
+		len(linesWith(log, "[ERROR] spine: failed to pipeline appendEntries", "connection reset")) != 1 {
+		t.Errorf("log:\n%s\nwant the upgrade at INFO and the reset at ERROR", log)
+	}
+}

@@ -36,6 +36,11 @@ var restoreGC struct {
 	read    int64 // the bytes they have read
 	percent int   // what GOGC was
 	limit   int64 // what the memory limit was
+
+	// The heap cap (heap_gc.go): its headroom (0: off) and the operator's
+	// memory limit, which the cap never exceeds.
+	headroom  int64
+	userLimit int64
 }
 
 // holdGC paces the collector for a restore, until the returned function
@@ -46,6 +51,9 @@ func holdGC() (release func()) {
 	if g.n == 0 {
 		g.base, g.read = processMemory(), 0
 		g.limit = debug.SetMemoryLimit(-1)
+		if g.headroom > 0 {
+			g.limit = g.userLimit // the cap's limit is not the operator's
+		}
 		debug.SetMemoryLimit(min(g.limit, g.base+restoreSlack))
 		g.percent = debug.SetGCPercent(-1)
 	}
@@ -58,7 +66,7 @@ func holdGC() (release func()) {
 			defer g.mu.Unlock()
 			if g.n--; g.n == 0 {
 				debug.SetGCPercent(g.percent)
-				debug.SetMemoryLimit(g.limit)
+				debug.SetMemoryLimit(g.limit) // the heap cap sets its own at the next collection
 			}
 		})
 	}

@@ -175,7 +175,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, c *call) err
 		return err
 	}
 	if err := s.cluster.AddVoter(r.Context(), clusterinfo.Member{ID: m.NodeID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr,
-		GossipAddr: m.GossipAddr, GossipProof: m.GossipProof}); err != nil {
+		GossipAddr: m.GossipAddr, GossipProof: m.GossipProof, Transport: uint8(min(max(m.RaftTransport, 0), 255))}); err != nil {
 		if errors.Is(err, clusterinfo.ErrPeerTLS) {
 			return errorf(http.StatusForbidden, api.CodeForbidden, "%v: give the node a certificate of the cluster CA, with its raft address as a SAN", err)
 		}

@@ -97,4 +97,7 @@ type Member struct {
 	// GossipProof, on a join, proves the node holds a gossip key of the
 	// cluster's ring (keyring.go); required when gossip is encrypted.
 	GossipProof string `json:"gossip_proof,omitempty"`
+	// Transport, on a join, is the binary raft protocol version the node
+	// serves (0: msgpack only), until its gossip says so.
+	Transport uint8 `json:"raft_transport,omitempty"`
 }

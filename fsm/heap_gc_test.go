@@ -1,0 +1,92 @@
+package fsm
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+// mappedMemory is what the memory limit counts: all the runtime has
+// mapped, less what it returned.
+func mappedMemory() int64 { return processMemory() }
+
+// TestHeapCapBoundsGarbage: with the cap on, a process holding a live heap
+// that churns garbage stays within the live heap plus the headroom (and a
+// margin for the runtime), where GOGC alone lets it grow to twice the live
+// heap; stopping the cap gives back the operator's limit, and a restore
+// while the cap is on paces from the operator's limit, not the cap's.
+func TestHeapCapBoundsGarbage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates a few hundred MiB")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	const userLimit = 1 << 40
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(userLimit))
+
+	const live, headroom = 96 << 20, 16 << 20
+	keep := make([][]byte, 0, live>>20)
+	for range live >> 20 {
+		keep = append(keep, make([]byte, 1<<20))
+	}
+	stop := CapHeapGrowth(headroom)
+	deadline := time.Now().Add(30 * time.Second)
+	for debug.SetMemoryLimit(-1) == userLimit {
+		if time.Now().After(deadline) {
+			t.Fatal("no memory limit set after collections")
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond) // the finalizer runs on its own goroutine
+	}
+	limit := debug.SetMemoryLimit(-1)
+	if limit < live+headroom || limit > live+headroom+64<<20 {
+		t.Fatalf("limit %d MiB with %d MiB live and %d MiB headroom", limit>>20, live>>20, headroom>>20)
+	}
+
+	// Churn 1 GiB of garbage; GOGC=100 alone would let the heap reach about
+	// twice the live heap (192 MiB).
+	var sink []byte
+	peak := int64(0)
+	for i := range 1 << 14 {
+		sink = make([]byte, 64<<10)
+		sink[0] = byte(i)
+		if i%64 == 0 {
+			peak = max(peak, mappedMemory())
+		}
+	}
+	_ = sink
+	if bound := int64(live + headroom + 48<<20); peak > bound {
+		t.Errorf("peak memory %d MiB with the cap at %d MiB of garbage over %d MiB live: above %d MiB", peak>>20, headroom>>20, live>>20, bound>>20)
+	}
+
+	// A restore paces from the operator's limit, and gives it back.
+	release := holdGC()
+	if got := restoreGC.limit; got != userLimit {
+		t.Errorf("restore under the cap kept limit %d, want the operator's %d", got, userLimit)
+	}
+	release()
+	stop()
+	if got := debug.SetMemoryLimit(-1); got != userLimit {
+		t.Errorf("after stop the limit is %d, want the operator's %d", got, userLimit)
+	}
+	runtime.KeepAlive(keep)
+}
+
+func TestHeapCapLimit(t *testing.T) {
+	for _, tc := range []struct{ held, headroom, user, want int64 }{
+		{100, 50, math.MaxInt64, 150},
+		{100, 50, 120, 120},                        // the operator's limit stays in force
+		{math.MaxInt64 - 10, 50, 1 << 50, 1 << 50}, // no overflow
+	} {
+		if got := heapCapLimit(tc.held, tc.headroom, tc.user); got != tc.want {
+			t.Errorf("heapCapLimit(%d, %d, %d) = %d, want %d", tc.held, tc.headroom, tc.user, got, tc.want)
+		}
+	}
+	var s = []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		t.Fatal("this Go has no /gc/heap/live:bytes: the heap cap would see no live heap")
+	}
+}
