@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 type testFSM struct {
 	mu   sync.Mutex
 	cmds []string
+	// restoreDelay (nanoseconds) makes each Restore take at least that
+	// long, as a large state's would.
+	restoreDelay atomic.Int64
 }
 
 func (f *testFSM) Apply(l *raft.Log) interface{} {
@@ -36,6 +40,9 @@ func (f *testFSM) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *testFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	if d := f.restoreDelay.Load(); d > 0 {
+		time.Sleep(time.Duration(d)) // a large state's restore
+	}
 	var cmds []string
 	if err := json.NewDecoder(rc).Decode(&cmds); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,11 +28,27 @@ import (
 //     followers to what the leader holds on disk (overlapLog.commitBound).
 //  3. It records, for the leader's read lease, when each follower last
 //     accepted an AppendEntries of this term (readLease).
+//  4. It sends one snapshot at a time (snapshotStagger).
 type guardTransport struct {
 	raft.Transport
 	bound func(uint64) uint64 // nil: no clamp
 	lease *readLease
+	snaps chan struct{}       // holds a token while a snapshot is sent
 }
+
+// snapshotStagger bounds how long an InstallSnapshot waits for another
+// to end before it is sent anyway. A follower installing a snapshot
+// answers nothing else until it has restored it (raft's main loop does
+// the install, and heartbeats go through that loop, above), so when two
+// followers of a three-node cluster install at once, which a restore of a
+// backup makes them do, the leader hears from no follower for the whole
+// install and, past its lease, steps down: the restore's outcome is then
+// unknown to the operator. One at a time, the other follower keeps
+// answering heartbeats and the leader keeps its quorum. Delaying an RPC is
+// safe in Raft (it is a slower network); the bound keeps a stalled
+// install (a paused follower holding its connection) from keeping another
+// follower behind for longer than this.
+const snapshotStagger = 5 * time.Second
 
 // guardPreVoteTransport keeps raft's pre-vote when the wrapped transport
 // supports it.
@@ -41,7 +58,7 @@ type guardPreVoteTransport struct {
 }
 
 func guard(t raft.Transport, bound func(uint64) uint64, lease *readLease) raft.Transport {
-	g := &guardTransport{Transport: t, bound: bound, lease: lease}
+	g := &guardTransport{Transport: t, bound: bound, lease: lease, snaps: make(chan struct{}, 1)}
 	if pv, ok := t.(raft.WithPreVote); ok {
 		return &guardPreVoteTransport{guardTransport: g, pv: pv}
 	}
@@ -58,6 +75,19 @@ func (t *guardTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 	if heartbeatFastPath {
 		t.Transport.SetHeartbeatHandler(cb)
 	}
+}
+
+// InstallSnapshot waits, up to snapshotStagger, for any other snapshot
+// being sent to be done, then sends this one.
+func (t *guardTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	wait := time.NewTimer(snapshotStagger)
+	defer wait.Stop()
+	select {
+	case t.snaps <- struct{}{}:
+		defer func() { <-t.snaps }()
+	case <-wait.C:
+	}
+	return t.Transport.InstallSnapshot(id, target, args, resp, data)
 }
 
 func (t *guardTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
