@@ -33,7 +33,7 @@ type guardTransport struct {
 	raft.Transport
 	bound func(uint64) uint64 // nil: no clamp
 	lease *readLease
-	snaps chan struct{}       // holds a token while a snapshot is sent
+	snaps chan struct{} // holds a token while a snapshot is sent
 }
 
 // snapshotStagger bounds how long an InstallSnapshot waits for another
