@@ -5,25 +5,40 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"time"
 )
 
 // The collector between restores. GOGC alone lets the heap grow to
 // (1+GOGC/100) times the live heap before it collects: at the node's
 // GOGC=200 a node holding 350 MB of jobs maps over a gigabyte, two thirds of
-// it garbage. CapHeapGrowth caps that growth at a fixed headroom instead:
-// after every collection it sets the runtime's memory limit to what the
-// process holds that is not garbage (the live heap, stacks and the
-// runtime's own memory) plus the headroom, so the next collection starts
-// at the latest when the garbage reaches it, and the runtime returns memory
-// above it to the system. While the live heap is under half the headroom,
-// GOGC's goal comes first and nothing changes; above, a collection marks
-// the live heap once per headroom's worth of allocation instead of once
-// per two live heaps'. A lower limit the operator set (GOMEMLIMIT) stays
-// in force, and a restore's own pacing (snapshot_gc.go) replaces the cap
+// it garbage. CapHeapGrowth caps that growth at a headroom instead: after
+// every collection it sets the runtime's memory limit to what the process
+// holds that is not garbage (the live heap, stacks and the runtime's own
+// memory) plus the headroom, so the next collection starts at the latest
+// when the garbage reaches it, and the runtime returns memory above it to
+// the system.
+//
+// Memory is traded for collector CPU: each collection marks the whole live
+// heap, so collecting every 64 MiB of garbage over 300 MB of jobs while
+// thousands of jobs a second arrive would spend most of a core marking. So
+// the headroom adapts: after each collection, from the collector's share
+// of the CPU since the previous one (its CPU time over the wall time times
+// GOMAXPROCS), it grows when that share is above heapCapGCShare and shrinks
+// when it is below, never under the floor the operator chose and never
+// over what GOGC allows (twice the live heap at GOGC=200), where the cap
+// changes nothing. A busy node thus runs as with GOGC alone, and a node
+// holding many jobs with little traffic keeps about its live heap plus the
+// floor. While the live heap is under half the floor, GOGC's goal comes
+// first anyway. A lower limit the operator set (GOMEMLIMIT) stays in
+// force, and a restore's own pacing (snapshot_gc.go) replaces the cap
 // while it runs. The cap only decides when the collector runs: no
 // collection frees anything still reachable, so it cannot change what the
 // node holds, only how much memory it takes and how much CPU it spends
 // collecting (docs/performance.md, Tunables).
+
+// heapCapGCShare is the collector's share of the CPU (of GOMAXPROCS cores)
+// the headroom is adapted to.
+var heapCapGCShare = 0.04
 
 // CapHeapGrowth caps the heap's growth beyond the memory in use at
 // headroom bytes, from the next collection on, until the returned function
@@ -35,8 +50,9 @@ func CapHeapGrowth(headroom int64) (stop func()) {
 	}
 	g := &restoreGC
 	g.mu.Lock()
-	g.headroom = headroom
+	g.headroom, g.floor = headroom, headroom
 	g.userLimit = debug.SetMemoryLimit(-1)
+	g.lastGC, g.lastGCCPU = time.Now(), 0
 	g.mu.Unlock()
 	armHeapCap()
 	return func() {
@@ -75,10 +91,29 @@ func capHeap() bool {
 	if g.headroom == 0 {
 		return false
 	}
+	m := readHeapMetrics()
+	now := time.Now()
 	if g.n == 0 { // a restore paces the collector itself
-		debug.SetMemoryLimit(heapCapLimit(heldMemory(), g.headroom, g.userLimit))
+		if wall := now.Sub(g.lastGC).Seconds(); wall > 0 && g.lastGCCPU > 0 {
+			share := (m.gcCPU - g.lastGCCPU) / (wall * float64(runtime.GOMAXPROCS(0)))
+			g.headroom = nextHeadroom(g.headroom, share, heapCapGCShare, g.floor, m.live*max(m.gogc, 0)/100)
+		}
+		debug.SetMemoryLimit(heapCapLimit(m.held(), g.headroom, g.userLimit))
 	}
+	g.lastGC, g.lastGCCPU = now, m.gcCPU
 	return true
+}
+
+// nextHeadroom adapts the headroom to the collector's CPU share since the
+// last collection: the collector's CPU is about the live heap marked times
+// the collections, and the collections are the allocation divided by the
+// headroom, so the share scales as one over the headroom. The step is
+// bounded (a quarter to four times) so one odd cycle does not swing it,
+// and the result lies between floor and ceiling (GOGC's own growth).
+func nextHeadroom(headroom int64, share, target float64, floor, ceiling int64) int64 {
+	f := min(max(share/target, 0.25), 4)
+	next := int64(float64(headroom) * f)
+	return max(floor, min(next, max(ceiling, floor)))
 }
 
 // heapCapLimit is the memory limit for a process holding held bytes that
@@ -90,10 +125,18 @@ func heapCapLimit(held, headroom, userLimit int64) int64 {
 	return min(userLimit, held+headroom)
 }
 
-// heldMemory is what the process holds that a collection cannot free: the
-// heap the last collection found live, and the memory that is not heap
-// (goroutine stacks, the runtime's metadata and buffers).
-func heldMemory() int64 {
+// heapMetrics is what the cap reads after a collection.
+type heapMetrics struct {
+	live    int64   // the heap the collection found live
+	nonHeap int64   // goroutine stacks, the runtime's metadata and buffers
+	gogc    int64   // GOGC
+	gcCPU   float64 // the collector's CPU seconds so far
+}
+
+// held is what the process holds that a collection cannot free.
+func (m heapMetrics) held() int64 { return m.live + m.nonHeap }
+
+func readHeapMetrics() heapMetrics {
 	s := []metrics.Sample{
 		{Name: "/gc/heap/live:bytes"},
 		{Name: "/memory/classes/total:bytes"},
@@ -101,6 +144,8 @@ func heldMemory() int64 {
 		{Name: "/memory/classes/heap/unused:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/gc/gogc:percent"},
+		{Name: "/cpu/classes/gc/total:cpu-seconds"},
 	}
 	metrics.Read(s)
 	v := func(i int) int64 {
@@ -109,6 +154,9 @@ func heldMemory() int64 {
 		}
 		return int64(s[i].Value.Uint64())
 	}
-	nonHeap := v(1) - v(2) - v(3) - v(4) - v(5)
-	return v(0) + max(nonHeap, 0)
+	m := heapMetrics{live: v(0), nonHeap: max(v(1)-v(2)-v(3)-v(4)-v(5), 0), gogc: v(6)}
+	if s[7].Value.Kind() == metrics.KindFloat64 {
+		m.gcCPU = s[7].Value.Float64()
+	}
+	return m
 }

@@ -23,6 +23,10 @@ func TestHeapCapBoundsGarbage(t *testing.T) {
 		t.Skip("allocates a few hundred MiB")
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	// The churn below keeps the collector busy: hold the headroom at its
+	// floor (TestNextHeadroom covers how it adapts).
+	defer func(s float64) { heapCapGCShare = s }(heapCapGCShare)
+	heapCapGCShare = 1
 	const userLimit = 1 << 40
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(userLimit))
 
@@ -88,5 +92,32 @@ func TestHeapCapLimit(t *testing.T) {
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		t.Fatal("this Go has no /gc/heap/live:bytes: the heap cap would see no live heap")
+	}
+}
+
+// The headroom grows while the collector takes more than its share of the
+// CPU, up to GOGC's own growth, and shrinks back to the floor when it
+// takes less, by bounded steps.
+func TestNextHeadroom(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name                 string
+		headroom             int64
+		share, target        float64
+		floor, ceiling, want int64
+	}{
+		{"on target", 64 * mib, 0.04, 0.04, 64 * mib, 600 * mib, 64 * mib},
+		{"twice the share", 64 * mib, 0.08, 0.04, 64 * mib, 600 * mib, 128 * mib},
+		{"a step is at most four times", 64 * mib, 1, 0.04, 64 * mib, 600 * mib, 256 * mib},
+		{"never over GOGC's growth", 512 * mib, 1, 0.04, 64 * mib, 600 * mib, 600 * mib},
+		{"half the share", 256 * mib, 0.02, 0.04, 64 * mib, 600 * mib, 128 * mib},
+		{"a step down is at most a quarter", 512 * mib, 0, 0.04, 64 * mib, 600 * mib, 128 * mib},
+		{"never under the floor", 80 * mib, 0, 0.04, 64 * mib, 600 * mib, 64 * mib},
+		{"a small heap: the floor", 64 * mib, 1, 0.04, 64 * mib, 10 * mib, 64 * mib},
+		{"GOGC off: the floor", 256 * mib, 1, 0.04, 64 * mib, 0, 64 * mib},
+	} {
+		if got := nextHeadroom(tc.headroom, tc.share, tc.target, tc.floor, tc.ceiling); got != tc.want {
+			t.Errorf("%s: nextHeadroom = %d MiB, want %d MiB", tc.name, got/mib, tc.want/mib)
+		}
 	}
 }

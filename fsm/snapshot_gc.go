@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"time"
 )
 
 // The collector during a restore. A restore builds a heap of about the
@@ -37,10 +38,13 @@ var restoreGC struct {
 	percent int   // what GOGC was
 	limit   int64 // what the memory limit was
 
-	// The heap cap (heap_gc.go): its headroom (0: off) and the operator's
-	// memory limit, which the cap never exceeds.
-	headroom  int64
-	userLimit int64
+	// The heap cap (heap_gc.go): its headroom (0: off) and floor, the
+	// operator's memory limit, which the cap never exceeds, and the time
+	// and the collector's CPU seconds at the last collection.
+	headroom, floor int64
+	userLimit       int64
+	lastGC          time.Time
+	lastGCCPU       float64
 }
 
 // holdGC paces the collector for a restore, until the returned function
