@@ -294,10 +294,20 @@ func (a *applier) start(old *Job, g grant) *Job {
 		StartedAt: g.Now, Outcome: OutcomeRunning,
 	})
 	j.addEvent(Event{At: g.Now, Type: EventClaimed, Actor: a.in.actor(g.Actor), From: StateQueued.Code(), To: StateRunning.Code(),
-		AttemptID: g.AttemptID, WorkerID: g.Actor.WorkerID, Text: "attempt " + strconv.Itoa(j.Attempts) + " of " + strconv.Itoa(j.MaxAttempts)})
+		AttemptID: g.AttemptID, WorkerID: g.Actor.WorkerID, Text: a.attemptText(j)})
 	a.put(old, j, g.Now)
 	a.useWorker(g.Actor, g.Now, true)
 	return j
+}
+
+// attemptText is the text of a claim's event, "attempt 2 of 3": one
+// shared string per pair of numbers, not one per claim that a finished
+// job keeps in its history.
+func (a *applier) attemptText(j *Job) string {
+	var buf [48]byte
+	b := strconv.AppendInt(append(buf[:0], "attempt "...), int64(j.Attempts), 10)
+	b = strconv.AppendInt(append(b, " of "...), int64(j.MaxAttempts), 10)
+	return a.in.bytes(b)
 }
 
 func (a *applier) comment(c *CommentCommand) *Result {

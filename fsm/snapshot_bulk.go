@@ -168,7 +168,7 @@ func (b *bulkJobs) add(j *Job) error {
 		b.queue.added.add(sortKey{a: b.group(e.queue), i: int32(n), b: signed(e.queue.rank), c: e.queue.seq})
 	}
 	if e.hasAge {
-		b.age.added.add(sortKey{a: b.group(e.age), i: int32(n), b: signed(e.age.rank), c: e.age.seq})
+		b.age.added.add(sortKey{a: b.group(queueItem{stream: e.age.stream}), i: int32(n), b: signed(e.age.rank), c: e.age.seq})
 	}
 	if e.hasLease {
 		b.lease.added.add(timeKey(e.lease, n))
@@ -253,6 +253,11 @@ func (b *bulkJobs) sortGroups() {
 func (b *bulkJobs) queueItem(k sortKey) queueItem {
 	g := b.lanes[k.a]
 	return queueItem{g[0], g[1], g[2], unsigned(k.b), k.c, b.jobs.at(int(k.i))}
+}
+
+// ageItem is the item of a sorted key of the queue-age index.
+func (b *bulkJobs) ageItem(k sortKey) ageItem {
+	return ageItem{b.lanes[k.a][0], unsigned(k.b), k.c, b.jobs.at(int(k.i))}
 }
 
 // timeItem is the item of a sorted key of a time index.
@@ -371,7 +376,7 @@ func (b *bulkJobs) build(w *writer) {
 				return idOf(j.ID, j)
 			})
 		},
-		func() { build(t.queue, &b.queue, b.queueItem) }, func() { build(t.queueAge, &b.age, b.queueItem) },
+		func() { build(t.queue, &b.queue, b.queueItem) }, func() { build(t.queueAge, &b.age, b.ageItem) },
 		func() { build(t.lease, &b.lease, b.timeItem) }, func() { build(t.scheduled, &b.sched, b.timeItem) },
 		func() { build(t.finished, &b.done, b.timeItem) }, func() { build(t.taskEnded, &b.ended, b.timeItem) },
 		func() { buildSorted(t.idem, b.idem) }, func() { buildSorted(t.attempts, b.attempts) },

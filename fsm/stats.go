@@ -132,13 +132,13 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 	out := map[string]int64{}
 	t := r.view()
 	q := t.queueAge
-	from := queueItem{rank: math.MinInt64}
+	from := ageItem{rank: math.MinInt64}
 	visited := 0
 	defer func() { r.f.visited.Add(uint64(visited)) }()
 	for {
-		var head queueItem
+		var head ageItem
 		found := false
-		q.AscendGreaterOrEqual(from, func(it queueItem) bool {
+		q.AscendGreaterOrEqual(from, func(it ageItem) bool {
 			head, found = it, true
 			return false
 		})
@@ -150,7 +150,7 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 			out[head.stream] = head.j.UpdatedAt
 		} else {
 			n := 0
-			q.AscendGreaterOrEqual(head, func(it queueItem) bool {
+			q.AscendGreaterOrEqual(head, func(it ageItem) bool {
 				if it.stream != head.stream || n == oldestScan {
 					return false
 				}
@@ -164,7 +164,7 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 			})
 		}
 		// The next stream: the first item past every item of this one.
-		from = queueItem{stream: head.stream + "\x00", rank: math.MinInt64}
+		from = ageItem{stream: head.stream + "\x00", rank: math.MinInt64}
 	}
 }
 

@@ -43,7 +43,7 @@ func checkIndexes(t testing.TB, f *FSM) {
 		}
 		if claimable(j) {
 			claimableN++
-			age := queueItem{stream: j.Stream, rank: int64(j.QueueIndex), seq: j.CreateIndex}
+			age := ageItem{stream: j.Stream, rank: int64(j.QueueIndex), seq: j.CreateIndex}
 			if got, ok := v.queueAge.Get(age); !ok || got.j != j {
 				t.Fatalf("queued job %s missing from the queue-age index", j.ID)
 			}

@@ -89,7 +89,7 @@ func declareTrees() []treeDecl {
 		tree(tAttempts, btreeOf(lessID), func(t *tables) **ids { return &t.attempts }),
 		tree(tRouted, btreeOf(lessID), func(t *tables) **ids { return &t.routed }),
 		tree(tQueue, btreeOf(lessQueue), func(t *tables) **queue { return &t.queue }),
-		tree(tQueueAge, btreeOf(lessQueue), func(t *tables) **queue { return &t.queueAge }),
+		tree(tQueueAge, btreeOf(lessAge), func(t *tables) **btree.BTreeG[ageItem] { return &t.queueAge }),
 		tree(tHeads, btreeOf(lessHead), func(t *tables) **queue { return &t.heads }),
 		tree(tScheduled, btreeOf(lessTime), func(t *tables) **times { return &t.scheduled }),
 		tree(tLease, btreeOf(lessTime), func(t *tables) **times { return &t.lease }),
@@ -119,10 +119,12 @@ func declareTrees() []treeDecl {
 		tree(tRates, btreeOf(lessRateGroup), func(t *tables) **btree.BTreeG[rateGroupItem] { return &t.rateGroups }),
 	}
 	for lane := range numLanes {
-		d = append(d, tree(tLanes+lane, btreeOf(lessSeq), func(t *tables) **btree.BTreeG[seqItem] { return &t.lanes[lane] }))
+		d = append(d, tree(tLanes+lane, newLaneTree, func(t *tables) **btree.BTreeG[seqItem] { return &t.lanes[lane] }))
 	}
 	return d
 }
+
+func newLaneTree() *btree.BTreeG[seqItem] { return btree.NewG(laneDegree, lessSeq) }
 
 func newTables() *tables {
 	t := &tables{}

@@ -56,7 +56,8 @@ type jobEntries struct {
 	hasAttempt                            bool
 	routed                                idItem
 	hasRouted                             bool
-	queue, age                            queueItem
+	queue                                 queueItem
+	age                                   ageItem
 	hasQueue, hasAge                      bool
 	lease, done, ended, sched             timeItem
 	hasLease, hasDone, hasEnded, hasSched bool
@@ -73,7 +74,7 @@ func entriesOf(j *Job) jobEntries {
 	e.attempt, e.hasAttempt = attemptEntry(j)
 	e.routed, e.hasRouted = routedEntry(j)
 	e.queue, e.hasQueue = queueEntry(j)
-	e.age, e.hasAge = queueItem{stream: j.Stream, rank: int64(j.QueueIndex), seq: j.CreateIndex, j: j}, claimable(j)
+	e.age, e.hasAge = ageItem{stream: j.Stream, rank: int64(j.QueueIndex), seq: j.CreateIndex, j: j}, claimable(j)
 	e.lease, e.hasLease = leaseEntry(j)
 	e.sched, e.hasSched = scheduledEntry(j)
 	e.done, e.hasDone = finishedEntry(j)
@@ -108,7 +109,7 @@ func (w *writer) putJob(old, j *Job) {
 		// The job entered its lane: wake the claimants watching it.
 		w.woken = append(w.woken, laneKey{j.Stream, j.Target})
 	}
-	w.mark(tQueueAge, update(w.t.queueAge, lessQueue, o.age, o.hasAge, n.age, n.hasAge))
+	w.mark(tQueueAge, update(w.t.queueAge, lessAge, o.age, o.hasAge, n.age, n.hasAge))
 	w.mark(tLease, update(w.t.lease, lessTime, o.lease, o.hasLease, n.lease, n.hasLease))
 	w.mark(tScheduled, update(w.t.scheduled, lessTime, o.sched, o.hasSched, n.sched, n.hasSched))
 	w.mark(tFinished, update(w.t.finished, lessTime, o.done, o.hasDone, n.done, n.hasDone))
