@@ -91,6 +91,11 @@ type FSM struct {
 	// scratch reads the tagged fields of each entry applied (the apply
 	// goroutine's own, under the writer's lock).
 	scratch fields
+	// app is the applier of the entry being applied, set afresh for each
+	// (the apply goroutine's own, under the writer's lock): one that lived
+	// on applyOne's stack would escape through the command's apply, an
+	// allocation per entry. Nothing keeps it past an apply.
+	app applier
 
 	// intern shares repeated strings of applied commands; ApplyBatch holds
 	// its lock.
@@ -202,7 +207,8 @@ func (f *FSM) applyOne(w *writer, index uint64, data []byte) interface{} {
 		}
 		panic(fmt.Sprintf("fsm: unknown command type %d at index %d", uint8(t), index))
 	}
-	a := applier{writer: w, index: index, maxAttempts: f.cfg.DefaultMaxAttempts, in: f.intern, events: &f.events}
+	f.app = applier{writer: w, index: index, maxAttempts: f.cfg.DefaultMaxAttempts, in: f.intern, events: &f.events}
+	a := &f.app
 	if t == CmdCreate {
 		var c CreateCommand
 		if err := decodeCreate(&c, data[1:], f.intern); err != nil {
@@ -213,14 +219,14 @@ func (f *FSM) applyOne(w *writer, index uint64, data []byte) interface{} {
 			return a.create(&c) // c stays on the stack
 		}
 		opts := c
-		return opts.apply(&a)
+		return opts.apply(a)
 	}
 	cmd, err := decodeBodyWith(&f.scratch, t, data[1:], f.intern)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: decode %s at index %d: %v", t, index, err))
 	}
 	a.token = actorToken(t, cmd.(command))
-	return cmd.(command).apply(&a)
+	return cmd.(command).apply(a)
 }
 
 // Snapshot captures the state as of now; Persist streams it without holding

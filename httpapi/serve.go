@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/api/strictjson"
 	"github.com/spine-queue/spine/queue"
 )
 
@@ -269,6 +270,11 @@ func decode(c *call, v interface{}) error {
 		}
 		return nil
 	}
+	// A body a pooled decoder takes as one object is decoded; anything else
+	// is decoded (again) by a new decoder, whose error is the answer.
+	if strictjson.TryDecode(body, v) {
+		return nil
+	}
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
@@ -297,7 +303,8 @@ func noFields(c *call) error {
 // jsonMediaType refuses a body declared as anything but JSON. A request
 // with no Content-Type is read as JSON.
 func jsonMediaType(ct string) error {
-	if ct == "" {
+	// The usual value, without the parser's map of parameters.
+	if ct == "" || ct == "application/json" {
 		return nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)

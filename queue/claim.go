@@ -144,10 +144,19 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 	if in.JobID != "" {
 		return s.claimByID(ctx, in.JobID, in.Actor, targets, caps)
 	}
-	wctx, cancel := context.WithTimeout(ctx, min(in.Wait, s.cfg.MaxClaimWait))
-	defer cancel()
-	// A node shutting down ends the wait early (Drain).
-	defer context.AfterFunc(s.draining, cancel)()
+	// The wait's context is made when a claim first has to wait: most find
+	// a job at once, and its timer and drain hook would be garbage unused.
+	// Its deadline counts from here all the same.
+	deadline := time.Now().Add(min(in.Wait, s.cfg.MaxClaimWait))
+	var wctx context.Context
+	var cancel func()
+	var stopDrain func() bool
+	defer func() {
+		if cancel != nil {
+			stopDrain()
+			cancel()
+		}
+	}()
 
 	s.claimWaiters.Add(1)
 	defer s.claimWaiters.Add(-1)
@@ -194,6 +203,11 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 			}
 			// Another claimant won the race; look again.
 			continue
+		}
+		if wctx == nil {
+			wctx, cancel = context.WithDeadline(ctx, deadline)
+			// A node shutting down ends the wait early (Drain).
+			stopDrain = context.AfterFunc(s.draining, cancel)
 		}
 		if err := ws.WatchCtx(wctx); err != nil {
 			if ctx.Err() != nil {
