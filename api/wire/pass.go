@@ -63,13 +63,12 @@ func AppendForwarded(b, p []byte, name, value string) ([]byte, error) {
 			kept++
 		}
 	})
-	f.Bytes() // body
+	rest := f.B
+	f.Bytes() // the body (anything after it is ignored, as DecodeRequest does)
 	if f.Err != nil {
 		return b, f.Err
 	}
-	if len(f.B) != 0 {
-		return b, errMalformed
-	}
+	bodyField := rest[:len(rest)-len(f.B)]
 	b = append(b, p[:head]...)
 	b = binary.AppendUvarint(b, uint64(kept+1))
 	f = Fields{B: p[head:]}
@@ -79,7 +78,7 @@ func AppendForwarded(b, p []byte, name, value string) ([]byte, error) {
 		}
 	})
 	b = AppendField(AppendField(b, []byte(name)), []byte(value))
-	return append(b, f.B...), nil // the body field, as it was
+	return append(b, bodyField...), nil
 }
 
 // Answer is an answer frame's payload as received, checked but not
