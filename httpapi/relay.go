@@ -135,15 +135,17 @@ func appendForwardRequest(b []byte, r *http.Request, body []byte, self string) [
 }
 
 // passable returns the frame r was read from when the frame, forwarded as
-// it is, carries the request as forwarding it would: body is the frame's
-// body (a read forwards none, whatever its frame carried).
+// it is, carries the request as re-encoding it would: its URI is the one
+// re-encoding sends (not, say, an absolute URI, whose host that drops), and
+// body is the frame's body (a read forwards none, whatever its frame
+// carried).
 func passable(r *http.Request, body []byte) ([]byte, bool) {
 	p, ok := wire.RequestFrame(r.Body)
 	if !ok {
 		return nil, false
 	}
 	fb, _ := wire.BodyBytes(r.Body)
-	return p, len(fb) == len(body)
+	return p, len(fb) == len(body) && r.URL.RequestURI() == r.RequestURI
 }
 
 // relayable reports whether a forwarded request goes over the relay: blob
