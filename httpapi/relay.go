@@ -104,8 +104,8 @@ func isClosedConn(err error) bool {
 // relayTo sends r (with body) to the leader at addr over the relay. A
 // request read from a client's mux frame goes as that frame, with only the
 // forwarded-by field set (wire.AppendForwarded), and its answer comes back
-// as the leader's frame (fwdAnswer.writeTo): docs/design.md, "Forwarding
-// to the leader".
+// as the leader's frame (fwdAnswer.writeTo): docs/design.md §3, "A
+// client's mux request is passed through".
 func (s *Server) relayTo(ctx context.Context, addr string, r *http.Request, body []byte) (fwdAnswer, error) {
 	rc, err := s.relay.Get(ctx, addr, s.relayKey)
 	if err != nil {
