@@ -59,8 +59,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 		defer context.AfterFunc(s.draining, stop)()
 	}
 	drained := func() bool { return c.longPoll && s.draining.Err() != nil && r.Context().Err() == nil }
-	hold, cancel := context.WithTimeout(ctx, s.cfg.LeaderHold)
-	defer cancel()
+	// The hold is made when the first wait begins (most forwards never
+	// wait), with the deadline it has from the start.
+	holdUntil := time.Now().Add(s.cfg.LeaderHold)
+	var hold context.Context
 	for {
 		if s.cluster.IsLeader() {
 			s.setLeaderHeaders(w)
@@ -75,20 +77,19 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 		id, addr := s.cluster.Leader()
 		if id != "" && addr != "" && id != s.cluster.ID() {
 			s.metrics.forwarded.Inc()
-			resp, err := s.sendToLeader(ctx, r, c, addr)
+			ans, err := s.sendToLeader(ctx, r, c, addr)
 			if err != nil && drained() {
 				continue // answered above
 			}
-			if err == nil && !refusedUnapplied(resp) {
-				defer resp.Body.Close()
-				copyAnswer(w, resp, s.cluster.ID())
+			if err == nil && !ans.refusedUnapplied() {
+				ans.writeTo(w, s.cluster.ID())
 				return nil
 			}
 			switch {
 			case err == nil:
 				// The node had just lost leadership and did nothing with the
 				// request (no_leader): send it again to the next leader.
-				resp.Body.Close()
+				ans.close()
 				s.logger.Debug("forward target is no longer the leader, waiting for a new one", "target", id)
 			case !notSent(err):
 				if r.Method == http.MethodGet {
@@ -99,6 +100,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 			default:
 				s.logger.Debug("leader unreachable, waiting for a new one", "leader", id, "error", err)
 			}
+		}
+		if hold == nil {
+			var cancel context.CancelFunc
+			hold, cancel = context.WithDeadline(ctx, holdUntil)
+			defer cancel()
 		}
 		select {
 		case <-s.cluster.LeaderCh():
@@ -116,17 +122,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call, h hand
 	}
 }
 
-func (s *Server) sendToLeader(ctx context.Context, r *http.Request, c *call, addr string) (*http.Response, error) {
+func (s *Server) sendToLeader(ctx context.Context, r *http.Request, c *call, addr string) (fwdAnswer, error) {
 	if !s.cfg.DisableRelay && relayable(r, c.body) {
-		resp, err := s.relayTo(ctx, addr, r, c.body)
+		ans, err := s.relayTo(ctx, addr, r, c.body)
 		if !errors.Is(err, wire.ErrUnsupported) {
-			return resp, err
+			return ans, err
 		}
 	}
 	u := addr + r.URL.RequestURI()
 	out, err := http.NewRequestWithContext(ctx, r.Method, u, bytes.NewReader(c.body))
 	if err != nil {
-		return nil, err
+		return fwdAnswer{}, err
 	}
 	for k, vs := range r.Header {
 		if !hopHeaders[k] {
@@ -135,21 +141,67 @@ func (s *Server) sendToLeader(ctx context.Context, r *http.Request, c *call, add
 	}
 	out.Header.Set(api.HeaderForwardedBy, s.cluster.ID())
 	out.ContentLength = int64(len(c.body))
-	return s.fwd.Do(out)
+	resp, err := s.fwd.Do(out)
+	return fwdAnswer{resp: resp}, err
 }
 
-// refusedUnapplied reports whether resp is a 503 no_leader answer: the node
+// fwdAnswer is the leader's answer to a forwarded request: an HTTP
+// response, or (resp nil) a relay answer frame as it arrived.
+type fwdAnswer struct {
+	resp  *http.Response
+	frame wire.Answer
+}
+
+// refusedUnapplied reports whether the answer is a 503 no_leader: the node
 // did not take the request (it was no longer the leader, or had none), so
-// sending it elsewhere cannot apply it twice. resp's body stays readable.
-func refusedUnapplied(resp *http.Response) bool {
-	if resp.StatusCode != http.StatusServiceUnavailable {
-		return false
+// sending it elsewhere cannot apply it twice. The body stays readable.
+func (a fwdAnswer) refusedUnapplied() bool {
+	var b []byte
+	if a.resp != nil {
+		if a.resp.StatusCode != http.StatusServiceUnavailable {
+			return false
+		}
+		b, _ = io.ReadAll(io.LimitReader(a.resp.Body, 64<<10))
+		a.resp.Body.Close()
+		a.resp.Body = io.NopCloser(bytes.NewReader(b))
+	} else {
+		if a.frame.Status != http.StatusServiceUnavailable {
+			return false
+		}
+		b = a.frame.Body[:min(len(a.frame.Body), 64<<10)]
 	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(b))
 	var eb api.ErrorBody
 	return json.Unmarshal(b, &eb) == nil && eb.Error.Code == api.CodeNoLeader
+}
+
+func (a fwdAnswer) close() {
+	if a.resp != nil {
+		a.resp.Body.Close()
+	}
+}
+
+// writeTo answers the caller with the leader's answer (copyAnswer). A
+// relay answer to a client's mux request becomes the client's answer frame
+// as it is, with this node's X-Spine-Node (wire.AnswerPasser): the same
+// answer, without building a response or header map for it.
+func (a fwdAnswer) writeTo(w http.ResponseWriter, self string) {
+	if a.resp != nil {
+		defer a.resp.Body.Close()
+		copyAnswer(w, a.resp, self)
+		return
+	}
+	if sr, ok := w.(*statusRecorder); ok {
+		if p, ok := sr.ResponseWriter.(wire.AnswerPasser); ok {
+			h := sr.Header()
+			if v := h[api.HeaderNode]; len(v) != 1 || v[0] != self {
+				h.Set(api.HeaderNode, self)
+			}
+			sr.WriteHeader(a.frame.Status)
+			p.PassAnswer(a.frame, api.HeaderNode)
+			return
+		}
+	}
+	copyAnswer(w, a.frame.Response(), self)
 }
 
 // notSent reports whether err proves the request never reached the leader,

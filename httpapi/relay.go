@@ -101,15 +101,51 @@ func isClosedConn(err error) bool {
 	return errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// relayTo sends r (with body) to the leader at addr over the relay.
-func (s *Server) relayTo(ctx context.Context, addr string, r *http.Request, body []byte) (*http.Response, error) {
+// relayTo sends r (with body) to the leader at addr over the relay. A
+// request read from a client's mux frame goes as that frame, with only the
+// forwarded-by field set (wire.AppendForwarded), and its answer comes back
+// as the leader's frame (fwdAnswer.writeTo): docs/design.md §3, "A
+// client's mux request is passed through".
+func (s *Server) relayTo(ctx context.Context, addr string, r *http.Request, body []byte) (fwdAnswer, error) {
 	rc, err := s.relay.Get(ctx, addr, s.relayKey)
 	if err != nil {
-		return nil, err
+		return fwdAnswer{}, err
 	}
+	self := s.cluster.ID()
+	if p, ok := passable(r, body); ok && !s.reencode {
+		a, err := rc.RoundTripAnswer(ctx, func(b []byte) []byte {
+			out, err := wire.AppendForwarded(b, p, api.HeaderForwardedBy, self)
+			if err != nil { // not for a frame the mux server decoded
+				return appendForwardRequest(b, r, body, self)
+			}
+			return out
+		})
+		return fwdAnswer{frame: a}, err
+	}
+	resp, err := rc.RoundTrip(ctx, appendForwardRequest(nil, r, body, self))
+	return fwdAnswer{resp: resp}, err
+}
+
+// appendForwardRequest appends the relay frame of r, with body, as
+// forwarded by node self.
+func appendForwardRequest(b []byte, r *http.Request, body []byte, self string) []byte {
 	h := r.Header.Clone()
-	h.Set(api.HeaderForwardedBy, s.cluster.ID())
-	return rc.RoundTrip(ctx, wire.AppendRequest(nil, r.Method, r.URL.RequestURI(), h, body))
+	h.Set(api.HeaderForwardedBy, self)
+	return wire.AppendRequest(b, r.Method, r.URL.RequestURI(), h, body)
+}
+
+// passable returns the frame r was read from when the frame, forwarded as
+// it is, carries the request as re-encoding it would: its URI is the one
+// re-encoding sends (not, say, an absolute URI, whose host that drops), and
+// body is the frame's body (a read forwards none, whatever its frame
+// carried).
+func passable(r *http.Request, body []byte) ([]byte, bool) {
+	p, ok := wire.RequestFrame(r.Body)
+	if !ok {
+		return nil, false
+	}
+	fb, _ := wire.BodyBytes(r.Body)
+	return p, len(fb) == len(body) && r.URL.RequestURI() == r.RequestURI
 }
 
 // relayable reports whether a forwarded request goes over the relay: blob

@@ -113,6 +113,9 @@ type Server struct {
 
 	relay    *wire.Pool
 	relayKey string
+	// reencode makes the follower decode and encode again what it relays
+	// (tests and benchmarks compare it with passing frames through).
+	reencode bool
 	relaySrv *wire.Server // followers' relays, served as leader
 	muxSrv   *wire.Server // clients' mux connections
 	mcp      *mcpEndpoint // /mcp

@@ -26,8 +26,8 @@ type Client struct {
 }
 
 type answer struct {
-	resp *http.Response
-	err  error
+	payload []byte // the answer frame's payload
+	err     error
 }
 
 // Dial opens a connection to the node at base URL addr with an Upgrade to
@@ -114,13 +114,12 @@ func (c *Client) readLoop() {
 			c.pendingMu.Unlock()
 			return
 		}
-		resp, err := DecodeResponse(payload)
 		c.pendingMu.Lock()
 		ch := c.pending[id]
 		delete(c.pending, id)
 		c.pendingMu.Unlock()
 		if ch != nil {
-			ch <- answer{resp: resp, err: err}
+			ch <- answer{payload: payload} // decoded by the caller, on its goroutine
 		}
 	}
 }
@@ -150,6 +149,26 @@ func (c *Client) goAway(last uint64) {
 // leave this process; ErrLost when it did and its answer will not come.
 // When ctx ends first, the server is told to cancel the request.
 func (c *Client) RoundTrip(ctx context.Context, payload []byte) (*http.Response, error) {
+	p, err := c.roundTrip(ctx, func(b []byte) []byte { return append(b, payload...) })
+	if err != nil {
+		return nil, err
+	}
+	return DecodeResponse(p)
+}
+
+// RoundTripAnswer is RoundTrip for a request whose payload appendPayload
+// appends (straight into the connection's write buffer, under its lock:
+// it must be quick and must not fail), and whose answer is returned as
+// received.
+func (c *Client) RoundTripAnswer(ctx context.Context, appendPayload func([]byte) []byte) (Answer, error) {
+	p, err := c.roundTrip(ctx, appendPayload)
+	if err != nil {
+		return Answer{}, err
+	}
+	return ParseAnswer(p)
+}
+
+func (c *Client) roundTrip(ctx context.Context, appendPayload func([]byte) []byte) ([]byte, error) {
 	ch := make(chan answer, 1)
 	c.sendMu.Lock()
 	c.Conn.mu.Lock()
@@ -164,7 +183,7 @@ func (c *Client) RoundTrip(ctx context.Context, payload []byte) (*http.Response,
 	id := c.nextID
 	c.pending[id] = ch
 	c.pendingMu.Unlock()
-	end, err := c.Send(FrameRequest, id, payload)
+	end, err := c.sendAppend(FrameRequest, id, appendPayload)
 	c.sendMu.Unlock()
 	if err != nil {
 		c.forget(id)
@@ -178,7 +197,7 @@ func (c *Client) RoundTrip(ctx context.Context, payload []byte) (*http.Response,
 		if errors.Is(ans.err, ErrNotSent) {
 			return nil, fmt.Errorf("%w: the server shut down before reading it", ErrNotSent)
 		}
-		return ans.resp, ans.err
+		return ans.payload, ans.err
 	case <-ctx.Done():
 		c.forget(id)
 		_, _ = c.Send(FrameCancel, id, nil)

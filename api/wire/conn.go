@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -57,6 +58,29 @@ func (c *Conn) Send(kind byte, id uint64, payload []byte) (end uint64, err error
 	}
 	before := len(c.buf)
 	c.buf = AppendFrame(c.buf, kind, id, payload)
+	c.queued += uint64(len(c.buf) - before)
+	end = c.queued
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+	return end, nil
+}
+
+// sendAppend is Send for a payload appendPayload appends to the
+// connection's buffer (under its lock).
+func (c *Conn) sendAppend(kind byte, id uint64, appendPayload func([]byte) []byte) (end uint64, err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		err = c.err
+		c.mu.Unlock()
+		return 0, err
+	}
+	before := len(c.buf)
+	c.buf = AppendFrame(c.buf, kind, id, nil)
+	c.buf = appendPayload(c.buf)
+	binary.BigEndian.PutUint32(c.buf[before:before+4], uint32(len(c.buf)-before-4))
 	c.queued += uint64(len(c.buf) - before)
 	end = c.queued
 	c.mu.Unlock()

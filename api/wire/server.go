@@ -281,6 +281,7 @@ type recorder struct {
 	status int
 	body   bytes.Buffer
 	frame  []byte
+	passed bool // frame is the answer (PassAnswer)
 }
 
 var recorders = sync.Pool{New: func() any { return &recorder{header: http.Header{}} }}
@@ -301,6 +302,7 @@ func (r *recorder) free() {
 	r.status = 0
 	r.body.Reset()
 	r.frame = r.frame[:0]
+	r.passed = false
 	recorders.Put(r)
 }
 
@@ -321,6 +323,9 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 // encode returns the answer's frame payload, valid until free.
 func (r *recorder) encode() []byte {
+	if r.passed {
+		return r.frame
+	}
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}

@@ -243,9 +243,11 @@ func DecodeRequest(p []byte) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+	rb := newBody(body)
+	rb.frame = p
 	return &http.Request{
 		Method: method, URL: u, RequestURI: uri, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: newBody(body), ContentLength: int64(len(body)),
+		Header: h, Body: rb, ContentLength: int64(len(body)),
 		Host: u.Host,
 	}, nil
 }
@@ -269,7 +271,8 @@ func methodString(b []byte) string {
 // BodyBytes hands it over without a copy.
 type frameBody struct {
 	bytes.Reader
-	b []byte
+	b     []byte
+	frame []byte // the whole request frame's payload (RequestFrame)
 }
 
 func newBody(b []byte) *frameBody {
@@ -299,19 +302,9 @@ func AppendResponse(b []byte, status int, h http.Header, body []byte) []byte {
 
 // DecodeResponse parses an answer frame's payload.
 func DecodeResponse(p []byte) (*http.Response, error) {
-	f := &Fields{B: p}
-	status := int(f.Uvarint())
-	h := f.Header()
-	body := f.Bytes()
-	if f.Err != nil {
-		return nil, f.Err
+	a, err := ParseAnswer(p)
+	if err != nil {
+		return nil, err
 	}
-	if status < 100 || status > 999 {
-		return nil, fmt.Errorf("wire: bad status %d", status)
-	}
-	return &http.Response{
-		StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)),
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
-	}, nil
+	return a.Response(), nil
 }
