@@ -300,15 +300,21 @@ func (a *applier) start(old *Job, g grant) *Job {
 	return j
 }
 
-// attemptText is the text of a claim's event, "attempt 2 of 3": one
-// shared string per pair of numbers, not one per claim that a finished
-// job keeps in its history.
+// attemptText is the text of a claim's event, "attempt 2 of 3": for the
+// usual small numbers one shared string per pair, not one per claim that a
+// finished job keeps in its history. Larger numbers are not interned, so
+// that they cannot fill the interner's table (at most 210 pairs are).
 func (a *applier) attemptText(j *Job) string {
 	var buf [48]byte
 	b := strconv.AppendInt(append(buf[:0], "attempt "...), int64(j.Attempts), 10)
 	b = strconv.AppendInt(append(b, " of "...), int64(j.MaxAttempts), 10)
+	if j.Attempts > maxSharedAttemptText || j.MaxAttempts > maxSharedAttemptText {
+		return string(b)
+	}
 	return a.in.bytes(b)
 }
+
+const maxSharedAttemptText = 20
 
 func (a *applier) comment(c *CommentCommand) *Result {
 	old, err := a.get(c.JobID)
