@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/spine-queue/spine/internal/gcpace"
 	"io"
 	"runtime"
 	"sync"
@@ -219,7 +220,7 @@ func (sd *snapDecoder) split() {
 		}
 		m, err := sd.src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+m]
-		readGC(m)
+		gcpace.RestoreRead(m)
 		if errors.Is(err, io.EOF) {
 			eof = true
 		} else if err != nil {

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"github.com/spine-queue/spine/internal/gcpace"
 	"io"
 	"math/rand/v2"
 	"runtime/debug"
@@ -155,7 +156,7 @@ func (w *watchGC) Read(p []byte) (int, error) {
 }
 
 // While a restore reads, the collector is paced by a memory limit that
-// grows with the bytes read, not by GOGC (snapshot_gc.go); a limit the
+// grows with the bytes read, not by GOGC (internal/gcpace); a limit the
 // operator set stays the most; once the restore ends, well or not, GOGC
 // and the limit are what they were.
 func TestRestorePacesTheCollectorAndSetsItBack(t *testing.T) {
@@ -174,7 +175,7 @@ func TestRestorePacesTheCollectorAndSetsItBack(t *testing.T) {
 			if (err != nil) != broken {
 				t.Fatalf("limit %d, broken %v: %v", set, broken, err)
 			}
-			if w.percent != -1 || w.limit > uint64(set) || set > 1<<30 && w.limit < uint64(restoreRatio*len(raw)/2) {
+			if w.percent != -1 || w.limit > uint64(set) || set > 1<<30 && w.limit < uint64(gcpace.RestoreRatio*len(raw)/2) {
 				t.Fatalf("limit %d: half way through the restore GOGC is %d and the limit %d", set, w.percent, w.limit)
 			}
 			if p, l := gcSettings(); p != 150 || l != uint64(set) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/spine-queue/spine/internal/gcpace"
 	"io"
 )
 
@@ -30,9 +31,9 @@ func readSnapshot(r io.Reader) (*tables, snapHeaderRecord, error) {
 		err = readRecordsV1(br, rs)
 	case h.Version >= 2 && h.Version <= snapshotVersion:
 		// The records are decoded on every core (snapshot_decode.go),
-		// the collector paced by what is read (snapshot_gc.go) until the
+		// the collector paced by what is read (internal/gcpace) until the
 		// restore ends.
-		defer holdGC()()
+		defer gcpace.HoldForRestore()()
 		br, err = readRecordsV2(br, r, rs, h.Version)
 	default:
 		return nil, h, fmt.Errorf("restore: snapshot version %d, this build reads 1 to %d", h.Version, snapshotVersion)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/spine-queue/spine/internal/gcpace"
 	"io"
 	"net"
 	"net/http"
@@ -62,7 +63,7 @@ func serve(cfg *serveConfig, logger hclog.Logger) error {
 		// 2-core cluster). Set GOGC to override.
 		debug.SetGCPercent(200)
 	}
-	defer fsm.CapHeapGrowth(cfg.HeapHeadroomMiB << 20)()
+	defer gcpace.CapHeapGrowth(cfg.HeapHeadroomMiB << 20)()
 	if d := timerslack.Now(); d >= 0 {
 		logger.Info("process", "timer_slack", d, "gomaxprocs", runtime.GOMAXPROCS(0))
 	}

@@ -1,4 +1,8 @@
-package fsm
+// Package gcpace paces the Go collector of a node: while a snapshot is
+// restored (restore.go), and between restores, where it caps how much
+// garbage the heap may gather (heapcap.go). Neither changes what the state
+// machine holds, only when the collector runs.
+package gcpace
 
 import (
 	"math"
@@ -17,7 +21,7 @@ import (
 // paced by a memory limit instead of GOGC: the memory the process had when
 // the restore began, plus restoreSlack, plus restoreRatio times the
 // snapshot bytes read so far (a restore allocates about 3.6 times the
-// bytes it reads, BenchmarkRestore). The limit grows as the snapshot is
+// bytes it reads, fsm's BenchmarkRestore). The limit grows as the snapshot is
 // read, so a restore that reads slowly while the rest of the process makes
 // garbage is collected as usual once the garbage passes the slack; a lower
 // limit the operator set (GOMEMLIMIT) stays in force. Once every restore
@@ -29,6 +33,10 @@ const (
 	restoreRatio = 8
 )
 
+// RestoreRatio is how many bytes of memory a restore may allocate per
+// snapshot byte it has read before the collector runs.
+const RestoreRatio = restoreRatio
+
 // restoreGC is the collector's pacing while restores run.
 var restoreGC struct {
 	mu      sync.Mutex
@@ -38,7 +46,7 @@ var restoreGC struct {
 	percent int   // what GOGC was
 	limit   int64 // what the memory limit was
 
-	// The heap cap (heap_gc.go): its headroom (0: off) and floor, the
+	// The heap cap (heapcap.go): its headroom (0: off) and floor, the
 	// operator's memory limit, which the cap never exceeds, and the time
 	// and the collector's CPU seconds at the last collection.
 	headroom, floor int64
@@ -47,9 +55,9 @@ var restoreGC struct {
 	lastGCCPU       float64
 }
 
-// holdGC paces the collector for a restore, until the returned function
+// HoldForRestore paces the collector for a restore, until the returned function
 // is called.
-func holdGC() (release func()) {
+func HoldForRestore() (release func()) {
 	g := &restoreGC
 	g.mu.Lock()
 	if g.n == 0 {
@@ -76,9 +84,9 @@ func holdGC() (release func()) {
 	}
 }
 
-// readGC raises the restores' memory limit by what n more snapshot bytes
+// RestoreRead raises the restores' memory limit by what n more snapshot bytes
 // read let them allocate.
-func readGC(n int) {
+func RestoreRead(n int) {
 	g := &restoreGC
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -1,4 +1,4 @@
-package fsm
+package gcpace
 
 import (
 	"math"
@@ -30,7 +30,7 @@ import (
 // holding many jobs with little traffic keeps about its live heap plus the
 // floor. While the live heap is under half the floor, GOGC's goal comes
 // first anyway. A lower limit the operator set (GOMEMLIMIT) stays in
-// force, and a restore's own pacing (snapshot_gc.go) replaces the cap
+// force, and a restore's own pacing (restore.go) replaces the cap
 // while it runs. The cap only decides when the collector runs: no
 // collection frees anything still reachable, so it cannot change what the
 // node holds, only how much memory it takes and how much CPU it spends
