@@ -30,6 +30,7 @@ type scaleConfig struct {
 	payload   int
 	streams   int
 	recovery  bool
+	idle      time.Duration
 	timeout   time.Duration
 	reqTime   time.Duration
 	out       io.Writer
@@ -83,8 +84,17 @@ type scaleResult struct {
 	BaseRSSMiB   []float64     `json:"empty_rss_mib"`
 	BaseHeapMiB  []float64     `json:"empty_live_heap_mib"`
 	Sizes        []scaleSize   `json:"sizes"`
+	Idle         *idleFigs     `json:"idle,omitempty"`
 	Recovery     *recoveryFigs `json:"recovery,omitempty"`
 	TotalSeconds float64       `json:"total_s"`
+}
+
+// idleFigs is each node's resident memory after the cluster, at the
+// largest size, received no request for a while (--idle).
+type idleFigs struct {
+	Seconds        float64   `json:"seconds"`
+	RSSMiB         []float64 `json:"rss_mib"`
+	RSSBytesPerJob []float64 `json:"rss_bytes_per_job"`
 }
 
 // ScaleMain is `spine-bench scale ARGS`: it starts a local cluster, grows
@@ -110,6 +120,7 @@ func ScaleMain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.producers, "producers", cfg.producers, "concurrent creates while the queue grows")
 	fs.IntVar(&cfg.payload, "payload", cfg.payload, "payload bytes per job")
 	fs.IntVar(&cfg.streams, "streams", cfg.streams, "streams the jobs are spread over (developer-queue streams of one session)")
+	fs.DurationVar(&cfg.idle, "idle", 0, "at the largest size, send nothing for this long, then read each node's RSS again (what a node holds once its collector has given back the garbage; 0: skip)")
 	fs.BoolVar(&cfg.recovery, "recovery", cfg.recovery, "at the largest size, time snapshot save and restore, a follower's restart, a leader kill and a full restart")
 	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "upper bound for the whole run")
 	fs.DurationVar(&cfg.reqTime, "request-timeout", cfg.reqTime, "timeout of one request")
@@ -241,6 +252,21 @@ func (s *scaleRun) run(ctx context.Context, res *scaleResult) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+	}
+	if s.cfg.idle > 0 && have > 0 {
+		s.printf("[%s queued] idle for %s\n", thousands(have), s.cfg.idle)
+		select {
+		case <-time.After(s.cfg.idle):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		m, err := s.memory(ctx)
+		if err != nil {
+			return fmt.Errorf("memory after idling: %w", err)
+		}
+		res.Idle = &idleFigs{Seconds: s.cfg.idle.Seconds(), RSSMiB: m.rss, RSSBytesPerJob: perJobBytes(m.rss, base.rss, have)}
+		s.printf("[%s queued] after %s idle: RSS %s MiB, RSS per queued job %s bytes\n", thousands(have), s.cfg.idle,
+			joinFloats(m.rss, 1), joinFloats(res.Idle.RSSBytesPerJob, 0))
 	}
 	if !s.cfg.recovery {
 		return nil
