@@ -50,27 +50,24 @@ func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
 // Send queues a frame and returns the stream offset at which it ends: it
 // certainly never left this process unless Sent(end).
 func (c *Conn) Send(kind byte, id uint64, payload []byte) (end uint64, err error) {
-	c.mu.Lock()
-	if c.err != nil {
-		err = c.err
-		c.mu.Unlock()
-		return 0, err
-	}
-	before := len(c.buf)
-	c.buf = AppendFrame(c.buf, kind, id, payload)
-	c.queued += uint64(len(c.buf) - before)
-	end = c.queued
-	c.mu.Unlock()
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-	return end, nil
+	return c.enqueue(func(b []byte) []byte { return AppendFrame(b, kind, id, payload) })
 }
 
 // sendAppend is Send for a payload appendPayload appends to the
 // connection's buffer (under its lock).
 func (c *Conn) sendAppend(kind byte, id uint64, appendPayload func([]byte) []byte) (end uint64, err error) {
+	return c.enqueue(func(b []byte) []byte {
+		before := len(b)
+		b = appendPayload(AppendFrame(b, kind, id, nil))
+		binary.BigEndian.PutUint32(b[before:before+4], uint32(len(b)-before-4))
+		return b
+	})
+}
+
+// enqueue appends a frame to the connection's buffer with frame (under
+// its lock), wakes the writer and returns the stream offset at which the
+// frame ends.
+func (c *Conn) enqueue(frame func([]byte) []byte) (end uint64, err error) {
 	c.mu.Lock()
 	if c.err != nil {
 		err = c.err
@@ -78,9 +75,7 @@ func (c *Conn) sendAppend(kind byte, id uint64, appendPayload func([]byte) []byt
 		return 0, err
 	}
 	before := len(c.buf)
-	c.buf = AppendFrame(c.buf, kind, id, nil)
-	c.buf = appendPayload(c.buf)
-	binary.BigEndian.PutUint32(c.buf[before:before+4], uint32(len(c.buf)-before-4))
+	c.buf = frame(c.buf)
 	c.queued += uint64(len(c.buf) - before)
 	end = c.queued
 	c.mu.Unlock()
