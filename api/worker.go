@@ -133,6 +133,15 @@ type WorkerCompleteRequest struct {
 	Result     json.RawMessage `json:"result,omitempty"`
 	Stdout     string          `json:"stdout,omitempty"`
 	Stderr     string          `json:"stderr,omitempty"`
+	// Next, when set, also claims this worker's next job, as a claim with
+	// these fields would (its worker_id, if given, must be the complete's):
+	// the answer's Next is that claim's answer. A job that is ready is
+	// taken in the same commit as the complete; otherwise the claim waits
+	// up to its max_wait_ms after the complete, as a claim does. A refused
+	// complete claims nothing. A repeated complete claims again, so a
+	// worker that lost an answer holds the job that answer named until its
+	// lease expires, as after a lost claim answer.
+	Next *WorkerClaimRequest `json:"next,omitempty"`
 }
 
 // WorkerFailRequest is the body of POST /internal/worker/fail. The error's
@@ -191,6 +200,8 @@ type WorkerAck struct {
 	// attempts) or cancelled (a cancel had been asked); a repeat answers
 	// as the first did. After a release: queued, or cancelled.
 	Status JobStatus `json:"status,omitempty"`
+	// Next is the answer of a complete's next claim (complete only).
+	Next *WorkerClaim `json:"next,omitempty"`
 }
 
 // WorkerCompleteAck is the answer of a worker complete.
@@ -199,6 +210,8 @@ type WorkerCompleteAck struct {
 	// Duplicate: a repeat of a complete already applied; nothing changed.
 	Duplicate bool `json:"duplicate"`
 	OK        bool `json:"ok"`
+	// Next: the answer of the claim the request's Next asked for.
+	Next *WorkerClaim `json:"next,omitempty"`
 }
 
 // WorkerRefusal is the body of a refused (fenced-off) worker heartbeat,

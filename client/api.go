@@ -119,8 +119,29 @@ func (c *Client) WorkerHeartbeat(ctx context.Context, params *WorkerHeartbeatPar
 // WorkerComplete completes a worker-contract attempt. The server answers a
 // repeat of the same attempt with the first answer, so it is retried; a 409
 // after an unknown outcome is checked against the attempt's recorded outcome.
+//
+// With params.Next the complete also claims the worker's next job: the
+// answer's Next (nil when the outcome had to be checked after a lost
+// answer, or when the cluster does not take "next" yet: claim with
+// [Client.WorkerClaim] then). A repeat after a lost answer claims again,
+// and the job the lost answer named stays leased until its lease expires.
 func (c *Client) WorkerComplete(ctx context.Context, params *WorkerCompleteParams) (*WorkerAck, error) {
-	return c.workerEnd(ctx, "complete", params, params.JobID, params.AttemptID, OutcomeCompleted)
+	if params.Next != nil && c.noNext.Load() {
+		p := *params
+		p.Next = nil
+		params = &p
+	}
+	ack, err := c.workerEnd(ctx, "complete", params, params.JobID, params.AttemptID, OutcomeCompleted)
+	var ae *APIError
+	if params.Next != nil && errors.As(err, &ae) && ae.Status == http.StatusBadRequest && strings.Contains(ae.Message, `unknown field "next"`) {
+		// A build without the field refused the request whole, changing
+		// nothing: complete without it, from now on.
+		c.noNext.Store(true)
+		p := *params
+		p.Next = nil
+		return c.workerEnd(ctx, "complete", &p, p.JobID, p.AttemptID, OutcomeCompleted)
+	}
+	return ack, err
 }
 
 // WorkerFail fails a worker-contract attempt; retried like WorkerComplete.

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spine-queue/spine/api"
@@ -126,6 +127,10 @@ type Client struct {
 	leaderID    string // leader id as last reported
 	leaderAddr  string // leader base URL, "" when unknown
 	leaderStale bool   // leaderID changed and leaderAddr must be looked up
+
+	// noNext: the cluster refused a complete's "next" as a field it does
+	// not know (a build without it); completes go without it since.
+	noNext atomic.Bool
 }
 
 // New returns a client of the nodes at addrs (base URLs such as

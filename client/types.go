@@ -75,6 +75,9 @@ type (
 	WorkerHeartbeatResult = api.WorkerHeartbeatResult
 	// WorkerCompleteParams complete a worker-contract attempt.
 	WorkerCompleteParams = api.WorkerCompleteRequest
+	// WorkerNextParams, as a complete's Next, also claim the worker's next
+	// job (max_wait_ms in milliseconds).
+	WorkerNextParams = api.WorkerClaimRequest
 	// WorkerFailParams fail a worker-contract attempt.
 	WorkerFailParams = api.WorkerFailRequest
 	// WorkerReleaseParams give a worker-contract attempt's job back.

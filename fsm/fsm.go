@@ -56,7 +56,10 @@ type Result struct {
 	// Schedule: the schedule a schedule command made, changed, fired or
 	// deleted (schedule.go).
 	Schedule *Schedule
-	Err      error
+	// Next: the answer of a complete's next claim (CompleteCommand.Next),
+	// nil when it had none or the complete was refused.
+	Next *Result
+	Err  error
 }
 
 // FSM is the job state machine. It implements raft.FSM and raft.BatchingFSM.

@@ -53,8 +53,12 @@ const (
 	// as a job created there does (cmd_task.go).
 	LevelTaskDefaults = 5
 
+	// LevelCompleteNext: a complete may carry the claimant's next claim
+	// (CompleteCommand.Next), applied in the same entry once the complete
+	// is accepted.
+	LevelCompleteNext = 6
 	// LatestLevel is the highest level this build applies.
-	LatestLevel = LevelTaskDefaults
+	LatestLevel = LevelCompleteNext
 )
 
 // LevelCommand raises the cluster's level to Level (a lower or equal level

@@ -40,42 +40,57 @@ func (s *Server) handleWorkerClaim(w http.ResponseWriter, r *http.Request, c *ca
 // workerClaim is the worker contract's claim, for role (the route's and
 // the MCP claim tool's).
 func (s *Server) workerClaim(ctx context.Context, caller queue.Caller, req *api.WorkerClaimRequest) (*api.WorkerClaim, uint64, error) {
-	req.WorkerID = boundWorker(caller, req.WorkerID)
-	if err := queue.CheckWorkerID("worker_id", req.WorkerID, true); err != nil {
+	in, err := s.claimInput(caller, req)
+	if err != nil {
 		return nil, 0, err
 	}
+	jobs, index, err := s.queue.ClaimNextBatch(ctx, in)
+	if err != nil {
+		return nil, index, err
+	}
+	return s.claimReply(caller, in, jobs), index, nil
+}
+
+// claimInput checks caller's worker claim req (a claim's, or a complete's
+// next claim) and returns the claim it asks for.
+func (s *Server) claimInput(caller queue.Caller, req *api.WorkerClaimRequest) (queue.ClaimNextInput, error) {
+	req.WorkerID = boundWorker(caller, req.WorkerID)
+	if err := queue.CheckWorkerID("worker_id", req.WorkerID, true); err != nil {
+		return queue.ClaimNextInput{}, err
+	}
 	if req.MaxWaitMS < 0 {
-		return nil, 0, badRequest("max_wait_ms must not be negative")
+		return queue.ClaimNextInput{}, badRequest("max_wait_ms must not be negative")
 	}
 	// Cap in milliseconds first: a huge max_wait_ms would overflow a Duration.
 	wait := time.Duration(min(req.MaxWaitMS, s.queue.Config().MaxClaimWait.Milliseconds())) * time.Millisecond
 	if req.MaxJobs < 0 || req.MaxJobs > fsm.MaxClaimBatch {
-		return nil, 0, badRequest("max_jobs must be 1 to %d", fsm.MaxClaimBatch)
+		return queue.ClaimNextInput{}, badRequest("max_jobs must be 1 to %d", fsm.MaxClaimBatch)
 	}
 	if err := caller.CheckWorker(req.WorkerID); err != nil {
-		return nil, 0, err
+		return queue.ClaimNextInput{}, err
 	}
 	streams, err := caller.ScopeStreams(req.Streams)
 	if err != nil {
-		return nil, 0, err
+		return queue.ClaimNextInput{}, err
 	}
 	req.Streams = streams
-	actor := caller.Actor(req.WorkerID)
-	jobs, index, err := s.queue.ClaimNextBatch(ctx, queue.ClaimNextInput{Streams: req.Streams,
-		Actor: actor, Wait: wait, MaxJobs: req.MaxJobs, Capabilities: req.Capabilities})
-	if err != nil {
-		return nil, index, err
-	}
+	return queue.ClaimNextInput{Streams: streams, Actor: caller.Actor(req.WorkerID), Wait: wait,
+		MaxJobs: req.MaxJobs, Capabilities: req.Capabilities}, nil
+}
+
+// claimReply is the answer of claim in, which took jobs (none: claimed
+// false, with the streams where work waits).
+func (s *Server) claimReply(caller queue.Caller, in queue.ClaimNextInput, jobs []*fsm.Job) *api.WorkerClaim {
 	if len(jobs) == 0 {
-		return &api.WorkerClaim{Claimed: false, Elsewhere: s.elsewhere(req.Streams, caller, actor, req.Capabilities)}, index, nil
+		return &api.WorkerClaim{Claimed: false, Elsewhere: s.elsewhere(in.Streams, caller, in.Actor, in.Capabilities)}
 	}
 	a := claimAnswer(jobs[0])
-	if req.MaxJobs > 0 {
+	if in.MaxJobs > 0 {
 		for _, j := range jobs {
 			a.Jobs = append(a.Jobs, claimAnswer(j))
 		}
 	}
-	return &a, index, nil
+	return &a
 }
 
 func claimAnswer(j *fsm.Job) api.WorkerClaim {
@@ -198,7 +213,7 @@ func (s *Server) handleWorkerComplete(w http.ResponseWriter, r *http.Request, c 
 	if err != nil {
 		return s.workerRefusal(w, c, req.JobID, err)
 	}
-	writeJSON(w, http.StatusOK, api.WorkerCompleteAck{OK: ack.OK, Ack: ack.Ack, Duplicate: ack.Duplicate})
+	writeJSON(w, http.StatusOK, api.WorkerCompleteAck{OK: ack.OK, Ack: ack.Ack, Duplicate: ack.Duplicate, Next: ack.Next})
 	return nil
 }
 
@@ -210,12 +225,27 @@ func (s *Server) workerComplete(ctx context.Context, caller queue.Caller, req *a
 	if err != nil {
 		return nil, 0, err
 	}
-	res, index, err := s.queue.Complete(ctx, queue.CompleteInput{Ref: ref,
-		Actor: caller.Actor(req.WorkerID), Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr})
+	in := queue.CompleteInput{Ref: ref, Actor: caller.Actor(req.WorkerID), Result: req.Result, Stdout: req.Stdout, Stderr: req.Stderr}
+	if req.Next == nil {
+		res, index, err := s.queue.Complete(ctx, in)
+		if err != nil {
+			return nil, index, err
+		}
+		return &api.WorkerAck{OK: true, Ack: true, Duplicate: res.Duplicate}, index, nil
+	}
+	if req.Next.WorkerID != "" && req.Next.WorkerID != req.WorkerID {
+		return nil, 0, badRequest("next.worker_id must be the complete's worker_id (or left out)")
+	}
+	req.Next.WorkerID = req.WorkerID
+	next, err := s.claimInput(caller, req.Next)
+	if err != nil {
+		return nil, 0, err
+	}
+	res, jobs, index, err := s.queue.CompleteNext(ctx, in, next)
 	if err != nil {
 		return nil, index, err
 	}
-	return &api.WorkerAck{OK: true, Ack: true, Duplicate: res.Duplicate}, index, nil
+	return &api.WorkerAck{OK: true, Ack: true, Duplicate: res.Duplicate, Next: s.claimReply(caller, next, jobs)}, index, nil
 }
 
 func (s *Server) handleWorkerFail(w http.ResponseWriter, r *http.Request, c *call) error {

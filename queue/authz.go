@@ -344,8 +344,14 @@ func (s *Service) callerOf(a fsm.Actor) (Caller, error) {
 // nothing; a bound token acts as its worker alone; a scoped token names,
 // creates in and acts on jobs of its streams alone (a claim naming no
 // stream claims from its scopes). Every command is read the same way, by
-// its fields: Actor, Stream, Streams, JobID, ClonedFrom and Ref.
+// its fields: Actor, Stream, Streams, JobID, ClonedFrom and Ref; and a
+// complete's next claim as a claim of its own.
 func (s *Service) authorizeWrite(cmd interface{}) error {
+	if c, ok := cmd.(*fsm.CompleteCommand); ok && c.Next != nil {
+		if err := s.authorizeWrite(c.Next); err != nil {
+			return err
+		}
+	}
 	v := reflect.ValueOf(cmd)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return nil

@@ -101,53 +101,132 @@ func (s *Service) ClaimNext(ctx context.Context, in ClaimNextInput) (*fsm.Job, u
 // entry, each under its own lease. A keyed claim (ClaimID) takes one.
 // While a node of the cluster does not apply the batch claim, it takes one.
 func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm.Job, uint64, error) {
+	p, err := s.planClaim(ctx, in)
+	if err != nil {
+		return nil, 0, err
+	}
+	if in.JobID != "" {
+		return s.claimByID(ctx, in.JobID, in.Actor, p.targets, p.caps)
+	}
+	return s.claimWaiting(ctx, p, in.Wait)
+}
+
+// claimPlan is a claim-next as checked: what its commands take.
+type claimPlan struct {
+	streams, targets, caps []string
+	actor                  fsm.Actor
+	key                    string
+	maxJobs                int
+}
+
+// planClaim checks a claim (ClaimNextBatch's input) before anything is
+// proposed.
+func (s *Service) planClaim(ctx context.Context, in ClaimNextInput) (*claimPlan, error) {
 	if in.MaxJobs <= 0 {
 		in.MaxJobs = 1
 	}
 	if in.MaxJobs > fsm.MaxClaimBatch {
-		return nil, 0, invalid("max_jobs must be 1 to %d", fsm.MaxClaimBatch)
+		return nil, invalid("max_jobs must be 1 to %d", fsm.MaxClaimBatch)
 	}
 	if in.MaxJobs > 1 && in.ClaimID != "" {
-		return nil, 0, invalid("claim_id names one attempt: it cannot key a claim of max_jobs > 1")
+		return nil, invalid("claim_id names one attempt: it cannot key a claim of max_jobs > 1")
 	}
 	targets, err := s.claimTargets(s.state.Peek(), in.Actor)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	streams, err := claimStreams(in.Streams)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if in.Wait < 0 {
-		return nil, 0, invalid("the wait must not be negative")
+		return nil, invalid("the wait must not be negative")
 	}
 	key := ""
 	if in.ClaimID != "" {
 		if !ValidClaimID(in.ClaimID) {
-			return nil, 0, invalid("claim_id must be 8 to 64 letters, digits, '-' or '_'")
+			return nil, invalid("claim_id must be 8 to 64 letters, digits, '-' or '_'")
 		}
 		key = claimKeyPrefix + in.ClaimID
 	}
 	capsKey, err := fsm.CapabilityKey(in.Capabilities, fsm.MaxCapabilities)
 	if err != nil {
-		return nil, 0, labelsInvalid("capabilities", err)
+		return nil, labelsInvalid("capabilities", err)
 	}
 	if capsKey != "" {
 		if !s.atLevel(ctx, fsm.LevelIdentity) {
-			return nil, 0, ErrUpgradeInProgress
+			return nil, ErrUpgradeInProgress
 		}
 		if err := s.seeCapabilities(ctx, capsKey); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 	}
-	caps := fsm.Labels(capsKey)
-	if in.JobID != "" {
-		return s.claimByID(ctx, in.JobID, in.Actor, targets, caps)
+	return &claimPlan{streams: streams, targets: targets, caps: fsm.Labels(capsKey), actor: in.Actor, key: key, maxJobs: in.MaxJobs}, nil
+}
+
+// ready reports whether p's claim would take a job now; ws is what to
+// watch for one otherwise.
+func (p *claimPlan) ready(r *fsm.Reader) (bool, *fsm.Watch) {
+	j, ws := r.NextClaimable(p.streams, p.targets, p.caps, p.actor.WorkerID)
+	// A repeated keyed claim whose attempt runs: the command answers it
+	// (or refuses a clash) without waiting for a queued job.
+	return j != nil || (p.key != "" && r.RunningByAttempt(p.key) != nil), ws
+}
+
+// command is p's claim command, with fresh attempt ids and lease tokens:
+// a batch when p asks for several jobs and every server applies batches,
+// keyed when p has a key and every server applies keys.
+func (s *Service) command(ctx context.Context, p *claimPlan) *fsm.ClaimCommand {
+	cmd := &fsm.ClaimCommand{Now: s.now(), Streams: p.streams, Targets: p.targets, Actor: p.actor,
+		LeaseNanos: s.cfg.Lease.Nanoseconds(), Capabilities: p.caps}
+	if p.maxJobs > 1 && s.atLevel(ctx, fsm.LevelIdentity) {
+		for range p.maxJobs {
+			cmd.AttemptIDs = append(cmd.AttemptIDs, s.cfg.NewID())
+			cmd.LeaseTokens = append(cmd.LeaseTokens, s.cfg.NewID())
+		}
+		return cmd
 	}
+	cmd.AttemptID, cmd.LeaseToken = s.cfg.NewID(), s.cfg.NewID()
+	if p.key != "" && s.atLevel(ctx, fsm.LevelIdentity) {
+		// Before every server applies keyed claims the claim is an ordinary
+		// one (a repeat after a lost answer then takes a second job, and the
+		// first waits for its lease to expire, as every claim did before).
+		cmd.AttemptID, cmd.Keyed = p.key, true
+	}
+	return cmd
+}
+
+// claimed is the jobs a claim's answer took.
+func claimed(res *fsm.Result) []*fsm.Job {
+	switch {
+	case res == nil || !res.Claimed:
+		return nil
+	case len(res.Jobs) > 0:
+		return res.Jobs
+	}
+	return []*fsm.Job{res.Job}
+}
+
+// kept returns jobs, claimed for a caller, unless the caller left (ctx
+// ended) while the claim committed: then it gives them back now rather
+// than leave them to the reaper, and returns ctx's error.
+func (s *Service) kept(ctx context.Context, jobs []*fsm.Job) ([]*fsm.Job, error) {
+	if ctx.Err() == nil {
+		return jobs, nil
+	}
+	for _, j := range jobs {
+		s.giveBack(j)
+	}
+	return nil, ctx.Err()
+}
+
+// claimWaiting claims p's next jobs, waiting up to wait (capped by
+// Config.MaxClaimWait) for one.
+func (s *Service) claimWaiting(ctx context.Context, p *claimPlan, wait time.Duration) ([]*fsm.Job, uint64, error) {
 	// The wait's context is made when a claim first has to wait: most find
 	// a job at once, and its timer and drain hook would be garbage unused.
 	// Its deadline counts from here all the same.
-	deadline := time.Now().Add(min(in.Wait, s.cfg.MaxClaimWait))
+	deadline := time.Now().Add(min(wait, s.cfg.MaxClaimWait))
 	var wctx context.Context
 	var cancel func()
 	var stopDrain func() bool
@@ -161,45 +240,17 @@ func (s *Service) ClaimNextBatch(ctx context.Context, in ClaimNextInput) ([]*fsm
 	s.claimWaiters.Add(1)
 	defer s.claimWaiters.Add(-1)
 	for {
-		r := s.state.Peek()
-		j, ws := r.NextClaimable(streams, targets, caps, in.Actor.WorkerID)
-		// A repeated keyed claim whose attempt runs: the command answers it
-		// (or refuses a clash) without waiting for a queued job.
-		if j != nil || (key != "" && r.RunningByAttempt(key) != nil) {
-			cmd := fsm.ClaimCommand{Now: s.now(), Streams: streams, Targets: targets, Actor: in.Actor,
-				AttemptID: s.cfg.NewID(), LeaseToken: s.cfg.NewID(), LeaseNanos: s.cfg.Lease.Nanoseconds(), Capabilities: caps}
+		ok, ws := p.ready(s.state.Peek())
+		if ok {
 			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), claimApplyTimeout)
-			var res *fsm.Result
-			var index uint64
-			var err error
-			if in.MaxJobs > 1 && s.atLevel(ctx, fsm.LevelIdentity) {
-				b := cmd
-				b.AttemptID, b.LeaseToken = "", ""
-				for range in.MaxJobs {
-					b.AttemptIDs = append(b.AttemptIDs, s.cfg.NewID())
-					b.LeaseTokens = append(b.LeaseTokens, s.cfg.NewID())
-				}
-				res, index, err = s.Propose(actx, fsm.CmdClaim, &b)
-			} else {
-				res, index, err = s.proposeClaimNext(actx, &cmd, key)
-				if err == nil && res.Claimed {
-					res.Jobs = []*fsm.Job{res.Job}
-				}
-			}
+			res, index, err := s.Propose(actx, fsm.CmdClaim, s.command(ctx, p))
 			acancel()
 			if err != nil {
 				return nil, index, err
 			}
-			if res.Claimed {
-				if ctx.Err() != nil {
-					// The caller left while the claim committed: give the jobs
-					// back now rather than leave them to the reaper.
-					for _, j := range res.Jobs {
-						s.giveBack(j)
-					}
-					return nil, index, ctx.Err()
-				}
-				return res.Jobs, index, nil
+			if jobs := claimed(res); jobs != nil {
+				jobs, err = s.kept(ctx, jobs)
+				return jobs, index, err
 			}
 			// Another claimant won the race; look again.
 			continue
@@ -234,18 +285,6 @@ func (s *Service) claimByID(ctx context.Context, id string, actor fsm.Actor, tar
 		return nil, index, err
 	}
 	return []*fsm.Job{res.Job}, index, nil
-}
-
-// proposeClaimNext proposes a claim of the next job. With a key, while
-// every server applies keyed claims, the attempt is keyed by it; before
-// that the claim is an ordinary one (a repeat after a lost answer then
-// takes a second job, and the first waits for its lease to expire, as
-// every claim did before keys).
-func (s *Service) proposeClaimNext(ctx context.Context, c *fsm.ClaimCommand, key string) (*fsm.Result, uint64, error) {
-	if key != "" && s.atLevel(ctx, fsm.LevelIdentity) {
-		c.AttemptID, c.Keyed = key, true
-	}
-	return s.Propose(ctx, fsm.CmdClaim, c)
 }
 
 // capsRefresh is how old the record of a capability set may be before a

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -34,7 +35,17 @@ type api struct {
 	// not accept over the mux still goes over HTTP).
 	mux   bool
 	muxes wire.Pool
+	// next is whether completes ask for the next job: nextAuto until a
+	// complete with one was answered (nextOn) or refused as a field the
+	// cluster does not know (nextOff).
+	next atomic.Int32
 }
+
+const (
+	nextAuto int32 = iota
+	nextOn
+	nextOff
+)
 
 func newAPI(nodes []string, headToken, clawToken string, conns int, reqTimeout time.Duration) *api {
 	hc := &fasthttp.Client{
@@ -346,18 +357,53 @@ func (a *api) heartbeat(ctx context.Context, node int, workerID string, c *claim
 }
 
 // complete reports the job done; duplicate is the server's "duplicate" flag
-// (a repeated complete of the same attempt).
-func (a *api) complete(ctx context.Context, node int, workerID string, c *claim) (duplicate bool, err error) {
-	body := appendRef(make([]byte, 0, 320), workerID, c, true)
-	body = append(body, `,"result":{"ok":true}}`...)
-	var out spineapi.WorkerCompleteAck
-	if _, err := a.do(ctx, http.MethodPost, a.nodes[node]+"/internal/worker/complete", a.claw, body, 0, &out); err != nil {
-		return false, err
+// (a repeated complete of the same attempt). With askNext, unless
+// completes go without it (a.next), the complete also claims the worker's
+// next job of stream if one is ready: next is that claim's answer (nil
+// when not asked).
+func (a *api) complete(ctx context.Context, node int, workerID string, c *claim, stream string, askNext bool) (duplicate bool, next *claim, err error) {
+	body := appendRef(make([]byte, 0, 384), workerID, c, true)
+	body = append(body, `,"result":{"ok":true}`...)
+	plain := len(body)
+	asked := askNext && a.next.Load() != nextOff
+	if asked {
+		body = append(body, `,"next":{"streams":["`...)
+		body = append(body, stream...)
+		body = append(body, `"],"max_wait_ms":0}`...)
+	}
+	body = append(body, '}')
+	var out struct {
+		OK, Ack, Duplicate bool
+		Next               *claim `json:"next"`
+	}
+	_, idx, err := a.doIndexed(ctx, http.MethodPost, a.nodes[node]+"/internal/worker/complete", a.claw, body, 0, &out, 0)
+	var he *httpError
+	if asked && a.next.Load() == nextAuto && errors.As(err, &he) && he.Status == http.StatusBadRequest && strings.Contains(he.Body, `next`) {
+		// A build without the field refuses the whole request, changing
+		// nothing: complete without it from now on.
+		a.next.Store(nextOff)
+		body = append(body[:plain], '}')
+		asked = false
+		_, idx, err = a.doIndexed(ctx, http.MethodPost, a.nodes[node]+"/internal/worker/complete", a.claw, body, 0, &out, 0)
+	}
+	if err != nil {
+		return false, nil, err
 	}
 	if !out.OK || !out.Ack {
-		return false, fmt.Errorf("complete: ok:%v ack:%v", out.OK, out.Ack)
+		return false, nil, fmt.Errorf("complete: ok:%v ack:%v", out.OK, out.Ack)
 	}
-	return out.Duplicate, nil
+	if !asked {
+		return out.Duplicate, nil, nil
+	}
+	if out.Next == nil {
+		return out.Duplicate, nil, errors.New("complete: asked for the next job, answered without \"next\"")
+	}
+	a.next.CompareAndSwap(nextAuto, nextOn)
+	out.Next.index = idx
+	if out.Next.Claimed && (out.Next.JobID == "" || out.Next.LeaseToken == "" || out.Next.AttemptID == "") {
+		return out.Duplicate, nil, errors.New("complete: next claimed:true without job_id/attempt_id/lease_token")
+	}
+	return out.Duplicate, out.Next, nil
 }
 
 // countJobs counts the jobs of stream in status (reads are leader-consistent),

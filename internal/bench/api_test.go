@@ -53,7 +53,7 @@ func TestAPIClaimHeartbeatAndErrors(t *testing.T) {
 	if err := a.heartbeat(ctx, 0, "w", c); err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
-	_, err = a.complete(ctx, 0, "w", c)
+	_, _, err = a.complete(ctx, 0, "w", c, "s", false)
 	var he *httpError
 	if !errors.As(err, &he) || he.Status != http.StatusConflict || he.Code != "lease_mismatch" {
 		t.Fatalf("refused complete: %v, want a 409 lease_mismatch", err)

@@ -36,7 +36,13 @@ type Config struct {
 	// wait for the answer, which is still checked and timed), "sync" (the
 	// complete waits for the heartbeat's answer, as peerbench -hb sync) or
 	// "off".
-	Heartbeat      string
+	Heartbeat string
+	// Next is whether a worker's complete also asks for its next job (the
+	// complete's "next" claim), so a job costs one round trip and one
+	// commit instead of two: "auto" (when the cluster takes it; a build
+	// without it refuses the field and the bench stops asking), "on" or
+	// "off" (a claim, then a complete, as peerbench's Fetch and AckSync).
+	Next           string
 	Timeout        time.Duration
 	PhaseTimeout   time.Duration
 	RequestTimeout time.Duration
@@ -49,7 +55,7 @@ type Config struct {
 // DefaultConfig mirrors peerbench's defaults.
 func DefaultConfig() Config {
 	return Config{Jobs: 20000, Producers: 16, Workers: 16, Payload: 256, Phase: "all", Connect: "rr",
-		Transport: "mux", Heartbeat: "async", Timeout: 10 * time.Minute, PhaseTimeout: 5 * time.Minute,
+		Transport: "mux", Heartbeat: "async", Next: "auto", Timeout: 10 * time.Minute, PhaseTimeout: 5 * time.Minute,
 		RequestTimeout: 10 * time.Second, ClaimWait: time.Second, MaxErrors: 1000}
 }
 
@@ -68,27 +74,29 @@ type Result struct {
 	CPUMsPerJob       float64 `json:"cpu_ms_per_job"`
 	Errors            int64   `json:"errors"`
 
-	System      string `json:"system"`
-	Label       string `json:"label,omitempty"`
-	OK          bool   `json:"ok"`    // the run completed (no fatal error, no phase timeout)
-	Clean       bool   `json:"clean"` // ok, errors == 0, no redeliveries: only clean runs are comparable
-	Error       string `json:"error,omitempty"`
-	GoVersion   string `json:"go_version"`
-	Phase       string `json:"phase"`
-	Nodes       int    `json:"nodes"`
-	Local       bool   `json:"local"`
-	Jobs        int    `json:"jobs"`
-	MixedJobs   int    `json:"mixed_jobs"`
-	Producers   int    `json:"producers"`
-	Workers     int    `json:"workers"`
-	Payload     int    `json:"payload_bytes"`
-	Connect     string `json:"connect"`
-	Transport   string `json:"transport"`
-	Heartbeat   string `json:"heartbeat_mode"`
-	ClaimWaitMs int64  `json:"claim_max_wait_ms"`
-	RunID       string `json:"run_id"`
-	Leader      string `json:"leader"`
-	LeaderEnd   string `json:"leader_end"`
+	System    string `json:"system"`
+	Label     string `json:"label,omitempty"`
+	OK        bool   `json:"ok"`    // the run completed (no fatal error, no phase timeout)
+	Clean     bool   `json:"clean"` // ok, errors == 0, no redeliveries: only clean runs are comparable
+	Error     string `json:"error,omitempty"`
+	GoVersion string `json:"go_version"`
+	Phase     string `json:"phase"`
+	Nodes     int    `json:"nodes"`
+	Local     bool   `json:"local"`
+	Jobs      int    `json:"jobs"`
+	MixedJobs int    `json:"mixed_jobs"`
+	Producers int    `json:"producers"`
+	Workers   int    `json:"workers"`
+	Payload   int    `json:"payload_bytes"`
+	Connect   string `json:"connect"`
+	Transport string `json:"transport"`
+	Heartbeat string `json:"heartbeat_mode"`
+	// CompleteNext: the workers' completes asked for the next job.
+	CompleteNext bool   `json:"complete_next"`
+	ClaimWaitMs  int64  `json:"claim_max_wait_ms"`
+	RunID        string `json:"run_id"`
+	Leader       string `json:"leader"`
+	LeaderEnd    string `json:"leader_end"`
 
 	WarmupErrors int64 `json:"warmup_errors"`
 
@@ -249,6 +257,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Heartbeat == "" {
 		cfg.Heartbeat = d.Heartbeat
 	}
+	if cfg.Next == "" {
+		cfg.Next = d.Next
+	}
 	var rb [4]byte
 	_, _ = rand.Read(rb[:])
 	r := &runner{cfg: cfg, out: cfg.Out, runID: "bench-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(rb[:])}
@@ -277,8 +288,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	default:
 		return r.res, fmt.Errorf("unknown heartbeat mode %q (async|sync|off)", cfg.Heartbeat)
 	}
+	if cfg.Next != "auto" && cfg.Next != "on" && cfg.Next != "off" {
+		return r.res, fmt.Errorf("unknown next mode %q (auto|on|off)", cfg.Next)
+	}
 	r.a = newAPI(cfg.Addrs, cfg.HeadToken, cfg.ClawToken, cfg.Producers+cfg.Workers+8, cfg.RequestTimeout)
 	r.a.mux = cfg.Transport == "mux"
+	if cfg.Next == "off" {
+		r.a.next.Store(nextOff)
+	}
 	defer r.a.close()
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -287,6 +304,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	err := r.run(ctx)
 	res := r.res
 	res.TotalSeconds = round3(time.Since(start).Seconds())
+	res.CompleteNext = r.a.next.Load() == nextOn
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		res.ClientCPUSeconds = round3(float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9)
@@ -342,8 +360,8 @@ func (r *runner) node(g, off, k int) int {
 func (r *runner) run(ctx context.Context) error {
 	cfg := r.cfg
 	r.printf("spine-bench: %d nodes %v, %s, GOMAXPROCS=%d, run id %s\n", len(cfg.Addrs), cfg.Addrs, runtime.Version(), runtime.GOMAXPROCS(0), r.runID)
-	r.printf("config: jobs=%d mixed-jobs=%d producers=%d workers=%d payload=%dB phase=%s connect=%s transport=%s heartbeat=%s claim max_wait=%v\n",
-		cfg.Jobs, cfg.MixedJobs, cfg.Producers, cfg.Workers, cfg.Payload, cfg.Phase, cfg.Connect, cfg.Transport, r.res.Heartbeat, cfg.ClaimWait)
+	r.printf("config: jobs=%d mixed-jobs=%d producers=%d workers=%d payload=%dB phase=%s connect=%s transport=%s heartbeat=%s next=%s claim max_wait=%v\n",
+		cfg.Jobs, cfg.MixedJobs, cfg.Producers, cfg.Workers, cfg.Payload, cfg.Phase, cfg.Connect, cfg.Transport, r.res.Heartbeat, cfg.Next, cfg.ClaimWait)
 
 	leader, err := r.waitLeader(ctx, 30*time.Second)
 	if err != nil {

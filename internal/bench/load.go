@@ -103,37 +103,50 @@ func (r *runner) work(ctx, pctx context.Context, stop context.CancelFunc, g int,
 	}()
 	wid := fmt.Sprintf("%s-w%d", r.runID, g)
 	done := func() bool { return st.completed.Load()+st.gaveUp.Load() >= target.Load() }
+	// held is the job the last complete claimed as the next one (and
+	// heldAt when that complete was sent): it is worked before anything
+	// else, and completed even when the phase is over, so no job is left
+	// running.
+	var held *claim
+	var heldAt time.Time
 	maxIter := 10*target.Load() + 10000
 	k := 0
 	for iter := int64(0); iter < maxIter; iter++ {
-		if pctx.Err() != nil || done() {
+		if held == nil && (pctx.Err() != nil || done()) {
 			return
 		}
-		node := r.node(g, 1, k)
-		k++
-		t0 := time.Now()
-		c, err := r.a.claim(pctx, node, wid, stream, r.cfg.ClaimWait)
-		t1 := time.Now()
-		if err != nil {
-			if pctx.Err() != nil {
-				return // the phase ended while the claim waited
+		var c *claim
+		var t0 time.Time
+		if held != nil {
+			c, t0, held = held, heldAt, nil
+		} else {
+			node := r.node(g, 1, k)
+			k++
+			t0 = time.Now()
+			var err error
+			c, err = r.a.claim(pctx, node, wid, stream, r.cfg.ClaimWait)
+			t1 := time.Now()
+			if err != nil {
+				if pctx.Err() != nil {
+					return // the phase ended while the claim waited
+				}
+				r.countErr(&st.errN, &st.eb, stop, fmt.Errorf("claim via %s: %w", r.cfg.Addrs[node], err))
+				sleepCtx(pctx, 10*time.Millisecond)
+				continue
 			}
-			r.countErr(&st.errN, &st.eb, stop, fmt.Errorf("claim via %s: %w", r.cfg.Addrs[node], err))
-			sleepCtx(pctx, 10*time.Millisecond)
-			continue
+			if !c.Claimed {
+				st.empty.Add(1)
+				continue
+			}
+			claimD = append(claimD, t1.Sub(t0))
 		}
-		if !c.Claimed {
-			st.empty.Add(1)
-			continue
-		}
-		claimD = append(claimD, t1.Sub(t0))
 		if c.Attempt > 1 {
 			st.redeliv.Add(1)
 		}
 		var completed chan<- bool // async heartbeat: told whether the complete succeeded
 		switch r.cfg.Heartbeat {
 		case "sync":
-			node = r.node(g, 1, k)
+			node := r.node(g, 1, k)
 			k++
 			th := time.Now()
 			err := r.a.heartbeat(ctx, node, wid, c)
@@ -143,7 +156,7 @@ func (r *runner) work(ctx, pctx context.Context, stop context.CancelFunc, g int,
 				hbD = append(hbD, time.Since(th))
 			}
 		case "async":
-			node = r.node(g, 1, k)
+			node := r.node(g, 1, k)
 			k++
 			ch := make(chan bool, 1)
 			completed = ch
@@ -153,10 +166,15 @@ func (r *runner) work(ctx, pctx context.Context, stop context.CancelFunc, g int,
 				r.asyncHeartbeat(ctx, stop, node, wid, c, ch, st)
 			}(node)
 		}
-		node = r.node(g, 1, k)
+		node := r.node(g, 1, k)
 		k++
+		// The next job is asked for only while the phase runs (the last
+		// jobs' completes take none), and without a wait: with none ready
+		// the worker long-polls with a claim, and a complete's time is
+		// never a wait.
+		askNext := pctx.Err() == nil && !done()
 		tc := time.Now()
-		dup, err := r.a.complete(ctx, node, wid, c)
+		dup, next, err := r.a.complete(ctx, node, wid, c, stream, askNext)
 		td := time.Now()
 		if completed != nil {
 			completed <- err == nil
@@ -168,6 +186,11 @@ func (r *runner) work(ctx, pctx context.Context, stop context.CancelFunc, g int,
 				stop()
 			}
 			continue
+		}
+		if next != nil && next.Claimed {
+			held, heldAt = next, tc
+		} else if next != nil {
+			st.empty.Add(1)
 		}
 		if dup {
 			st.dup.Add(1)

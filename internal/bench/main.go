@@ -112,6 +112,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	fs.StringVar(&cfg.Connect, "connect", cfg.Connect, "rr: producer i on node i%n, worker i on node (i+1)%n (as peerbench -connect rr); request: every request to the next node; leader: everything to the leader")
 	fs.StringVar(&cfg.Transport, "transport", cfg.Transport, "mux: each process's requests share one spine-mux/1 connection per node, as the Go client's do; http: HTTP/1.1 keep-alive, one connection per producer and worker")
 	fs.StringVar(&cfg.Heartbeat, "hb", cfg.Heartbeat, "the heartbeat sent between claim and complete: async (the complete does not wait for its answer, as peerbench's default -hb async and a claw heartbeating beside its work; the answer is still checked and timed) | sync (the complete waits for it, as peerbench -hb sync) | off")
+	fs.StringVar(&cfg.Next, "next", cfg.Next, "whether a worker's complete also claims its next job (one round trip and one commit per job): auto (when the cluster takes it) | on | off (a claim, then a complete, as peerbench's Fetch and AckSync)")
 	heartbeat := fs.Bool("heartbeat", true, "send one heartbeat per job between claim and complete (false: --hb off)")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "upper bound for the whole run")
 	fs.DurationVar(&cfg.PhaseTimeout, "phase-timeout", cfg.PhaseTimeout, "upper bound for each phase")

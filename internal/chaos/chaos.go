@@ -233,6 +233,12 @@ func (r *runner) check() {
 		c := rep.Ops[op.Kind]
 		c[op.Outcome]++
 		rep.Ops[op.Kind] = c
+		if op.Kind == OpWorkerClaim && strings.Contains(op.Args, "next") {
+			rep.Next[op.Outcome]++
+			if op.JobID != "" {
+				rep.NextJobs++
+			}
+		}
 		if op.Status == 500 {
 			rep.Internal++
 		}

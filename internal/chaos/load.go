@@ -114,6 +114,9 @@ type capture struct {
 	status int
 	header http.Header
 	wrote  atomic.Bool
+	// writes counts the writes (POSTs) sent: more than one means the Go
+	// client repeated the call.
+	writes atomic.Int32
 }
 
 // withTrace returns ctx with a trace that sets cp.wrote.
@@ -138,6 +141,9 @@ type captureKey struct{}
 type captureTransport struct{ inner http.RoundTripper }
 
 func (t captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if c, ok := req.Context().Value(captureKey{}).(*capture); ok && req.Method == http.MethodPost {
+		c.writes.Add(1)
+	}
 	resp, err := t.inner.RoundTrip(req)
 	if err == nil {
 		if c, ok := req.Context().Value(captureKey{}).(*capture); ok {

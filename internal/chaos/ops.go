@@ -93,6 +93,37 @@ func (lc *loadClient) workerClaim(ctx context.Context, n node) {
 	lc.r.pool.see(wc.JobID, string(client.JobStatusRunning))
 }
 
+// nextClaim records the claim a worker complete's "next" made as a worker
+// claim of its own, within the complete's call and answer: the job it
+// answered (held from then on) or nothing. When the complete's outcome is
+// unknown, or the Go client repeated it (repeated, after a lost answer
+// whose claim is then never seen), a claim of unknown outcome is recorded
+// too: it accounts for at most one job running that no answer named.
+func (lc *loadClient) nextClaim(done *Op, a *client.WorkerAck, repeated bool) {
+	if done.Outcome == Refused && !repeated {
+		return // a refused complete claims nothing
+	}
+	if done.Outcome == Unknown || repeated {
+		lc.r.hist.add(&Op{Client: lc.id, Kind: OpWorkerClaim, Node: done.Node, Args: "worker,next", Start: done.Start, End: done.End,
+			Outcome: Unknown, Code: "next of a repeated complete"})
+	}
+	if done.Outcome != OK || a == nil || a.Next == nil {
+		return
+	}
+	op := &Op{Client: lc.id, Kind: OpWorkerClaim, Node: done.Node, Args: "worker,next", Start: done.Start, End: done.End,
+		Outcome: OK, Status: done.Status, Index: done.Index}
+	if !a.Next.Claimed {
+		op.Answer = "claimed:false"
+		lc.r.hist.add(op)
+		return
+	}
+	op.JobID = a.Next.JobID
+	l := lc.grant(op, a.Next.JobID, a.Next.LeaseToken, a.Next.AttemptID, true)
+	op.Answer = fmt.Sprintf("claimed %s attempt %d/%d", l.label, a.Next.Attempt, a.Next.MaxAttempts)
+	lc.r.hist.add(op)
+	lc.r.pool.see(a.Next.JobID, string(client.JobStatusRunning))
+}
+
 // pickLease returns lease i of held (or of old, when stale), and the
 // argument text naming it.
 func (lc *loadClient) pickLease(i int, stale bool) (*lease, string) {
@@ -202,6 +233,11 @@ func (lc *loadClient) complete(ctx context.Context, n node, i int, stale bool) {
 	if worker {
 		args += ",worker"
 	}
+	// Half the worker completes also claim the next job.
+	next := worker && lc.rng.IntN(2) == 0
+	if next {
+		args += ",next"
+	}
 	op, cctx, cp, cancel := lc.begin(ctx, OpComplete, n, l.job, args)
 	defer cancel()
 	op.Attempt = l.attempt
@@ -209,10 +245,16 @@ func (lc *loadClient) complete(ctx context.Context, n node, i int, stale bool) {
 	var err error
 	if worker {
 		var a *client.WorkerAck
-		a, err = lc.api(n, lc.token).WorkerComplete(cctx, &client.WorkerCompleteParams{WorkerID: lc.workerID,
-			JobID: l.job, AttemptID: l.attempt, LeaseToken: l.token, Result: result})
+		p := &client.WorkerCompleteParams{WorkerID: lc.workerID, JobID: l.job, AttemptID: l.attempt, LeaseToken: l.token, Result: result}
+		if next {
+			p.Next = &client.WorkerNextParams{}
+		}
+		a, err = lc.api(n, lc.token).WorkerComplete(cctx, p)
 		if err == nil && !a.OK {
 			err = fmt.Errorf("worker complete answered ok:false")
+		}
+		if next {
+			defer func() { lc.nextClaim(op, a, cp.writes.Load() > 1) }()
 		}
 	} else {
 		attempt := ""

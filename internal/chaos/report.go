@@ -29,6 +29,10 @@ type Report struct {
 
 	// Ops counts the operations by kind and outcome ([OK, Refused, Unknown]).
 	Ops map[OpKind][3]int
+	// Next counts the worker claims a complete's "next" made (among the
+	// wclaim ones), NextJobs those that took a job.
+	Next     [3]int
+	NextJobs int
 	// Internal counts 500 answers (recorded as unknown outcomes).
 	Internal int
 	// Acknowledged creates, and jobs read at the end.
@@ -121,6 +125,7 @@ func (r *Report) text(all bool) string {
 		c := r.Ops[OpKind(k)]
 		p("  %-10s ok %6d  refused %6d  unknown %5d", k, c[0], c[1], c[2])
 	}
+	p("  of the wclaim, a complete's next: ok %d (%d took a job), unknown %d", r.Next[0], r.NextJobs, r.Next[2])
 	p("jobs: %d creates acknowledged; %d jobs read at the end through every node as leader %v; states %v",
 		r.Acked, r.JobsRead, r.FinalReads, r.FinalStates)
 	if !r.Verified {
