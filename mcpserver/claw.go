@@ -91,14 +91,21 @@ type completeIn struct {
 	Result     map[string]any `json:"result" jsonschema:"what you did: an object with a one-line \"summary\" first, then any fields worth keeping (ids, counts, blob ids of large outputs)"`
 	LeaseToken string         `json:"lease_token,omitempty" jsonschema:"only for a job claimed in another session: its lease_token"`
 	AttemptID  string         `json:"attempt_id,omitempty" jsonschema:"with lease_token: the claim's attempt_id"`
+	// ClaimNext and the next_ arguments: claim's, for the next job.
+	ClaimNext        bool     `json:"claim_next,omitempty" jsonschema:"also claim your next job in the same call, as claim would: the answer's claimed is that claim's answer"`
+	NextStreams      []string `json:"next_streams,omitempty" jsonschema:"with claim_next: streams to take the next job from, in order of preference (default [\"default\"])"`
+	NextWaitSeconds  *int     `json:"next_wait_seconds,omitempty" range:"0,30" jsonschema:"with claim_next: how long to wait for a job when none is queued, 0 to 30 (default 0: answer at once)"`
+	NextCapabilities []string `json:"next_capabilities,omitempty" jsonschema:"with claim_next: what you can do, as labels such as gpu or lang:python"`
 }
 
 type completeOut struct {
 	JobID  string `json:"job_id"`
 	Status string `json:"status"`
 	// Duplicate: it had been completed already by this attempt; nothing changed.
-	Duplicate bool   `json:"duplicate"`
-	Next      string `json:"next"`
+	Duplicate bool `json:"duplicate"`
+	// Claimed is the answer of claim_next, when asked.
+	Claimed *claimOut `json:"claimed,omitempty"`
+	Next    string    `json:"next"`
 }
 
 type failIn struct {
@@ -163,7 +170,8 @@ func (s *server) addClawTools(srv *mcp.Server) {
 		Description: "Report a job you claimed as done, with its result: an object whose \"summary\" says in one line what you did, " +
 			"plus any fields worth keeping. Repeating it (say after a lost answer) is safe. A job with a result_schema (in the claim " +
 			"and get_job) takes only a result matching it: a result that does not is refused with every mismatch (path, expected, " +
-			"got) and the job stays yours, so fix the result and call complete again.",
+			"got) and the job stays yours, so fix the result and call complete again. With claim_next it also claims your next job " +
+			"in the same call (one commit instead of two): its answer's claimed is what claim would answer, the lease kept by this session.",
 		Annotations: writes("Complete a claimed job", true, false),
 	}, s.complete)
 
@@ -215,6 +223,13 @@ func (s *server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 	if err != nil {
 		return nil, claimOut{}, s.advise(err, opClaim, "")
 	}
+	return nil, s.claimed(ctx, wc, worker, streams, wait), nil
+}
+
+// claimed is the answer of a claim (or a complete's next claim) by worker
+// of streams that waited up to wait and got wc; the jobs it took are the
+// session's leases from now on.
+func (s *server) claimed(ctx context.Context, wc *client.WorkerClaim, worker string, streams []string, wait time.Duration) claimOut {
 	out := claimOut{Claimed: wc.Claimed, WorkerID: worker}
 	claims := wc.Jobs
 	if len(claims) == 0 && wc.Claimed {
@@ -225,7 +240,7 @@ func (s *server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 			out.Elsewhere = append(out.Elsewhere, StreamQueued{Name: e.Name, Queued: e.Queued})
 		}
 		out.Next = nothingClaimed(streams, wait, out.Elsewhere)
-		return nil, out, nil
+		return out
 	}
 	out.Claimed = true
 	now := time.Now()
@@ -256,7 +271,7 @@ func (s *server) claim(ctx context.Context, _ *mcp.CallToolRequest, in claimIn) 
 			break
 		}
 	}
-	return nil, out, nil
+	return out
 }
 
 // instructionsWait bounds the look-up of the claimed streams' instructions:
@@ -396,15 +411,39 @@ func (s *server) complete(ctx context.Context, _ *mcp.CallToolRequest, in comple
 	if err != nil {
 		return nil, completeOut{}, err
 	}
-	ack, err := s.c.WorkerComplete(ctx, &client.WorkerCompleteParams{WorkerID: l.WorkerID, JobID: l.JobID, AttemptID: l.AttemptID,
-		LeaseToken: l.LeaseToken, Stream: l.Stream, Result: result})
+	p := &client.WorkerCompleteParams{WorkerID: l.WorkerID, JobID: l.JobID, AttemptID: l.AttemptID,
+		LeaseToken: l.LeaseToken, Stream: l.Stream, Result: result}
+	var streams []string
+	var wait time.Duration
+	if in.ClaimNext {
+		streams = in.NextStreams
+		if len(streams) == 0 {
+			streams = []string{"default"}
+		}
+		if in.NextWaitSeconds != nil {
+			wait = min(max(time.Duration(*in.NextWaitSeconds)*time.Second, 0), maxClaimWait)
+		}
+		p.Next = &client.WorkerNextParams{WorkerID: l.WorkerID, Streams: streams, MaxWaitMS: wait.Milliseconds(), Capabilities: in.NextCapabilities}
+	}
+	ack, err := s.c.WorkerComplete(ctx, p)
 	if err != nil {
 		s.ended(l, err)
 		return nil, completeOut{}, s.advise(err, opComplete, l.JobID)
 	}
 	s.leases.drop(l.JobID, l.LeaseToken)
-	return nil, completeOut{JobID: l.JobID, Status: string(client.JobStatusDone), Duplicate: ack.Duplicate,
-		Next: "Done: the job's result is committed. Call claim for the next job."}, nil
+	out := completeOut{JobID: l.JobID, Status: string(client.JobStatusDone), Duplicate: ack.Duplicate,
+		Next: "Done: the job's result is committed. Call claim for the next job."}
+	switch {
+	case ack.Next != nil:
+		c := s.claimed(ctx, ack.Next, l.WorkerID, streams, wait)
+		out.Claimed = &c
+		out.Next = "Done: the job's result is committed. " + c.Next
+	case p.Next != nil:
+		// The cluster could not tell (an answer checked after it was lost,
+		// or a build without claim_next).
+		out.Next = "Done: the job's result is committed. No next job came with it: call claim for the next job."
+	}
+	return nil, out, nil
 }
 
 func (s *server) fail(ctx context.Context, _ *mcp.CallToolRequest, in failIn) (*mcp.CallToolResult, failOut, error) {

@@ -378,7 +378,7 @@ func (a *api) complete(ctx context.Context, node int, workerID string, c *claim,
 	}
 	_, idx, err := a.doIndexed(ctx, http.MethodPost, a.nodes[node]+"/internal/worker/complete", a.claw, body, 0, &out, 0)
 	var he *httpError
-	if asked && a.next.Load() == nextAuto && errors.As(err, &he) && he.Status == http.StatusBadRequest && strings.Contains(he.Body, `next`) {
+	if asked && a.next.Load() != nextOn && errors.As(err, &he) && he.Status == http.StatusBadRequest && strings.Contains(he.Body, `next`) {
 		// A build without the field refuses the whole request, changing
 		// nothing: complete without it from now on.
 		a.next.Store(nextOff)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,5 +132,49 @@ func TestAsyncHeartbeatJudgement(t *testing.T) {
 		if got := st.hbL.summary().N; got != tc.timed {
 			t.Errorf("status %d: %d heartbeats timed, want %d", tc.status, got, tc.timed)
 		}
+	}
+}
+
+// A complete asks for the next job until the cluster refuses the field, as
+// a build without it does (the request changes nothing there): then every
+// complete in flight is sent again without it, and later ones never ask.
+func TestAPICompleteNextFallsBackOnAnOldBuild(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		var asked, plain atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			if !strings.Contains(string(body), `"next"`) {
+				plain.Add(1)
+				_, _ = io.WriteString(w, `{"ok":true,"ack":true}`)
+				return
+			}
+			asked.Add(1)
+			if old {
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"error":{"code":"invalid_request","message":"unknown field \"next\"; the fields are documented in docs/api.md"}}`)
+				return
+			}
+			_, _ = io.WriteString(w, `{"ok":true,"ack":true,"next":{"claimed":true,"job_id":"j2","attempt_id":"a2","lease_token":"t2"}}`)
+		}))
+		a := newAPI([]string{srv.URL}, "h", "c", 8, 5*time.Second)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				_, next, err := a.complete(context.Background(), 0, "w", &claim{JobID: "j1", AttemptID: "a1", LeaseToken: "t1"}, "s", true)
+				if err != nil || old != (next == nil) || !old && next.JobID != "j2" {
+					t.Errorf("old=%v: next %+v, err %v", old, next, err)
+				}
+			})
+		}
+		wg.Wait()
+		if _, next, err := a.complete(context.Background(), 0, "w", &claim{JobID: "j1", AttemptID: "a1", LeaseToken: "t1"}, "s", true); err != nil || old != (next == nil) {
+			t.Fatalf("old=%v: a later complete: next %+v, err %v", old, next, err)
+		}
+		if want := map[bool]int32{false: 0, true: 5}[old]; plain.Load() != want || old && asked.Load() > 4 {
+			t.Fatalf("old=%v: %d plain completes (want %d), %d asking", old, plain.Load(), want, asked.Load())
+		}
+		a.close()
+		srv.Close()
 	}
 }
