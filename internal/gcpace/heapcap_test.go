@@ -120,3 +120,48 @@ func TestNextHeadroom(t *testing.T) {
 		}
 	}
 }
+
+// TestHeapCapTrimsWhenQuiet: a headroom grown by a busy spell drops to the
+// floor once the process goes quiet, without waiting for a collection, and
+// the memory limit with it; what lies above is returned to the system.
+func TestHeapCapTrimsWhenQuiet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates a few hundred MiB")
+	}
+	defer func(d time.Duration) { quietCheck = d }(quietCheck)
+	quietCheck = 20 * time.Millisecond
+	const userLimit = 1 << 40
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(userLimit))
+	const live, floor, grown = 64 << 20, 16 << 20, 512 << 20
+	keep := make([][]byte, 0, live>>20)
+	for range live >> 20 {
+		keep = append(keep, make([]byte, 1<<20))
+	}
+	stop := CapHeapGrowth(floor)
+	defer stop()
+	// A busy spell left garbage, and the headroom grown; then nothing is
+	// allocated, so no collection comes to shrink it.
+	for range 256 {
+		_ = make([]byte, 1<<20)
+	}
+	g := &restoreGC
+	g.mu.Lock()
+	g.headroom = grown
+	debug.SetMemoryLimit(live + grown)
+	g.mu.Unlock()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		g.mu.Lock()
+		h := g.headroom
+		g.mu.Unlock()
+		limit := debug.SetMemoryLimit(-1)
+		if h == floor && limit <= live+floor+64<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("quiet, the headroom is %d MiB (floor %d) and the limit %d MiB over %d MiB live", h>>20, floor>>20, limit>>20, live>>20)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.KeepAlive(keep)
+}
