@@ -3,13 +3,11 @@ package systemtest
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/spine-queue/spine/api"
 	"github.com/spine-queue/spine/client"
 )
 
@@ -23,12 +21,7 @@ func TestCompleteNextAcrossLeaderKill(t *testing.T) {
 	c := startCluster(t, 3, map[string]string{"LEASE_SECONDS": "4", "REAPER_INTERVAL_MS": "200", "SPINE_LEASE_GRACE_MS": "500"})
 	leader, fs := apiRoles(t, c)
 	const stream, total, workers = "next", 240, 6
-	var ids []string
-	for i := range total {
-		var j api.Job
-		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[i%2].URL+"/jobs", apiHead, map[string]any{"stream": stream, "payload": i}), http.StatusCreated), &j)
-		ids = append(ids, j.ID)
-	}
+	ids := apiCreateJobs(t, fs, stream, total)
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
 	var completes, fromNext atomic.Int64
@@ -78,30 +71,10 @@ func TestCompleteNextAcrossLeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiEventually(t, 90*time.Second, "every job to be done", func() error {
-		var l api.JobList
-		apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs?status=done&stream="+stream+"&limit=1000", apiHead, nil), http.StatusOK), &l)
-		if len(l.Jobs) != total {
-			return fmt.Errorf("%d of %d done", len(l.Jobs), total)
-		}
-		return nil
-	})
+	apiDoneOnce(t, nl.URL, stream, ids, 90*time.Second)
 	stop()
 	wg.Wait()
 	if fromNext.Load() < total/2 {
 		t.Fatalf("only %d of %d jobs came from a complete's next", fromNext.Load(), total)
-	}
-	for _, id := range ids {
-		var ev api.JobEventList
-		apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs/"+id+"/events", apiHead, nil), http.StatusOK), &ev)
-		completed := 0
-		for _, e := range ev.Events {
-			if e.Type == "completed" {
-				completed++
-			}
-		}
-		if completed != 1 {
-			t.Fatalf("job %s completed %d times", id, completed)
-		}
 	}
 }

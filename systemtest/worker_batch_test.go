@@ -25,12 +25,7 @@ func TestGoWorkerSlotsAcrossLeaderKill(t *testing.T) {
 	c := startCluster(t, 3, map[string]string{"LEASE_SECONDS": "4", "REAPER_INTERVAL_MS": "200", "SPINE_LEASE_GRACE_MS": "500"})
 	leader, fs := apiRoles(t, c)
 	const stream, slots, total = "slots", 4, 24
-	var ids []string
-	for i := range total {
-		var j api.Job
-		apiDecode(t, apiWant(t, apiDo(t, "POST", fs[i%2].URL+"/jobs", apiHead, map[string]any{"stream": stream, "payload": i}), http.StatusCreated), &j)
-		ids = append(ids, j.ID)
-	}
+	ids := apiCreateJobs(t, fs, stream, total)
 	cl, err := client.New(c.URLs(), client.WithToken(apiLeft), client.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -73,31 +68,9 @@ func TestGoWorkerSlotsAcrossLeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiEventually(t, 60*time.Second, "every job to be done", func() error {
-		var l api.JobList
-		apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs?status=done&stream="+stream+"&limit=1000", apiHead, nil), http.StatusOK), &l)
-		if len(l.Jobs) != total {
-			return fmt.Errorf("%d of %d done", len(l.Jobs), total)
-		}
-		return nil
-	})
+	apiDoneOnce(t, nl.URL, stream, ids, 60*time.Second)
 	if m := most.Load(); m > slots {
 		t.Fatalf("%d handlers ran at once with %d slots", m, slots)
-	}
-	for _, id := range ids {
-		var j api.Job
-		apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs/"+id+"?consistent", apiHead, nil), http.StatusOK), &j)
-		var ev api.JobEventList
-		apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs/"+id+"/events", apiHead, nil), http.StatusOK), &ev)
-		completed := 0
-		for _, e := range ev.Events {
-			if e.Type == "completed" {
-				completed++
-			}
-		}
-		if j.Status != api.JobStatusDone || completed != 1 {
-			t.Fatalf("job %s: %s, completed %d times", id, j.Status, completed)
-		}
 	}
 
 	// A job whose handler gives up on shutdown is released.
