@@ -27,13 +27,10 @@ func (s *Service) CompleteNext(ctx context.Context, in CompleteInput, next Claim
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	if err := s.mayAct(ctx, "complete", in.Ref, in.Actor); err != nil {
-		return nil, nil, 0, err
-	}
-	if idx, err := s.checkResult(ctx, in); err != nil {
+	cmd, idx, err := s.completeCommand(ctx, in)
+	if err != nil {
 		return nil, nil, idx, err
 	}
-	cmd := &fsm.CompleteCommand{Now: s.now(), Ref: in.Ref, Actor: in.Actor, Result: in.Result, Stdout: in.Stdout, Stderr: in.Stderr}
 	actx := ctx
 	if ready, _ := p.ready(s.state.Peek()); ready && s.atLevel(ctx, fsm.LevelCompleteNext) {
 		cmd.Next = s.command(ctx, p)
@@ -58,4 +55,16 @@ func (s *Service) CompleteNext(ctx context.Context, in CompleteInput, next Claim
 		return res, nil, index, nil
 	}
 	return res, jobs, max(index, cidx), nil
+}
+
+// completeCommand checks a complete (the caller may end the attempt, the
+// result keeps the job's contract) and returns its command.
+func (s *Service) completeCommand(ctx context.Context, in CompleteInput) (*fsm.CompleteCommand, uint64, error) {
+	if err := s.mayAct(ctx, "complete", in.Ref, in.Actor); err != nil {
+		return nil, 0, err
+	}
+	if idx, err := s.checkResult(ctx, in); err != nil {
+		return nil, idx, err
+	}
+	return &fsm.CompleteCommand{Now: s.now(), Ref: in.Ref, Actor: in.Actor, Result: in.Result, Stdout: in.Stdout, Stderr: in.Stderr}, 0, nil
 }

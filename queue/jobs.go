@@ -355,14 +355,11 @@ type CompleteInput struct {
 // Complete completes an attempt. A repeat of an attempt's complete is
 // answered as the first (res.Duplicate).
 func (s *Service) Complete(ctx context.Context, in CompleteInput) (*fsm.Result, uint64, error) {
-	if err := s.mayAct(ctx, "complete", in.Ref, in.Actor); err != nil {
-		return nil, 0, err
-	}
-	if idx, err := s.checkResult(ctx, in); err != nil {
+	cmd, idx, err := s.completeCommand(ctx, in)
+	if err != nil {
 		return nil, idx, err
 	}
-	return s.Propose(ctx, fsm.CmdComplete, &fsm.CompleteCommand{Now: s.now(), Ref: in.Ref, Actor: in.Actor,
-		Result: in.Result, Stdout: in.Stdout, Stderr: in.Stderr})
+	return s.Propose(ctx, fsm.CmdComplete, cmd)
 }
 
 // FailInput fails the attempt Ref names; Requeue puts the job back while it
