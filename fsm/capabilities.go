@@ -144,7 +144,7 @@ func lessReqCount(a, b reqCount) bool {
 // queueInsert and queueDelete change the queue index and keep the reqs
 // index's counts with it.
 func (w *writer) queueInsert(it queueItem) {
-	if _, replaced := w.t.queue.ReplaceOrInsert(it); !replaced && it.req != "" {
+	if _, replaced := insertRun(w.t.queue, lessQueue, it); !replaced && it.req != "" {
 		w.addReq(it, 1)
 	}
 	w.dirty[tQueue] = true
@@ -163,7 +163,7 @@ func (w *writer) queueUpdate(o queueItem, hadO bool, n queueItem, hasN bool) boo
 	if hadO && hasN && !lessQueue(o, n) && !lessQueue(n, o) {
 		// The same place, a new version of the job: a lane's head holds
 		// the new one too.
-		w.t.queue.ReplaceOrInsert(n)
+		insertRun(w.t.queue, lessQueue, n)
 		w.dirty[tQueue] = true
 		if n.req != "" {
 			k := reqCount{stream: n.stream, target: n.target, req: n.req}

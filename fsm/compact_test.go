@@ -23,23 +23,6 @@ func slotsPerItem[T any](tr interface{ Len() int }, root *bnode[T]) float64 {
 	return float64(slots) / float64(tr.Len())
 }
 
-// A state lane grows in order (by create index): its nodes, half full
-// after each split, must not also carry slices grown far past what a node
-// can hold (as they do at degree 16, 60 slots for a node of at most 31).
-func TestLaneTreeFill(t *testing.T) {
-	if !treeLayoutOK {
-		t.Skip("the btree layout differs from the copy in snapshot_btree.go (TestTreeLayoutMatchesTheLibrary)")
-	}
-	tr := newLaneTree()
-	for i := range 20_000 {
-		tr.ReplaceOrInsert(seqItem{seq: uint64(i)})
-	}
-	got := slotsPerItem(tr, (*btreeLayout[seqItem])(unsafe.Pointer(tr)).root)
-	if got > 2.5 {
-		t.Fatalf("a lane filled in order holds %.2f item slots per job, want at most 2.5", got)
-	}
-}
-
 // The claim's event text is shared between jobs, and reads as it did.
 func TestClaimTextShared(t *testing.T) {
 	h := newHarness(t)

@@ -30,14 +30,6 @@ import (
 // a million jobs) and a node copy of at most a few hundred bytes.
 const btreeDegree = 16
 
-// laneDegree is the degree of the state lanes' trees, whose 16-byte items
-// come mostly in order (by create index). A node filled in order splits
-// in two halves, the left keeping its slice; at degree 16 that slice has
-// grown to 60 items for the 15 it keeps (a split at 31 items, one past
-// the 30 a doubling gave it), at 20 to 40 for 19: a job costs its lane 37
-// bytes rather than 73 (TestLaneTreeFill).
-const laneDegree = 20
-
 // stateLane is a state's position in tables.lanes. Lane 0 holds any state
 // this build does not know, so no job is ever left out of the lanes.
 type stateLane byte

@@ -124,7 +124,7 @@ func declareTrees() []treeDecl {
 	return d
 }
 
-func newLaneTree() *btree.BTreeG[seqItem] { return btree.NewG(laneDegree, lessSeq) }
+func newLaneTree() *btree.BTreeG[seqItem] { return btree.NewG(btreeDegree, lessSeq) }
 
 func newTables() *tables {
 	t := &tables{}

@@ -32,14 +32,14 @@ type writer struct {
 func update[T any](tr *btree.BTreeG[T], less func(a, b T) bool, old T, hadOld bool, nw T, hasNew bool) bool {
 	switch {
 	case hadOld && hasNew && !less(old, nw) && !less(nw, old):
-		tr.ReplaceOrInsert(nw)
+		insertRun(tr, less, nw)
 	case hadOld && hasNew:
 		tr.Delete(old)
-		tr.ReplaceOrInsert(nw)
+		insertRun(tr, less, nw)
 	case hadOld:
 		tr.Delete(old)
 	case hasNew:
-		tr.ReplaceOrInsert(nw)
+		insertRun(tr, less, nw)
 	default:
 		return false
 	}
@@ -93,7 +93,7 @@ func (w *writer) putJob(old, j *Job) {
 	// other indexes would keep entries of a version they no longer hold.
 	var prev idItem
 	if n.present {
-		prev, _ = w.t.byID.ReplaceOrInsert(n.id)
+		prev, _ = insertRun(w.t.byID, lessID, n.id)
 	} else {
 		prev, _ = w.t.byID.Delete(o.id)
 	}

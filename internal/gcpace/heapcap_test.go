@@ -165,3 +165,46 @@ func TestHeapCapTrimsWhenQuiet(t *testing.T) {
 	}
 	runtime.KeepAlive(keep)
 }
+
+// A heap whose spans are half empty (every other object freed, as jobs
+// are among a leader's request garbage) still holds those spans: the cap's
+// limit must lie above all the runtime holds, or the runtime collects over
+// and over, never getting under it.
+func TestHeapCapLimitCoversHalfEmptySpans(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates a few hundred MiB")
+	}
+	defer func(s float64) { heapCapGCShare = s }(heapCapGCShare)
+	heapCapGCShare = 1 // hold the headroom at its floor
+	const userLimit = 1 << 40
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(userLimit))
+	objs := make([]*[64]byte, 1<<20)
+	for i := range objs {
+		objs[i] = new([64]byte)
+	}
+	for i := 0; i < len(objs); i += 2 {
+		objs[i] = nil
+	}
+	const headroom = 8 << 20
+	stop := CapHeapGrowth(headroom)
+	defer stop()
+	// What the cap does after a collection, here after one that swept
+	// the whole heap.
+	runtime.GC()
+	capHeap()
+	s := []metrics.Sample{
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"},
+	}
+	metrics.Read(s)
+	held := int64(s[0].Value.Uint64() - s[1].Value.Uint64() - s[2].Value.Uint64())
+	if unused := s[3].Value.Uint64(); unused < 16<<20 {
+		t.Fatalf("only %d MiB of the spans are free slots; the test wants half of 64 MiB", unused>>20)
+	}
+	if limit := debug.SetMemoryLimit(-1); limit < held {
+		t.Fatalf("the limit is %d MiB, under the %d MiB the runtime holds", limit>>20, held>>20)
+	}
+	runtime.KeepAlive(objs)
+}
