@@ -96,6 +96,7 @@ type completeIn struct {
 	NextStreams      []string `json:"next_streams,omitempty" jsonschema:"with claim_next: streams to take the next job from, in order of preference (default [\"default\"])"`
 	NextWaitSeconds  *int     `json:"next_wait_seconds,omitempty" range:"0,30" jsonschema:"with claim_next: how long to wait for a job when none is queued, 0 to 30 (default 0: answer at once)"`
 	NextCapabilities []string `json:"next_capabilities,omitempty" jsonschema:"with claim_next: what you can do, as labels such as gpu or lang:python"`
+	NextMaxJobs      int      `json:"next_max_jobs,omitempty" range:"1,100" jsonschema:"with claim_next: take up to this many jobs at once, 1 to 100 (default 1), each under its own lease"`
 }
 
 type completeOut struct {
@@ -388,6 +389,9 @@ func (s *server) complete(ctx context.Context, _ *mcp.CallToolRequest, in comple
 			wait = min(max(time.Duration(*in.NextWaitSeconds)*time.Second, 0), maxClaimWait)
 		}
 		p.Next = &client.WorkerNextParams{WorkerID: l.WorkerID, Streams: streams, MaxWaitMS: wait.Milliseconds(), Capabilities: in.NextCapabilities}
+		if in.NextMaxJobs > 1 {
+			p.Next.MaxJobs = in.NextMaxJobs
+		}
 	}
 	ack, err := s.c.WorkerComplete(ctx, p)
 	if err != nil {
