@@ -111,15 +111,16 @@ func ownNode[T any](n *bnode[T], cow unsafe.Pointer) *bnode[T] {
 // splitAt splits the full node n, which item is about to enter: n keeps
 // the items before the split, the item at it goes up (returned), and a new
 // node takes the rest. The split is where item goes when that is past the
-// middle (at most at the last item, so that every part is a node: a leaf
-// may be left empty, for item; an inner node keeps one item), else at the
-// middle, as the library splits.
+// middle, else at the middle, as the library splits. No node is left
+// empty, which the library's reads do not expect (Max of a tree whose last
+// leaf is empty finds nothing): the new node keeps at least one item,
+// unless it is a leaf that item, greater than every item of n, then enters.
 func splitAt[T any](n *bnode[T], item T, less func(a, b T) bool, maxItems int) (T, *bnode[T]) {
 	at := maxItems / 2
 	if p, _ := findItem(n.items, item, less); p > at {
-		last := maxItems - 1
-		if len(n.children) > 0 {
-			last--
+		last := maxItems - 2
+		if p == len(n.items) && len(n.children) == 0 {
+			last = maxItems - 1
 		}
 		at = min(p, last)
 	}
