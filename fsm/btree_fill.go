@@ -15,9 +15,11 @@ import (
 // items forever and a queued job pays its trees twice what its items take
 // (design.md §1). insertRun splits where the item goes instead, when that
 // is past the middle: the left part keeps every item before it and fills
-// up, the right part takes what follows (nothing, at the end of a run).
-// Items inserted at random still split near the middle, and the id-keyed
-// trees, whose keys are random, keep the library's insert.
+// up, the right part takes what follows (only the new item, at the end of
+// a run). Items inserted at random split near the middle half the time
+// and past it the other half: the id-keyed trees, whose keys are random,
+// hold 1.5 slots per item this way where the library's insert holds 2.2
+// (TestInsertRunFill).
 //
 // It works on the library's node layout through the same mirror as
 // buildTree (snapshot_btree.go) and follows the library's insert step for
