@@ -182,6 +182,11 @@ func (n *Node) startMemberlist() error {
 	// A restarted node may come back on a new address under the same name;
 	// let it reclaim its name soon after the old incarnation is declared dead.
 	mc.DeadNodeReclaimTime = 10 * time.Second
+	// Gossip messages are a few hundred bytes (probes, acks, soft health):
+	// compressing each made a new LZW writer per message, a third of what
+	// an idle node allocates, for nothing. A peer still reads compressed
+	// messages of an older build (compression is marked per message).
+	mc.EnableCompression = false
 	if n.keys != nil {
 		// Every message sealed with the primary key; any key of the ring
 		// opens one; a message no key opens is dropped.
