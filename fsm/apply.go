@@ -55,22 +55,16 @@ func (a *applier) put(old, j *Job, now int64) {
 	}
 }
 
-// jobWithCreated is a new job and the backing array of its history.
-type jobWithCreated struct {
-	Job
-	ev [1]Event
-}
-
 func (j *Job) addEvent(e Event) {
-	e.Seq = int32(len(j.History) + 1)
+	e.Seq = int32(j.NumEvents() + 1)
 	// Versions of a job share their history's backing array, so an append
 	// always copies it (copyJob caps it). The copy is sized exactly: a
 	// finished job keeps its history for the retention window, and append's
 	// spare capacity would be a quarter of a three-event history.
-	h := make([]Event, len(j.History)+1)
-	copy(h, j.History)
-	h[len(j.History)] = e
-	j.History = h
+	h := make([]Event, len(j.history)+1)
+	copy(h, j.history)
+	h[len(j.history)] = e
+	j.history = h
 }
 
 func fail(err error) *Result { return &Result{Err: err} }
@@ -105,8 +99,7 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 	if st := a.t.stream(c.Stream); st.Ended() {
 		return fail(fmt.Errorf("create: stream %s: %w (it takes no new jobs)", c.Stream, ErrStreamEnded))
 	}
-	// One allocation holds the job and its history's first event.
-	jc := &jobWithCreated{Job: Job{
+	j := &Job{
 		ID:             c.ID,
 		Stream:         c.Stream,
 		Target:         c.Target,
@@ -117,8 +110,7 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 		CreatedAt:      c.Now,
 		CreateIndex:    a.index,
 		QueueIndex:     a.index,
-	}}
-	j := &jc.Job
+	}
 	if c.LeaseSeconds != 0 || c.TaskClass != "" {
 		x := j.extraMut()
 		x.LeaseSeconds, x.TaskClass = c.LeaseSeconds, c.TaskClass
@@ -143,8 +135,7 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 	if r := j.Extra().Rate; r != nil {
 		a.defineRate(r, c.Now)
 	}
-	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued.Code()}
-	j.History = jc.ev[:1:1]
+	j.setCreated(Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: codeQueued})
 	a.put(nil, j, c.Now)
 	return &Result{Job: j}
 }

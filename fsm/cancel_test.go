@@ -23,7 +23,7 @@ func TestCancelQueued(t *testing.T) {
 	if r.Job.State != StateCancelled || r.Job.FinishedAt != h.now || r.Job.Extra().CancelReason != "not needed" {
 		t.Fatalf("cancelled job %+v", r.Job)
 	}
-	if ev := r.Job.History[len(r.Job.History)-1]; ev.Type != EventCancelled || ev.From.State() != StateQueued || ev.To.State() != StateCancelled {
+	if ev := r.Job.History()[len(r.Job.History())-1]; ev.Type != EventCancelled || ev.From.State() != StateQueued || ev.To.State() != StateCancelled {
 		t.Fatalf("last event %+v", ev)
 	}
 	if r := h.claimNext([]string{"s"}, left); r.Claimed {

@@ -123,13 +123,12 @@ func (c *TaskCreateCommand) apply(a *applier) *Result {
 	if len(payload) == 0 {
 		payload = []byte("{}")
 	}
-	jc := &jobWithCreated{Job: Job{
+	j := &Job{
 		ID: c.ID, Stream: stream, Payload: payload, State: StateQueued, MaxAttempts: a.maxAttempts,
 		IdempotencyKey: c.IdempotencyKey,
 		extra:          &JobExtra{LeaseSeconds: 2 * timeout, TaskClass: class, ToolName: tool, Timeout: timeout, ClonedFrom: c.ClonedFrom},
 		CreatedAt:      c.Now, CreateIndex: a.index, QueueIndex: a.index,
-	}}
-	j := &jc.Job
+	}
 	if a.t.level >= LevelTaskDefaults {
 		a.applyDefaults(j)
 		a.applyContract(j, "")
@@ -141,8 +140,7 @@ func (c *TaskCreateCommand) apply(a *applier) *Result {
 	if c.ClonedFrom != "" {
 		text = "requeue of " + c.ClonedFrom
 	}
-	jc.ev[0] = Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: StateQueued.Code(), Text: text}
-	j.History = jc.ev[:1:1]
+	j.setCreated(Event{Seq: 1, At: c.Now, Type: EventCreated, Actor: a.in.actor(c.Actor), To: codeQueued, Text: text})
 	a.put(nil, j, c.Now)
 	return &Result{Job: j, Stream: st}
 }

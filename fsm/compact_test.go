@@ -28,7 +28,7 @@ func TestClaimTextShared(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.create(CreateCommand{}), h.create(CreateCommand{})
 	ra, rb := h.claim(a.ID, left), h.claim(b.ID, left)
-	ea, eb := ra.Job.History[len(ra.Job.History)-1], rb.Job.History[len(rb.Job.History)-1]
+	ea, eb := ra.Job.History()[len(ra.Job.History())-1], rb.Job.History()[len(rb.Job.History())-1]
 	if ea.Text != "attempt 1 of 5" || eb.Text != ea.Text {
 		t.Fatalf("claim texts %q and %q, want %q", ea.Text, eb.Text, "attempt 1 of 5")
 	}

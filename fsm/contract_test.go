@@ -132,7 +132,7 @@ func TestCompleteRefusedRecordsAreBounded(t *testing.T) {
 	if n := RefusalsOf(got, lease.AttemptID); n != MaxRefusalsPerAttempt {
 		t.Fatalf("%d refusals recorded, want %d", n, MaxRefusalsPerAttempt)
 	}
-	last := got.History[len(got.History)-1]
+	last := got.History()[len(got.History())-1]
 	if last.Type != EventCompleteRefused || last.AttemptID != lease.AttemptID || last.From.State() != StateRunning || last.To.State() != StateRunning ||
 		last.Text == "" || last.Actor != "left_claw" {
 		t.Fatalf("last event %+v", last)
@@ -165,7 +165,7 @@ func TestCompleteRefusedRecordsAreBounded(t *testing.T) {
 	mustOK(t, h.refuse(LeaseRef{JobID: j2.ID}, right, "y"))
 	got = h.job(j2.ID)
 	if RefusalsOf(got, c1.Job.Lease.AttemptID) != 1 || RefusalsOf(got, c2.Job.Lease.AttemptID) != 1 {
-		t.Fatalf("refusals per attempt: %+v", got.History)
+		t.Fatalf("refusals per attempt: %+v", got.History())
 	}
 }
 

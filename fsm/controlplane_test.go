@@ -134,8 +134,8 @@ func TestDeadWorkerReleasesItsLeases(t *testing.T) {
 		t.Fatalf("w1 dead: %+v", r)
 	}
 	if j := state("w1"); j.State != StateQueued || j.Attempts != 1 || j.Lease != nil ||
-		j.History[len(j.History)-1].Text != "worker w1 declared dead" {
-		t.Fatalf("w1's job: %s attempts %d lease %+v events %+v", j.State, j.Attempts, j.Lease, j.History)
+		j.History()[len(j.History())-1].Text != "worker w1 declared dead" {
+		t.Fatalf("w1's job: %s attempts %d lease %+v events %+v", j.State, j.Attempts, j.Lease, j.History())
 	}
 	if state("w2").State != StateRunning || state("w3").State != StateRunning {
 		t.Fatal("another worker's job lost its lease")

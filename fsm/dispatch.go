@@ -168,7 +168,7 @@ func (a *applier) dispatchLease(c *DispatchCommand, j *Job) *Result {
 	route := *j.Extra().Route
 	route.dispatchedAt, route.acceptedAt = c.Now, 0
 	nj.extraMut().Route = &route
-	ev := &nj.History[len(nj.History)-1]
+	ev := nj.lastEvent()
 	ev.Actor = "control-plane"
 	ev.Text += ": delivered to gateway " + g.ID
 	return &Result{Job: nj, Gateway: g, Claimed: true}

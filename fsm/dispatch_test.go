@@ -138,8 +138,8 @@ func TestDispatch(t *testing.T) {
 	mustOK(t, h.apply(CmdHealthSet, &HealthSetCommand{Now: h.now, Changes: []HealthChange{{Gateway: true, ID: gw, Health: HealthDead}}}))
 	if got := h.job(n.ID); got.State != StateQueued || gatewayOf(got) != other || got.Lease != nil {
 		t.Fatalf("a dead gateway's delivery: %+v", got)
-	} else if !slices.ContainsFunc(got.History, func(e Event) bool { return e.Type == EventReaped && e.Text == "gateway "+gw+" declared dead" }) {
-		t.Fatalf("the reap does not name the dead gateway: %+v", got.History)
+	} else if !slices.ContainsFunc(got.History(), func(e Event) bool { return e.Type == EventReaped && e.Text == "gateway "+gw+" declared dead" }) {
+		t.Fatalf("the reap does not name the dead gateway: %+v", got.History())
 	}
 
 	// Deregistered before it accepted: the task goes back and on.

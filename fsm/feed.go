@@ -266,14 +266,14 @@ func (a *applier) emitJob(old, j *Job) {
 	}
 	n := 0
 	if old != nil {
-		n = len(old.History)
+		n = old.NumEvents()
 	}
-	if n >= len(j.History) {
+	if n >= j.NumEvents() {
 		return
 	}
 	task := mustName(string(j.TaskState()))
-	for i := n; i < len(j.History); i++ {
-		ev := &j.History[i]
+	for i := n; i < j.NumEvents(); i++ {
+		ev := j.EventAt(i)
 		if ev.Type == EventHeartbeat {
 			continue
 		}

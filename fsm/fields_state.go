@@ -51,7 +51,15 @@ func (j *Job) fields(f *fields) {
 	f.str(37, &x.Stderr)
 	objs(f, 38, &x.Comments)
 	objs(f, 39, &j.AttemptLog)
-	objs(f, 40, &j.History)
+	if f.w && j.creator != "" {
+		// The whole history, its created event first (history.go); a
+		// reader keeps it as the creator again (setHistory).
+		ev := j.createdEvent()
+		at, last := f.open(40)
+		ev.fields(f)
+		f.close(at, last)
+	}
+	objs(f, 40, &j.history)
 	f.i64(41, &j.CreatedAt)
 	f.i64(42, &j.UpdatedAt)
 	f.i64(43, &j.StartedAt)

@@ -120,7 +120,7 @@ func TestClaimNextAndItsLegacyFormAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, j := range jobs {
-			out = append(out, fmt.Sprintf("%s %s %d %d", j.ID, j.State, j.Attempts, len(j.History)))
+			out = append(out, fmt.Sprintf("%s %s %d %d", j.ID, j.State, j.Attempts, len(j.History())))
 		}
 		return out
 	}
@@ -258,7 +258,7 @@ func TestTransitions(t *testing.T) {
 				if !errors.Is(r.Err, tc.err) {
 					t.Fatalf("err = %v, want %v", r.Err, tc.err)
 				}
-				if after.ModifyIndex != before.ModifyIndex || len(after.History) != len(before.History) {
+				if after.ModifyIndex != before.ModifyIndex || len(after.History()) != len(before.History()) {
 					t.Fatalf("refused command changed the job")
 				}
 			} else if r.Err != nil {
@@ -417,10 +417,10 @@ func TestFencingAndIdempotentResults(t *testing.T) {
 	}
 	done := h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: cur, Actor: right, Result: []byte(`"fresh"`)})
 	mustOK(t, done)
-	events := len(done.Job.History)
+	events := len(done.Job.History())
 	again := h.apply(CmdComplete, &CompleteCommand{Now: h.now + 5, Ref: cur, Actor: right, Result: []byte(`"other"`)})
 	mustOK(t, again)
-	if !again.Duplicate || string(h.job(j.ID).Result) != `"fresh"` || len(h.job(j.ID).History) != events {
+	if !again.Duplicate || string(h.job(j.ID).Result) != `"fresh"` || len(h.job(j.ID).History()) != events {
 		t.Fatalf("repeat complete was not idempotent: dup=%v result=%s", again.Duplicate, h.job(j.ID).Result)
 	}
 	// A fail with the completed attempt's token is refused, not a duplicate.

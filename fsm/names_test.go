@@ -130,7 +130,7 @@ func TestEventWordsOfANewerBuildRoundTrip(t *testing.T) {
 	if err := typ.UnmarshalText([]byte("a_newer_event")); err != nil {
 		t.Fatal(err)
 	}
-	j := &Job{ID: "j", Stream: DefaultStream, State: "a_newer_state", MaxAttempts: 1, History: []Event{
+	j := &Job{ID: "j", Stream: DefaultStream, State: "a_newer_state", MaxAttempts: 1, history: []Event{
 		{Seq: 1, At: 1, Type: EventCreated, Actor: "head", To: StateQueued.Code()},
 		{Seq: 2, At: 2, Type: typ, Actor: "left_claw@tok", From: StateQueued.Code(), To: State("a_newer_state").Code(), Text: "x"},
 	}, CreatedAt: 1, UpdatedAt: 2, CreateIndex: 1, QueueIndex: 1, ModifyIndex: 2}
@@ -144,8 +144,8 @@ func TestEventWordsOfANewerBuildRoundTrip(t *testing.T) {
 		}
 		var e2 enc
 		e2.job(got, v)
-		if !bytes.Equal(e.b, e2.b) || got.History[1].Type.String() != "a_newer_event" || got.History[1].To.State() != "a_newer_state" {
-			t.Fatalf("version %d: the history changed: %+v", v, got.History)
+		if !bytes.Equal(e.b, e2.b) || got.History()[1].Type.String() != "a_newer_event" || got.History()[1].To.State() != "a_newer_state" {
+			t.Fatalf("version %d: the history changed: %+v", v, got.History())
 		}
 	}
 	b := writeFields(nil, j)
@@ -153,11 +153,11 @@ func TestEventWordsOfANewerBuildRoundTrip(t *testing.T) {
 	if err := readFields(b, &got, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if b2 := writeFields(nil, &got); !bytes.Equal(b, b2) || got.History[1].Type.String() != "a_newer_event" {
-		t.Fatalf("tagged: the history changed: %+v", got.History)
+	if b2 := writeFields(nil, &got); !bytes.Equal(b, b2) || got.History()[1].Type.String() != "a_newer_event" {
+		t.Fatalf("tagged: the history changed: %+v", got.History())
 	}
 	var mp []byte
-	if err := codec.NewEncoderBytes(&mp, msgpackHandle).Encode(j); err != nil {
+	if err := codec.NewEncoderBytes(&mp, msgpackHandle).Encode(&jobV1{Job: *j, History: j.History()}); err != nil {
 		t.Fatal(err)
 	}
 	var old struct {
@@ -166,8 +166,8 @@ func TestEventWordsOfANewerBuildRoundTrip(t *testing.T) {
 	if err := decodeMsgpack(mp, &old); err != nil || old.History[1].Type != "a_newer_event" || old.History[1].To != "a_newer_state" {
 		t.Fatalf("msgpack writes the words: %+v (%v)", old.History, err)
 	}
-	var back Job
-	if err := decodeMsgpack(mp, &back); err != nil || back.History[1] != j.History[1] {
-		t.Fatalf("msgpack: %+v (%v), want %+v", back.History, err, j.History)
+	var back jobV1
+	if err := decodeMsgpack(mp, &back); err != nil || back.History[1] != j.History()[1] {
+		t.Fatalf("msgpack: %+v (%v), want %+v", back.History, err, j.History())
 	}
 }

@@ -101,7 +101,7 @@ func TestRoute(t *testing.T) {
 		t.Fatalf("no orphan was left, yet a revival moved %+v", r.Jobs)
 	}
 	for _, i := range []int{0, 2} {
-		if j, _ := h.f.Read().Job(jobs[i].ID); j.Target != "gc" || j.History[len(j.History)-1].Type != EventRouted {
+		if j, _ := h.f.Read().Job(jobs[i].ID); j.Target != "gc" || j.History()[len(j.History())-1].Type != EventRouted {
 			t.Fatalf("job %d after the revival: target %s", i, j.Target)
 		}
 	}

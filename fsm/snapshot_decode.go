@@ -291,33 +291,25 @@ type decodeScratch struct {
 
 // taggedJob decodes a job record of version snapTagged or later, as
 // readTagged does, but through the decoder's scratch job: the job it
-// returns is then allocated at its size, a job with one event (a queued
-// one) in one allocation with it, as create makes it, and a longer
-// history exactly, as addEvent keeps it.
+// returns is then allocated at its size, its created event kept as its
+// creator when it can be (a queued job is then one allocation, as create
+// makes it), and the rest of its history sized exactly, as addEvent keeps
+// it.
 func (d *dec) taggedJob() *Job {
 	s := d.scratch
 	j := &s.job
-	*j = Job{History: s.ev[:0]}
+	*j = Job{history: s.ev[:0]}
 	if err := readFields(d.b, j, d.in, &s.f); err != nil {
 		d.fail(err.Error())
 	}
 	d.b = nil
-	h := j.History
+	h := j.history
 	s.ev = h[:0]
-	var out *Job
-	switch len(h) {
-	case 0:
-		out = new(Job)
-		*out = *j
-		out.History = nil
-	case 1:
-		jc := &jobWithCreated{Job: *j, ev: [1]Event{h[0]}}
-		jc.History = jc.ev[:1:1]
-		out = &jc.Job
-	default:
-		out = new(Job)
-		*out = *j
-		out.History = append(make([]Event, 0, len(h)), h...)
+	out := new(Job)
+	*out = *j
+	out.setHistory(h)
+	if len(out.history) > 0 {
+		out.history = append(make([]Event, 0, len(out.history)), out.history...)
 	}
 	return out
 }

@@ -76,8 +76,9 @@ func snapshotV1(tb testing.TB) []byte {
 		}
 	}
 	put(snapHeader, snapHeaderRecord{Version: 1, Index: 3})
-	put(snapJob, &Job{ID: "old", Stream: DefaultStream, Payload: []byte(`1`), State: StateQueued, MaxAttempts: 3,
-		History: []Event{{Seq: 1, At: 1, Type: EventCreated, Actor: "head", To: StateQueued.Code()}}, CreatedAt: 1, UpdatedAt: 1, CreateIndex: 1, QueueIndex: 1, ModifyIndex: 1})
+	put(snapJob, &jobV1{Job: Job{ID: "old", Stream: DefaultStream, Payload: []byte(`1`), State: StateQueued, MaxAttempts: 3,
+		CreatedAt: 1, UpdatedAt: 1, CreateIndex: 1, QueueIndex: 1, ModifyIndex: 1},
+		History: []Event{{Seq: 1, At: 1, Type: EventCreated, Actor: "head", To: StateQueued.Code()}}})
 	put(snapBlob, &Blob{ID: "b", Size: 2, Chunks: 1, CreatedAt: 2})
 	put(snapChunk, &BlobChunk{BlobID: "b", Data: []byte("hi")})
 	put(snapEnd, snapEndRecord{Jobs: 1, Blobs: 1, Chunks: 1})

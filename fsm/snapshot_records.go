@@ -123,9 +123,9 @@ func (e *enc) job(j *Job, version int) {
 		e.bool(a.DLQ)
 		e.bool(a.ByHolder)
 	}
-	e.uvarint(uint64(len(j.History)))
-	for i := range j.History {
-		ev := &j.History[i]
+	e.uvarint(uint64(j.NumEvents()))
+	for i := range j.NumEvents() {
+		ev := j.EventAt(i)
 		e.int(int(ev.Seq))
 		e.varint(ev.At)
 		e.str(ev.Type.String())
@@ -227,21 +227,12 @@ func (d *dec) job(version int) *Job {
 				Requeued: d.bool(), DLQ: d.bool(), ByHolder: d.bool()}
 		}
 	}
-	n := d.count(9)
-	var jp *Job
-	if n == 1 {
-		// As in create: the job and its one event in one allocation.
-		jc := &jobWithCreated{}
-		j.History = jc.ev[:1:1]
-		jp = &jc.Job
-	} else {
-		if n > 0 {
-			j.History = make([]Event, n)
-		}
-		jp = new(Job)
+	var h []Event
+	if n := d.count(9); n > 0 {
+		h = make([]Event, n)
 	}
-	for i := range j.History {
-		j.History[i] = Event{Seq: d.i32(d.int()), At: d.varint(), Type: EventType(d.word()), Actor: d.istr(),
+	for i := range h {
+		h[i] = Event{Seq: d.i32(d.int()), At: d.varint(), Type: EventType(d.word()), Actor: d.istr(),
 			From: StateCode(d.word()), To: StateCode(d.word()), AttemptID: d.str(), WorkerID: d.istr(), Text: d.istr()}
 	}
 	j.CreatedAt = d.varint()
@@ -293,6 +284,8 @@ func (d *dec) job(version int) *Job {
 		r.dispatchedAt, r.acceptedAt, r.refused = d.varint(), d.varint(), d.strs()
 	}
 	j.compactExtra()
+	j.adoptHistory(h)
+	jp := new(Job)
 	*jp = j
 	return jp
 }

@@ -122,6 +122,10 @@ func readRecordsV1(br *bufio.Reader, rs *restoring) error {
 		if err := readMsgpack(br, obj); err != nil {
 			return fmt.Errorf("restore record %d: %w", t, err)
 		}
+		if jv, ok := obj.(*jobV1); ok {
+			jv.Job.adoptHistory(jv.History)
+			obj = &jv.Job
+		}
 		if err := rs.restoreRecord(k, obj); err != nil {
 			return err
 		}

@@ -165,6 +165,9 @@ func readTagged[T any](d *dec) any {
 		d.fail(err.Error())
 	}
 	d.b = nil
+	if j, ok := any(v).(*Job); ok {
+		j.adoptHistory(j.history)
+	}
 	return v
 }
 
@@ -200,6 +203,9 @@ func init() {
 			w.putJob(nil, j)
 			return nil
 		})))
+	// A version 1 snapshot's job is msgpack, its fields by name: its
+	// history is a field of its own there (history.go).
+	snapKinds[snapJob].msgpack = func() any { return new(jobV1) }
 	registerSnap(snapRow(snapBlob, "Blobs", 1,
 		func(t *tables, _ int, r *recordWriter) {
 			t.blobs.Ascend(func(it blobItem) bool { return r.add(it.b, func(e *enc) { e.blob(it.b) }) })

@@ -201,10 +201,10 @@ func (a *applier) countEvents(old, j *Job) {
 	}
 	n := 0
 	if old != nil {
-		n = len(old.History)
+		n = old.NumEvents()
 	}
-	for i := n; i < len(j.History); i++ {
-		ev := &j.History[i]
+	for i := n; i < j.NumEvents(); i++ {
+		ev := j.EventAt(i)
 		if k := eventSlot(ev.Type.String()); k >= 0 {
 			a.events.n[k].Add(1)
 		}

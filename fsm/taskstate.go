@@ -45,8 +45,8 @@ func (j *Job) TaskState() TaskState {
 		return TaskFailed
 	}
 	// Queued: what put it there is the last event that moved it.
-	for i := len(j.History) - 1; i >= 0; i-- {
-		switch j.History[i].Type {
+	for i := j.NumEvents() - 1; i >= 0; i-- {
+		switch j.EventAt(i).Type {
 		case EventComment, EventHeartbeat, EventRouted:
 			continue
 		case EventReleased, EventReaped:

@@ -247,10 +247,13 @@ func (a *applier) stampToken(old, j *Job) {
 	}
 	from := 0
 	if old != nil {
-		from = len(old.History)
+		from = old.NumEvents()
 	}
-	for i := from; i < len(j.History); i++ {
-		if ev := &j.History[i]; !strings.Contains(ev.Actor, TokenSep) {
+	if from == 0 && j.creator != "" && !strings.Contains(j.creator, TokenSep) {
+		j.creator = a.in.str(j.creator + TokenSep + a.token)
+	}
+	for i := max(from-j.virtualCreated(), 0); i < len(j.history); i++ {
+		if ev := &j.history[i]; !strings.Contains(ev.Actor, TokenSep) {
 			ev.Actor = a.in.str(ev.Actor + TokenSep + a.token)
 		}
 	}

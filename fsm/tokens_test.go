@@ -59,11 +59,11 @@ func TestTokensCreateRevoke(t *testing.T) {
 	r = h.apply(CmdClaim, &ClaimCommand{Now: h.now, JobID: j.ID, Actor: Actor{Role: RoleLeftClaw, WorkerID: "w1", Token: "agent-1"},
 		AttemptID: "a1", LeaseToken: "l1", LeaseNanos: 60e9})
 	mustOK(t, r)
-	ev := r.Job.History[len(r.Job.History)-1]
+	ev := r.Job.History()[len(r.Job.History())-1]
 	if actor, token := ev.Who(); ev.Type != EventClaimed || token != "agent-1" || actor != "left_claw/w1" {
 		t.Fatalf("claim event %+v", ev)
 	}
-	if ev := r.Job.History[0]; ev.Actor != "head" {
+	if ev := r.Job.History()[0]; ev.Actor != "head" {
 		t.Fatalf("the create's event took a later token: %+v", ev)
 	}
 

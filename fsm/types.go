@@ -75,8 +75,14 @@ type Job struct {
 
 	// AttemptLog holds one record per claim, oldest first.
 	AttemptLog []Attempt
-	// History is the append-only event history.
-	History []Event
+	// history is the append-only event history (History), but for the
+	// created event of a job whose creator is set: that event is then
+	// {Seq 1, At CreatedAt, created, To queued, Actor creator}, which
+	// the job's fields already hold but for its actor, so it is kept as
+	// that actor alone (History gives it back). A queued job is then one
+	// allocation of 320 bytes rather than 384 with its event, and a
+	// finished one keeps one event fewer.
+	history []Event
 
 	CreatedAt  int64 // unix nanoseconds, stamped by the leader
 	UpdatedAt  int64
@@ -95,6 +101,10 @@ type Job struct {
 	// extra holds the fields most jobs leave zero (nil while all are):
 	// read them with Extra, change them with extraMut.
 	extra *JobExtra
+
+	// creator is the actor of the job's created event when history does
+	// not hold it ("" when it does).
+	creator string
 }
 
 // JobExtra is the part of a job that most jobs never set: job-control
@@ -382,7 +392,7 @@ func copyJob(j *Job) *Job {
 		c.extra = &x
 	}
 	c.AttemptLog = append([]Attempt(nil), j.AttemptLog...)
-	c.History = j.History[:len(j.History):len(j.History)]
+	c.history = j.history[:len(j.history):len(j.history)]
 	return &c
 }
 

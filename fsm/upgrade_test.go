@@ -212,6 +212,28 @@ func dumpValue(v reflect.Value) string {
 				sep := ""
 				x := v.FieldByName("extra")
 				for _, name := range jobFieldOrder {
+					if name == "History" {
+						// The whole history, its created event first
+						// whether the job keeps it as its creator or not.
+						h, c := v.FieldByName("history"), v.FieldByName("creator")
+						if h.Len() == 0 && c.String() == "" {
+							continue
+						}
+						b.WriteString(sep + "History:[")
+						sep = " "
+						in := ""
+						if c.String() != "" {
+							walk(reflect.ValueOf(Event{Seq: 1, At: v.FieldByName("CreatedAt").Int(), Type: EventCreated, Actor: c.String(), To: codeQueued}))
+							in = " "
+						}
+						for i := 0; i < h.Len(); i++ {
+							b.WriteString(in)
+							in = " "
+							walk(h.Index(i))
+						}
+						b.WriteString("]")
+						continue
+					}
 					fv := v.FieldByName(name)
 					if !fv.IsValid() {
 						if x.IsNil() {
@@ -450,8 +472,12 @@ func TestJobFieldOrderIsWhole(t *testing.T) {
 	want := map[string]bool{}
 	for _, typ := range []reflect.Type{reflect.TypeOf(Job{}), reflect.TypeOf(JobExtra{})} {
 		for i := 0; i < typ.NumField(); i++ {
-			if typ.Field(i).Name != "extra" {
-				want[typ.Field(i).Name] = true
+			switch n := typ.Field(i).Name; n {
+			case "extra":
+			case "history", "creator": // printed whole as History
+				want["History"] = true
+			default:
+				want[n] = true
 			}
 		}
 	}

@@ -44,7 +44,7 @@ func TestDeadGatewayIsNamedInTheReap(t *testing.T) {
 	}
 	last := func(h *harness, j *Job) (*Job, string) {
 		got := h.job(j.ID)
-		return got, got.History[len(got.History)-1].Text
+		return got, got.History()[len(got.History())-1].Text
 	}
 
 	for _, c := range []struct {
@@ -73,7 +73,7 @@ func TestDeadGatewayIsNamedInTheReap(t *testing.T) {
 			t.Errorf("level %d: w2's task %s, reaped %q, error %+v (want %q)", c.level, j.State, text, j.Error, c.w2Task)
 		}
 		if j := h.job(jobs["cancel"].ID); j.State != StateCancelled || !hasEventText(j, c.w2Cancel) {
-			t.Errorf("level %d: w2's cancelled job %s, events %+v (want %q)", c.level, j.State, j.History, c.w2Cancel)
+			t.Errorf("level %d: w2's cancelled job %s, events %+v (want %q)", c.level, j.State, j.History(), c.w2Cancel)
 		}
 		if _, text := last(h, jobs["w1"]); text != c.w1 {
 			t.Errorf("level %d: w1's job reaped %q (want %q)", c.level, text, c.w1)
@@ -93,7 +93,7 @@ func TestDeadGatewayIsNamedInTheReap(t *testing.T) {
 }
 
 func hasEventText(j *Job, text string) bool {
-	for _, e := range j.History {
+	for _, e := range j.History() {
 		if e.Text == text || strings.HasSuffix(e.Text, text) {
 			return true
 		}

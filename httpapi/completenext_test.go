@@ -137,7 +137,7 @@ func TestWorkerCompleteNextCallerLeft(t *testing.T) {
 		t.Fatalf("completed job: %s", j.State)
 	}
 	j := e.job(b)
-	if j.State != fsm.StateQueued || j.Attempts != 0 || j.History[len(j.History)-1].Type != fsm.EventReleased {
-		t.Fatalf("next job not given back: %s attempts %d last event %s", j.State, j.Attempts, j.History[len(j.History)-1].Type)
+	if j.State != fsm.StateQueued || j.Attempts != 0 || j.History()[len(j.History())-1].Type != fsm.EventReleased {
+		t.Fatalf("next job not given back: %s attempts %d last event %s", j.State, j.Attempts, j.History()[len(j.History())-1].Type)
 	}
 }

@@ -966,8 +966,8 @@ func TestWorkerClaimCancelled(t *testing.T) {
 		t.Fatalf("departed claim answered: %s", r.Body)
 	}
 	j := e.job(id)
-	if j.State != fsm.StateQueued || j.Attempts != 0 || j.History[len(j.History)-1].Type != fsm.EventReleased {
-		t.Fatalf("job not given back: %s attempts %d last event %s", j.State, j.Attempts, j.History[len(j.History)-1].Type)
+	if j.State != fsm.StateQueued || j.Attempts != 0 || j.History()[len(j.History())-1].Type != fsm.EventReleased {
+		t.Fatalf("job not given back: %s attempts %d last event %s", j.State, j.Attempts, j.History()[len(j.History())-1].Type)
 	}
 }
 

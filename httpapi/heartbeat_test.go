@@ -34,7 +34,7 @@ func (c *fakeCluster) counts() (applied uint64, readIndexes int) {
 
 func heartbeatEvents(j *fsm.Job) int {
 	n := 0
-	for _, ev := range j.History {
+	for _, ev := range j.History() {
 		if ev.Type == fsm.EventHeartbeat {
 			n++
 		}

@@ -54,8 +54,9 @@ func viewJob(j *fsm.Job) *api.Job {
 }
 
 func viewEvents(j *fsm.Job) api.JobEventList {
-	out := api.JobEventList{JobID: j.ID, Events: make([]*api.JobEvent, 0, len(j.History))}
-	for _, e := range j.History {
+	h := j.History()
+	out := api.JobEventList{JobID: j.ID, Events: make([]*api.JobEvent, 0, len(h))}
+	for _, e := range h {
 		actor, token := e.Who()
 		out.Events = append(out.Events, &api.JobEvent{Seq: int(e.Seq), At: api.Time(e.At), Type: e.Type.String(), Actor: actor,
 			From: api.JobStatus(e.From.String()), To: api.JobStatus(e.To.String()), AttemptID: e.AttemptID, WorkerID: e.WorkerID, Text: e.Text, Token: token})
