@@ -51,6 +51,10 @@ var sinkBuckets = prometheus.ExponentialBuckets(0.05, 2, 17)
 
 var sinkNameReplacer = strings.NewReplacer(" ", "_", ".", "_", "=", "_", "-", "_", "/", "_")
 
+// sinkPrefix begins every series' name: spine_raft_commitTime in
+// Prometheus, spine.raft.commitTime in /debug/metrics.
+const sinkPrefix = "spine"
+
 func newRaftSink(expire time.Duration) *raftSink {
 	return &raftSink{collided: map[string]*sinkSeries{}, expire: expire}
 }
@@ -135,7 +139,7 @@ func (k *raftSink) name(kind sinkKind, parts []string, labels []gometrics.Label)
 
 func (k *raftSink) make(kind sinkKind, parts []string, labels []gometrics.Label) *sinkSeries {
 	s := &sinkSeries{kind: kind, parts: append([]string(nil), parts...), labels: append([]gometrics.Label(nil), labels...)}
-	name := sinkNameReplacer.Replace(strings.Join(parts, "_"))
+	name := sinkNameReplacer.Replace(sinkPrefix + "_" + strings.Join(parts, "_"))
 	var constLabels prometheus.Labels
 	if len(labels) > 0 {
 		constLabels = prometheus.Labels{}
@@ -143,7 +147,7 @@ func (k *raftSink) make(kind sinkKind, parts []string, labels []gometrics.Label)
 			constLabels[sinkNameReplacer.Replace(l.Name)] = l.Value
 		}
 	}
-	help := "hashicorp/raft's or memberlist's " + strings.Join(parts[1:], ".")
+	help := "hashicorp/raft's or memberlist's " + strings.Join(parts, ".")
 	switch kind {
 	case sinkGauge:
 		s.gauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: constLabels})
@@ -236,7 +240,7 @@ type sinkTiming struct {
 func (k *raftSink) summary() sinkSummary {
 	out := sinkSummary{Gauges: []sinkValue{}, Counters: []sinkValue{}, Samples: []sinkTiming{}}
 	add := func(s *sinkSeries) {
-		name := strings.Join(s.parts, ".")
+		name := sinkPrefix + "." + strings.Join(s.parts, ".")
 		var labels map[string]string
 		if len(s.labels) > 0 {
 			labels = map[string]string{}
