@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spine-queue/spine/api"
@@ -186,9 +187,30 @@ var jsonContentType = []string{"application/json"}
 func writeJSON(w http.ResponseWriter, status int, v interface{}) {
 	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
+	if a, ok := v.(jsonAppender); ok {
+		// The same bytes as the encoder's (api.Job's AppendJSON), without
+		// its reflection, in a buffer the next answer reuses.
+		bp := answerBufs.Get().(*[]byte)
+		b := append(a.AppendJSON((*bp)[:0]), '\n')
+		_, _ = w.Write(b)
+		if cap(b) <= maxPooledAnswer {
+			*bp = b
+			answerBufs.Put(bp)
+		}
+		return
+	}
 	enc := json.NewEncoder(w)
 	_ = enc.Encode(v)
 }
+
+// jsonAppender is an answer that encodes itself as encoding/json would.
+type jsonAppender interface{ AppendJSON(b []byte) []byte }
+
+// answerBufs are the buffers answers are encoded in; one larger than
+// maxPooledAnswer is left to the collector.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+const maxPooledAnswer = 64 << 10
 
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	ae := classify(err)
