@@ -142,3 +142,25 @@ func (h *harness) createAs(a Actor) *Job {
 	mustOK(h.t, r)
 	return r.Job
 }
+
+// The leader's loops look every 100 ms for something to do (the reaper,
+// the promoter, the purgers, the scheduler, the health monitor): their
+// looks are point reads, which take no view. A view taken while jobs
+// arrive makes the writer copy a path of every tree it changes next: with
+// random ids, about a leaf per create.
+func TestLeaderLoopsTakeNoView(t *testing.T) {
+	h := newHarness(t)
+	h.create(CreateCommand{Stream: "s"})
+	before := h.f.view.Load()
+	h.create(CreateCommand{Stream: "s"})
+	r := h.f.Peek()
+	_ = r.NextLeaseExpiry() + r.NextScheduled() + r.NextRateDue() + r.OldestFinished() + r.OldestBinding() + r.OldestTaskEnded()
+	_, _, _ = r.Registry(), r.ScheduleCount(), r.Level()
+	_, _ = r.Gateways(), r.Workers("")
+	if v := h.f.view.Load(); v != before {
+		t.Fatalf("a point look published a view (index %d, was %d)", v.index, before.index)
+	}
+	if h.f.Read().NextLeaseExpiry(); h.f.view.Load() == before {
+		t.Fatal("a view was not taken by Read")
+	}
+}

@@ -419,9 +419,11 @@ func (r *Reader) WorkerBindings() []*WorkerBinding {
 // OldestBinding is when the least recently used worker id binding was
 // last used (0: none).
 func (r *Reader) OldestBinding() int64 {
-	it, ok := r.view().workerSeen.Min()
-	if !ok {
-		return 0
-	}
-	return it.at
+	var at int64
+	r.point(func(t *tables) {
+		if it, ok := t.workerSeen.Min(); ok {
+			at = it.at
+		}
+	})
+	return at
 }

@@ -284,21 +284,25 @@ func (r *Reader) Counts() (map[State]int, error) {
 // OldestFinished returns the finish time of the done job that finished
 // first, or 0 when there is none.
 func (r *Reader) OldestFinished() int64 {
-	it, ok := r.view().finished.Min()
-	if !ok {
-		return 0
-	}
-	return it.at
+	var at int64
+	r.point(func(t *tables) {
+		if it, ok := t.finished.Min(); ok {
+			at = it.at
+		}
+	})
+	return at
 }
 
 // NextLeaseExpiry returns the earliest lease expiry among running jobs, or
 // 0 when none is running.
 func (r *Reader) NextLeaseExpiry() int64 {
-	it, ok := r.view().lease.Min()
-	if !ok {
-		return 0
-	}
-	return it.at
+	var at int64
+	r.point(func(t *tables) {
+		if it, ok := t.lease.Min(); ok {
+			at = it.at
+		}
+	})
+	return at
 }
 
 // Heartbeat answers heartbeat c from the Reader's state when it needs no
@@ -372,7 +376,14 @@ func (r *Reader) Streams(session string) []*Stream {
 }
 
 // Registry returns the registry in force, or nil when none was loaded.
-func (r *Reader) Registry() *Registry { return r.view().registry }
+//
+// The registry is replaced whole on every change, never changed in place,
+// so a point lookup may hand out the writer's own.
+func (r *Reader) Registry() *Registry {
+	var reg *Registry
+	r.point(func(t *tables) { reg = t.registry })
+	return reg
+}
 
 // PeekTask returns the task a claim of stream would take next (the oldest
 // queued untargeted job), or nil; an ended or paused stream hands out none.
@@ -389,9 +400,11 @@ func (r *Reader) PeekTask(stream string) *Job {
 // OldestTaskEnded returns the finish time of the finished task that
 // finished first, or 0 when there is none.
 func (r *Reader) OldestTaskEnded() int64 {
-	it, ok := r.view().taskEnded.Min()
-	if !ok {
-		return 0
-	}
-	return it.at
+	var at int64
+	r.point(func(t *tables) {
+		if it, ok := t.taskEnded.Min(); ok {
+			at = it.at
+		}
+	})
+	return at
 }

@@ -432,4 +432,8 @@ func (r *Reader) Schedules() []*Schedule {
 }
 
 // ScheduleCount is how many schedules there are.
-func (r *Reader) ScheduleCount() int { return r.view().schedules.len() }
+func (r *Reader) ScheduleCount() int {
+	var n int
+	r.point(func(t *tables) { n = t.schedules.len() })
+	return n
+}

@@ -383,7 +383,7 @@ func (s *Service) healthChanges(cfg HealthConfig, since int64) []fsm.HealthChang
 		}
 		return cur
 	}
-	r := s.state.Read()
+	r := s.state.Peek() // point reads: no view taken per tick (sweep.go)
 	var out []fsm.HealthChange
 	for _, g := range r.Gateways() {
 		if h := want(gatewayKey(g.ID), g.UpdatedAt, g.Health); h != g.Health {

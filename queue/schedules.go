@@ -363,6 +363,9 @@ func (c *specCache) notDue(sc *fsm.Schedule, sp spec, now int64) bool {
 const maxFiresPerPass = 50
 
 func (s *Service) scheduleOnce(ctx context.Context, specs *specCache, logger hclog.Logger) {
+	if s.state.Peek().ScheduleCount() == 0 {
+		return // a point look: no view taken (sweep.go)
+	}
 	for _, sc := range s.state.Read().Schedules() {
 		if sc.Paused {
 			continue

@@ -58,7 +58,9 @@ func (s *sweeper) run(ctx context.Context) {
 func (s *sweeper) sweepOnce(ctx context.Context) {
 	for ctx.Err() == nil {
 		now := s.svc.now()
-		if !s.due(s.svc.state.Read(), now) {
+		// A point look (Peek): taking a view per tick would make the
+		// writer copy a path of every tree it then changes.
+		if !s.due(s.svc.state.Peek(), now) {
 			return
 		}
 		t, cmd := s.command(now)
@@ -184,8 +186,11 @@ func (s *Service) TaskPurger(interval time.Duration) func(context.Context) {
 		name: "task purge", svc: s, interval: interval, logger: logger,
 		due: func(r *fsm.Reader, now int64) bool {
 			oldest := r.OldestTaskEnded()
+			if oldest == 0 {
+				return false
+			}
 			before = now - retention(r)
-			return oldest != 0 && oldest < before && r.Level() >= fsm.LevelIdentity
+			return oldest < before && r.Level() >= fsm.LevelIdentity
 		},
 		command: func(now int64) (fsm.CommandType, interface{}) {
 			return fsm.CmdTaskPurge, &fsm.TaskPurgeCommand{Now: now, Before: before, Max: sweepBatch}
