@@ -48,8 +48,8 @@ func TestRegistryOnThreeNodes(t *testing.T) {
 		t.Helper()
 		var g api.GatewayList
 		var w api.WorkerList
-		apiDecode(t, apiDo(t, "GET", url+"/v1/gateways?consistent", apiHead, nil), &g)
-		apiDecode(t, apiDo(t, "GET", url+"/v1/workers?consistent", apiHead, nil), &w)
+		apiDecode(t, apiWant(t, apiDo(t, "GET", url+"/v1/gateways?consistent", apiHead, nil), 200), &g)
+		apiDecode(t, apiWant(t, apiDo(t, "GET", url+"/v1/workers?consistent", apiHead, nil), 200), &w)
 		return g, w
 	}
 	apiCaughtUp(t, c)
@@ -70,7 +70,24 @@ func TestRegistryOnThreeNodes(t *testing.T) {
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
-	g, w := listOn(fs[1].URL)
+	// Until a new leader is elected a consistent read answers 503 (and a
+	// client retries); then it answers the whole registry.
+	var g api.GatewayList
+	var w api.WorkerList
+	apiEventually(t, 15*time.Second, "the registry read through the new leader", func() error {
+		g, w = api.GatewayList{}, api.WorkerList{}
+		rg := apiDo(t, "GET", fs[1].URL+"/v1/gateways?consistent", apiHead, nil)
+		rw := apiDo(t, "GET", fs[1].URL+"/v1/workers?consistent", apiHead, nil)
+		if rg.Status != 200 || rw.Status != 200 {
+			if rg.Status != 503 && rg.Status != 200 || rw.Status != 503 && rw.Status != 200 {
+				t.Fatalf("a read during the failover: %s / %s", rg, rw)
+			}
+			return fmt.Errorf("%s / %s", rg, rw)
+		}
+		apiDecode(t, rg, &g)
+		apiDecode(t, rw, &w)
+		return nil
+	})
 	if len(g.Gateways) != 2 || len(w.Workers) != 2 {
 		t.Fatalf("after the leader's death: %+v %+v", g, w)
 	}
