@@ -187,24 +187,33 @@ var jsonContentType = []string{"application/json"}
 func writeJSON(w http.ResponseWriter, status int, v interface{}) {
 	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
-	if a, ok := v.(jsonAppender); ok {
-		// The same bytes as the encoder's (api.Job's AppendJSON), without
-		// its reflection, in a buffer the next answer reuses.
-		bp := answerBufs.Get().(*[]byte)
-		b := append(a.AppendJSON((*bp)[:0]), '\n')
-		_, _ = w.Write(b)
-		if cap(b) <= maxPooledAnswer {
-			*bp = b
-			answerBufs.Put(bp)
-		}
+	if j, ok := v.(*api.Job); ok {
+		writeJobBody(w, j)
 		return
 	}
 	enc := json.NewEncoder(w)
 	_ = enc.Encode(v)
 }
 
-// jsonAppender is an answer that encodes itself as encoding/json would.
-type jsonAppender interface{ AppendJSON(b []byte) []byte }
+// writeJob writes a job's answer as writeJSON does; j may live on the
+// caller's stack.
+func writeJob(w http.ResponseWriter, status int, j *api.Job) {
+	w.Header()["Content-Type"] = jsonContentType
+	w.WriteHeader(status)
+	writeJobBody(w, j)
+}
+
+// writeJobBody writes j as the JSON encoder would (api.Job's AppendJSON:
+// the same bytes without reflection), in a buffer the next answer reuses.
+func writeJobBody(w http.ResponseWriter, j *api.Job) {
+	bp := answerBufs.Get().(*[]byte)
+	b := append(j.AppendJSON((*bp)[:0]), '\n')
+	_, _ = w.Write(b)
+	if cap(b) <= maxPooledAnswer {
+		*bp = b
+		answerBufs.Put(bp)
+	}
+}
 
 // answerBufs are the buffers answers are encoded in; one larger than
 // maxPooledAnswer is left to the collector.

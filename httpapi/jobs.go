@@ -31,7 +31,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 		key = req.IdempotencyKey
 	}
 	req.IdempotencyKey = key
-	v, index, err := s.createJob(r.Context(), c.caller, &req)
+	var v api.Job
+	index, err := s.createJobInto(r.Context(), c.caller, &req, &v)
 	s.setIndex(w, index)
 	if err != nil {
 		return err
@@ -40,7 +41,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 	if v.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, v)
+	writeJob(w, status, &v)
 	return nil
 }
 
@@ -48,17 +49,27 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, c *call) e
 // enqueue tool's): its view, with Duplicate set when req's idempotency key
 // named a job made before.
 func (s *Server) createJob(ctx context.Context, caller queue.Caller, req *api.JobCreateRequest) (*api.Job, uint64, error) {
-	in, err := createInput(caller, req)
-	if err != nil {
-		return nil, 0, err
-	}
-	j, created, index, err := s.queue.Create(ctx, in)
+	v := new(api.Job)
+	index, err := s.createJobInto(ctx, caller, req, v)
 	if err != nil {
 		return nil, index, err
 	}
-	v := viewJob(j)
-	v.Duplicate = !created
 	return v, index, nil
+}
+
+// createJobInto is createJob filling v.
+func (s *Server) createJobInto(ctx context.Context, caller queue.Caller, req *api.JobCreateRequest, v *api.Job) (uint64, error) {
+	in, err := createInput(caller, req)
+	if err != nil {
+		return 0, err
+	}
+	j, created, index, err := s.queue.Create(ctx, in)
+	if err != nil {
+		return index, err
+	}
+	viewJobInto(v, j)
+	v.Duplicate = !created
+	return index, nil
 }
 
 // createInput is the service's input for the create req asks for, as caller

@@ -17,9 +17,17 @@ func viewError(e *fsm.JobError) *api.JobError {
 }
 
 func viewJob(j *fsm.Job) *api.Job {
+	v := new(api.Job)
+	viewJobInto(v, j)
+	return v
+}
+
+// viewJobInto fills v with the view of j: a handler that only writes the
+// answer keeps v on its stack.
+func viewJobInto(v *api.Job, j *fsm.Job) {
 	kind, target := j.TargetOf()
 	x := j.Extra()
-	v := &api.Job{
+	*v = api.Job{
 		ID: j.ID, Stream: j.Stream, Target: api.NullableString(target), TargetKind: kind, Payload: j.Payload, Status: api.JobStatus(j.State),
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority, RunAt: api.Time(j.NotBefore), LeaseSeconds: int(x.LeaseSeconds), TaskClass: x.TaskClass,
 		Result: j.Result, Error: viewError(j.Error), Stdout: x.Stdout, Stderr: x.Stderr, IdempotencyKey: j.IdempotencyKey,
@@ -50,7 +58,6 @@ func viewJob(j *fsm.Job) *api.Job {
 	for _, c := range x.Comments {
 		v.Comments = append(v.Comments, api.Comment{At: api.Time(c.At), Actor: c.Actor, Text: c.Text})
 	}
-	return v
 }
 
 func viewEvents(j *fsm.Job) api.JobEventList {
