@@ -137,3 +137,52 @@ func BenchmarkJobJSON(b *testing.B) {
 		}
 	})
 }
+
+// strictCreate decodes a create's body as the strict decoder alone does.
+func strictCreate(b []byte) (JobCreateRequest, error) {
+	var in jobCreateJSON
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	err := d.Decode(&in)
+	var r JobCreateRequest
+	if err == nil {
+		r.fromJSON(&in)
+	}
+	return r, err
+}
+
+// TestCreateBodyDecodesAsTheStrictDecoder: a create's body whose member
+// names are all known takes json.Unmarshal, any other the strict decoder;
+// either way the request, and the error of a body that is refused, are
+// the strict decoder's.
+func TestCreateBodyDecodesAsTheStrictDecoder(t *testing.T) {
+	bodies := []string{
+		`{}`, `{"payload":1}`, ` { "payload" : {"a":[1,{"b":"}"}]} , "stream":"s" } `,
+		`{"payload":"x","maxAttempts":3,"target":"gpu","stream":"s","leaseSeconds":30,"taskClass":"c","idempotencyKey":"k","priority":-5,
+		  "runAt":"2026-01-02T03:04:05Z","delaySeconds":7,"backoff":{"base":1,"max":9},"concurrencyKey":"ck","concurrencyLimit":2,
+		  "dependsOn":["a","b"],"onDependencyFailure":"run","requires":["gpu"],"resultSchema":{"type":"object"},"rateLimit":{"key":"r","limit":1,"periodSeconds":1.5}}`,
+		`{"PAYLOAD":1,"Stream":"s"}`, `{"payload":1,"streams":"s"}`, `{"payload":1,"str\u0065am":"s"}`, `{"payload":1,"\u017ftream":"s"}`,
+		`{"payload":"a\"}b","stream":"s"}`, `{"payload":[],"maxAttempts":"3"}`, `{"payload":1,"runAt":"yesterday"}`,
+		`{"payload":1,"leaseSeconds":null,"stream":null,"maxAttempts":null}`, `{"payload":true,"dependsOn":"x"}`,
+		`{"payload":1,"payload":2}`, `{"payload":1,"rateLimit":{"key":"k","limit":1,"periodSeconds":1,"window":3}}`,
+		`{"payload":1,"backoff":{"base":1,"cap":3}}`, `{"payload":{"deep":{"deeper":[[["]"]]]}},"extra":{}}`, `{"payload":1e400}`,
+	}
+	for _, body := range bodies {
+		want, wantErr := strictCreate([]byte(body))
+		var got JobCreateRequest
+		gotErr := got.UnmarshalJSON([]byte(body))
+		if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+			t.Errorf("%s: error %v, the strict decoder's %v", body, gotErr, wantErr)
+			continue
+		}
+		if gotErr == nil && !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", body, got, want)
+		}
+	}
+	for body, fast := range map[string]bool{`{"payload":1,"stream":"s"}`: true, `{"Payload":1}`: true, `{"payload":1,"x":2}`: false,
+		`{"payload":1,"str\u0065am":"s"}`: false, `{"payload":"}","stream":"{"}`: true} {
+		if got := onlyCreateFields([]byte(body)); got != fast {
+			t.Errorf("%s: onlyCreateFields %v, want %v", body, got, fast)
+		}
+	}
+}

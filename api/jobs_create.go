@@ -140,12 +140,27 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 	}
 	var in jobCreateJSON
 	// Strict: a misspelt field would otherwise be ignored and its default
-	// used (the decoder of the body does not see inside this method).
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&in); err != nil {
-		return err
+	// used (the decoder of the body does not see inside this method). A
+	// body that names only fields json.Unmarshal decodes as the strict
+	// decoder does (nearly every one) is decoded by it, without a decoder
+	// and its copy of the body.
+	if onlyCreateFields(b) {
+		if err := json.Unmarshal(b, &in); err != nil {
+			return err
+		}
+	} else {
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&in); err != nil {
+			return err
+		}
 	}
+	r.fromJSON(&in)
+	return nil
+}
+
+// fromJSON makes r the request in names.
+func (r *JobCreateRequest) fromJSON(in *jobCreateJSON) {
 	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority,
 		RunAt: time.Time(in.RunAt), DelaySeconds: in.DelaySeconds, Backoff: in.Backoff, ConcurrencyKey: in.ConcurrencyKey, ConcurrencyLimit: in.ConcurrencyLimit, DependsOn: in.DependsOn, Requires: in.Requires,
 		OnDependencyFailure: in.OnDependencyFailure, ResultSchema: in.ResultSchema, RateLimit: in.RateLimit}
@@ -158,7 +173,6 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 	if in.LeaseSeconds != nil {
 		r.LeaseSeconds, r.named = int(*in.LeaseSeconds), r.named|namedLeaseSeconds
 	}
-	return nil
 }
 
 // runAtTime is a create's runAt as its body carries it: an RFC 3339 time
@@ -184,4 +198,116 @@ func (t *runAtTime) UnmarshalJSON(b []byte) error {
 	}
 	*t = runAtTime(v)
 	return nil
+}
+
+// createFields are the members a create's body may name that json.Unmarshal
+// decodes as the strict decoder does: all but backoff and rateLimit, objects
+// whose own unknown members the strict decoder refuses and json.Unmarshal
+// would skip.
+var createFields = [...]string{"payload", "maxAttempts", "target", "stream", "leaseSeconds", "taskClass", "idempotencyKey",
+	"priority", "runAt", "delaySeconds", "concurrencyKey", "concurrencyLimit", "dependsOn", "onDependencyFailure",
+	"requires", "resultSchema"}
+
+// onlyCreateFields reports whether b, a JSON object, names no member but
+// createFields, matched as encoding/json matches them (without regard to
+// case). It answers false when unsure (a name with an escape, or anything
+// but a well-formed object), and the strict decoder then decides.
+func onlyCreateFields(b []byte) bool {
+	i := skipJSONSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipJSONSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return true
+	}
+	for i < len(b) && b[i] == '"' {
+		end := bytes.IndexByte(b[i+1:], '"')
+		if end < 0 {
+			return false
+		}
+		name := b[i+1 : i+1+end]
+		if bytes.IndexByte(name, '\\') >= 0 || !isCreateField(name) {
+			return false
+		}
+		i = skipJSONSpace(b, i+end+2)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		if i = skipJSONValue(b, skipJSONSpace(b, i+1)); i < 0 {
+			return false
+		}
+		i = skipJSONSpace(b, i)
+		switch {
+		case i >= len(b):
+			return false
+		case b[i] == '}':
+			return skipJSONSpace(b, i+1) == len(b)
+		case b[i] != ',':
+			return false
+		}
+		i = skipJSONSpace(b, i+1)
+	}
+	return false
+}
+
+func isCreateField(name []byte) bool {
+	for _, f := range createFields {
+		if len(f) == len(name) && bytes.EqualFold(name, []byte(f)) {
+			return true
+		}
+	}
+	return false
+}
+
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipJSONValue returns the index just past the value that starts at
+// b[i] (b is valid JSON: its decoder checked it), or -1.
+func skipJSONValue(b []byte, i int) int {
+	depth := 0
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			i++
+			for i < len(b) && b[i] != '"' {
+				if b[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			if i >= len(b) {
+				return -1
+			}
+			i++
+		case '{', '[':
+			depth++
+			i++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of the enclosing object: a number or literal ended here
+			}
+			depth--
+			i++
+		case ',':
+			if depth == 0 {
+				return i
+			}
+			i++
+		default:
+			i++
+		}
+		if depth == 0 && i < len(b) && (b[i-1] == '"' || b[i-1] == '}' || b[i-1] == ']') {
+			return i
+		}
+	}
+	if depth != 0 {
+		return -1
+	}
+	return i
 }
