@@ -17,7 +17,55 @@ import (
 
 // MarshalJSON encodes j as encoding/json would encode its fields.
 func (j *Job) MarshalJSON() ([]byte, error) {
-	return j.AppendJSON(make([]byte, 0, 1024)), nil
+	return j.AppendJSON(make([]byte, 0, j.sizeHint())), nil
+}
+
+// sizeHint is about the length of j's encoding.
+func (j *Job) sizeHint() int {
+	return 640 + len(j.Payload) + len(j.Result) + len(j.Progress) + len(j.Checkpoint) + len(j.ResultSchema) + len(j.Stdout) + len(j.Stderr)
+}
+
+// MarshalJSON encodes l as encoding/json would encode its fields.
+func (l JobList) MarshalJSON() ([]byte, error) {
+	return l.AppendJSON(nil), nil
+}
+
+// AppendJSON appends l's JSON encoding (MarshalJSON's) to b: a page of jobs
+// is encoded by hand too, each job once, into one buffer.
+func (l JobList) AppendJSON(b []byte) []byte {
+	if b == nil {
+		n := 64
+		for _, j := range l.Jobs {
+			if j != nil {
+				n += j.sizeHint()
+			}
+		}
+		b = make([]byte, 0, n)
+	}
+	b = append(b, `{"jobs":`...)
+	if l.Jobs == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, j := range l.Jobs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if j == nil {
+				b = append(b, "null"...)
+			} else {
+				b = j.AppendJSON(b)
+			}
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"nextCursor":`...)
+	if l.NextCursor == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, string(l.NextCursor))
+	}
+	return append(b, '}')
 }
 
 // AppendJSON appends j's JSON encoding (MarshalJSON's) to b.

@@ -103,15 +103,50 @@ func TestJobJSONMatchesEncodingJSON(t *testing.T) {
 		if got := j.AppendJSON(nil); !bytes.Equal(got, want) {
 			t.Fatalf("job %d:\n got %s\nwant %s", i, got, want)
 		}
+		// In a page of jobs, encoded by hand or through an Encoder (as a
+		// job inside another answer is).
+		other := randomJob(r)
+		l := JobList{Jobs: []*Job{j, nil, other}, NextCursor: NullableString(jsonStrings[r.IntN(len(jsonStrings))])}
+		wantList, _ := json.Marshal(struct {
+			Jobs       []*reflectJob  `json:"jobs"`
+			NextCursor NullableString `json:"nextCursor"`
+		}{[]*reflectJob{(*reflectJob)(j), nil, (*reflectJob)(other)}, l.NextCursor})
 		var viaEncoder bytes.Buffer
-		if err := json.NewEncoder(&viaEncoder).Encode(JobList{Jobs: []*Job{j}}); err != nil {
+		if err := json.NewEncoder(&viaEncoder).Encode(struct{ L JobList }{l}); err != nil {
 			t.Fatal(err)
 		}
-		wantList, _ := json.Marshal(struct {
-			Jobs []*reflectJob `json:"jobs"`
-		}{[]*reflectJob{(*reflectJob)(j)}})
-		if got := bytes.TrimSuffix(viaEncoder.Bytes(), []byte("\n")); !bytes.HasPrefix(got, wantList[:len(wantList)-1]) {
+		if got := l.AppendJSON(nil); !bytes.Equal(got, wantList) {
 			t.Fatalf("job %d in a list:\n got %s\nwant %s", i, got, wantList)
+		}
+		if got, want := viaEncoder.String(), `{"L":`+string(wantList)+"}\n"; got != want {
+			t.Fatalf("job %d through an encoder:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+func TestJobListJSONEmpty(t *testing.T) {
+	for l, want := range map[*JobList]string{
+		{}:                                   `{"jobs":null,"nextCursor":null}`,
+		{Jobs: []*Job{}}:                     `{"jobs":[],"nextCursor":null}`,
+		{Jobs: []*Job{nil}, NextCursor: "c"}: `{"jobs":[null],"nextCursor":"c"}`,
+	} {
+		if got := string(l.AppendJSON(nil)); got != want {
+			t.Errorf("%+v: %s, want %s", *l, got, want)
+		}
+		if std, _ := json.Marshal(struct {
+			Jobs       []*reflectJob  `json:"jobs"`
+			NextCursor NullableString `json:"nextCursor"`
+		}{func() []*reflectJob {
+			if l.Jobs == nil {
+				return nil
+			}
+			out := make([]*reflectJob, len(l.Jobs))
+			for i, j := range l.Jobs {
+				out[i] = (*reflectJob)(j)
+			}
+			return out
+		}(), l.NextCursor}); string(std) != want {
+			t.Errorf("encoding/json writes %s, want %s", std, want)
 		}
 	}
 }

@@ -187,8 +187,12 @@ var jsonContentType = []string{"application/json"}
 func writeJSON(w http.ResponseWriter, status int, v interface{}) {
 	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
-	if j, ok := v.(*api.Job); ok {
-		writeJobBody(w, j)
+	switch a := v.(type) {
+	case *api.Job:
+		writeJobBody(w, a)
+		return
+	case api.JobList:
+		writeAppended(w, a.AppendJSON)
 		return
 	}
 	enc := json.NewEncoder(w)
@@ -205,9 +209,13 @@ func writeJob(w http.ResponseWriter, status int, j *api.Job) {
 
 // writeJobBody writes j as the JSON encoder would (api.Job's AppendJSON:
 // the same bytes without reflection), in a buffer the next answer reuses.
-func writeJobBody(w http.ResponseWriter, j *api.Job) {
+func writeJobBody(w http.ResponseWriter, j *api.Job) { writeAppended(w, j.AppendJSON) }
+
+// writeAppended writes what appendJSON appends, and a newline, through a
+// pooled buffer.
+func writeAppended(w http.ResponseWriter, appendJSON func([]byte) []byte) {
 	bp := answerBufs.Get().(*[]byte)
-	b := append(j.AppendJSON((*bp)[:0]), '\n')
+	b := append(appendJSON((*bp)[:0]), '\n')
 	_, _ = w.Write(b)
 	if cap(b) <= maxPooledAnswer {
 		*bp = b
