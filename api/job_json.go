@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -17,7 +18,7 @@ import (
 
 // MarshalJSON encodes j as encoding/json would encode its fields.
 func (j *Job) MarshalJSON() ([]byte, error) {
-	return j.AppendJSON(make([]byte, 0, j.sizeHint())), nil
+	return j.AppendJSON(nil), nil
 }
 
 // sizeHint is about the length of j's encoding.
@@ -31,17 +32,15 @@ func (l JobList) MarshalJSON() ([]byte, error) {
 }
 
 // AppendJSON appends l's JSON encoding (MarshalJSON's) to b: a page of jobs
-// is encoded by hand too, each job once, into one buffer.
+// is encoded by hand too, each job once, into one buffer grown once.
 func (l JobList) AppendJSON(b []byte) []byte {
-	if b == nil {
-		n := 64
-		for _, j := range l.Jobs {
-			if j != nil {
-				n += j.sizeHint()
-			}
+	n := 64
+	for _, j := range l.Jobs {
+		if j != nil {
+			n += j.sizeHint()
 		}
-		b = make([]byte, 0, n)
 	}
+	b = slices.Grow(b, n)
 	b = append(b, `{"jobs":`...)
 	if l.Jobs == nil {
 		b = append(b, "null"...)
@@ -54,7 +53,7 @@ func (l JobList) AppendJSON(b []byte) []byte {
 			if j == nil {
 				b = append(b, "null"...)
 			} else {
-				b = j.AppendJSON(b)
+				b = j.appendJSON(b)
 			}
 		}
 		b = append(b, ']')
@@ -70,6 +69,11 @@ func (l JobList) AppendJSON(b []byte) []byte {
 
 // AppendJSON appends j's JSON encoding (MarshalJSON's) to b.
 func (j *Job) AppendJSON(b []byte) []byte {
+	b = slices.Grow(b, j.sizeHint())
+	return j.appendJSON(b)
+}
+
+func (j *Job) appendJSON(b []byte) []byte {
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, j.ID)
 	b = append(b, `,"stream":`...)

@@ -171,6 +171,29 @@ func BenchmarkJobJSON(b *testing.B) {
 			_ = json.NewEncoder(&buf).Encode((*reflectJob)(j))
 		}
 	})
+	page := JobList{Jobs: make([]*Job, 1000)}
+	std := make([]*reflectJob, len(page.Jobs))
+	for i := range page.Jobs {
+		page.Jobs[i], std[i] = j, (*reflectJob)(j)
+	}
+	b.Run("page=1000/hand", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for range b.N {
+			buf = page.AppendJSON(buf[:0])
+		}
+	})
+	b.Run("page=1000/reflect", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf bytes.Buffer
+		for range b.N {
+			buf.Reset()
+			_ = json.NewEncoder(&buf).Encode(struct {
+				Jobs       []*reflectJob  `json:"jobs"`
+				NextCursor NullableString `json:"nextCursor"`
+			}{std, ""})
+		}
+	})
 }
 
 // strictCreate decodes a create's body as the strict decoder alone does.
