@@ -1,9 +1,7 @@
 package fsm
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"testing"
 )
 
@@ -124,18 +122,7 @@ func TestCancelSnapshot(t *testing.T) {
 	mustOK(t, h.cancel(q.ID))
 	h.claim(run.ID, left)
 	mustOK(t, h.cancel(run.ID))
-	s, _ := h.f.Snapshot()
-	var buf bytes.Buffer
-	if err := s.(*snapshot).write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	f2, _ := New(Config{})
-	if err := f2.Restore(io.NopCloser(bytes.NewReader(buf.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
-	if stateHash(t, f2) != stateHash(t, h.f) {
-		t.Fatal("restored state differs")
-	}
+	f2 := restoredCopy(t, h.f)
 	got, _ := f2.Read().Job(run.ID)
 	if !got.CancelRequested() || got.Extra().CancelReason != "not needed" {
 		t.Fatalf("restored running job %+v", got)

@@ -764,6 +764,25 @@ func TestListPagination(t *testing.T) {
 }
 
 // stateHash is a digest of the whole state, via the snapshot encoding.
+// restoredCopy restores f's snapshot into a new state machine and checks
+// it holds the same state.
+func restoredCopy(t testing.TB, f *FSM) *FSM {
+	t.Helper()
+	s, _ := f.Snapshot()
+	var buf bytes.Buffer
+	if err := s.(*snapshot).write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f2, _ := New(Config{})
+	if err := f2.Restore(io.NopCloser(bytes.NewReader(buf.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if stateHash(t, f2) != stateHash(t, f) {
+		t.Fatal("the restored state differs")
+	}
+	return f2
+}
+
 func stateHash(t testing.TB, f *FSM) [32]byte {
 	t.Helper()
 	var buf bytes.Buffer

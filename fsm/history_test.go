@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bytes"
-	"io"
 	"reflect"
 	"testing"
 	"unsafe"
@@ -112,18 +111,7 @@ func TestCreatedEventKeptAsCreator(t *testing.T) {
 	if !bytes.Equal(old.b, func() []byte { var e enc; e.job(queued, snapTagged-1); return e.b }()) {
 		t.Fatal("a job keeping its created event as its creator writes another record than one storing it")
 	}
-	s, _ := h.f.Snapshot()
-	var buf bytes.Buffer
-	if err := s.(*snapshot).write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	f2, _ := New(Config{})
-	if err := f2.Restore(io.NopCloser(bytes.NewReader(buf.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
-	if stateHash(t, f2) != stateHash(t, h.f) {
-		t.Fatal("the restored state differs")
-	}
+	f2 := restoredCopy(t, h.f)
 	for _, j := range []*Job{queued, tokened, c.Job} {
 		back, _ := f2.Read().Job(j.ID)
 		if !sameHistory(j, back) || back.creator == "" || cap(back.history) != len(back.history) {
