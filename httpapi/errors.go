@@ -227,9 +227,10 @@ func writeAppended(w http.ResponseWriter, appendJSON func([]byte) []byte) {
 // maxPooledAnswer is left to the collector.
 var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
-// maxPooledAnswer is the largest answer buffer kept: a page of 1,000 jobs
-// with 256-byte payloads takes about 0.9 MiB.
-const maxPooledAnswer = 2 << 20
+// maxPooledAnswer is the largest answer buffer kept (a page of 50 jobs);
+// a larger page is encoded into a buffer of its own, sized once from its
+// jobs, so the pool does not hold megabytes for a rare page of 1,000.
+const maxPooledAnswer = 64 << 10
 
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	ae := classify(err)
