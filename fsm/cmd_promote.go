@@ -63,13 +63,7 @@ func (c *PromoteCommand) apply(a *applier) *Result {
 // NextScheduled returns the earliest time a scheduled job becomes
 // claimable (unix nanoseconds), or 0 when none waits.
 func (r *Reader) NextScheduled() int64 {
-	var at int64
-	r.point(func(t *tables) {
-		if it, ok := t.scheduled.Min(); ok {
-			at = it.at
-		}
-	})
-	return at
+	return r.firstAt(func(t *tables) (int64, bool) { it, ok := t.scheduled.Min(); return it.at, ok })
 }
 
 // retryDelay is how long j (a copy whose failed attempt is counted in

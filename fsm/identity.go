@@ -419,11 +419,5 @@ func (r *Reader) WorkerBindings() []*WorkerBinding {
 // OldestBinding is when the least recently used worker id binding was
 // last used (0: none).
 func (r *Reader) OldestBinding() int64 {
-	var at int64
-	r.point(func(t *tables) {
-		if it, ok := t.workerSeen.Min(); ok {
-			at = it.at
-		}
-	})
-	return at
+	return r.firstAt(func(t *tables) (int64, bool) { it, ok := t.workerSeen.Min(); return it.at, ok })
 }

@@ -6,13 +6,7 @@ package fsm
 // NextRateDue is the earliest time a rate bucket is due (it allows a claim
 // again, or is full and unused), 0 for none: the promoter's cue.
 func (r *Reader) NextRateDue() int64 {
-	var at int64
-	r.point(func(t *tables) {
-		if it, ok := t.rateDue.Min(); ok {
-			at = it.at
-		}
-	})
-	return at
+	return r.firstAt(func(t *tables) (int64, bool) { it, ok := t.rateDue.Min(); return it.at, ok })
 }
 
 // RateBuckets returns every key's bucket, by key.

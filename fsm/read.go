@@ -26,6 +26,18 @@ func (r *Reader) view() *tables {
 	return r.t
 }
 
+// firstAt is the time of one tree's first item (first answers it), 0 when
+// the tree is empty: a point lookup, for the leader's loops' looks.
+func (r *Reader) firstAt(first func(t *tables) (int64, bool)) int64 {
+	var at int64
+	r.point(func(t *tables) {
+		if a, ok := first(t); ok {
+			at = a
+		}
+	})
+	return at
+}
+
 // point runs a lookup on the Reader's view if it has one, else on the
 // latest applied state. fn must not keep t.
 func (r *Reader) point(fn func(t *tables)) {
@@ -284,25 +296,13 @@ func (r *Reader) Counts() (map[State]int, error) {
 // OldestFinished returns the finish time of the done job that finished
 // first, or 0 when there is none.
 func (r *Reader) OldestFinished() int64 {
-	var at int64
-	r.point(func(t *tables) {
-		if it, ok := t.finished.Min(); ok {
-			at = it.at
-		}
-	})
-	return at
+	return r.firstAt(func(t *tables) (int64, bool) { it, ok := t.finished.Min(); return it.at, ok })
 }
 
 // NextLeaseExpiry returns the earliest lease expiry among running jobs, or
 // 0 when none is running.
 func (r *Reader) NextLeaseExpiry() int64 {
-	var at int64
-	r.point(func(t *tables) {
-		if it, ok := t.lease.Min(); ok {
-			at = it.at
-		}
-	})
-	return at
+	return r.firstAt(func(t *tables) (int64, bool) { it, ok := t.lease.Min(); return it.at, ok })
 }
 
 // Heartbeat answers heartbeat c from the Reader's state when it needs no
@@ -400,11 +400,5 @@ func (r *Reader) PeekTask(stream string) *Job {
 // OldestTaskEnded returns the finish time of the finished task that
 // finished first, or 0 when there is none.
 func (r *Reader) OldestTaskEnded() int64 {
-	var at int64
-	r.point(func(t *tables) {
-		if it, ok := t.taskEnded.Min(); ok {
-			at = it.at
-		}
-	})
-	return at
+	return r.firstAt(func(t *tables) (int64, bool) { it, ok := t.taskEnded.Min(); return it.at, ok })
 }
