@@ -116,11 +116,14 @@ type reqCount struct {
 // lessHead orders the heads index: by stream and target, then in queue
 // order.
 func lessHead(a, b queueItem) bool {
-	if a.stream != b.stream {
-		return a.stream < b.stream
-	}
-	if a.target != b.target {
-		return a.target < b.target
+	if a.lane != b.lane {
+		x, y := a.key(), b.key()
+		if x.stream != y.stream {
+			return x.stream < y.stream
+		}
+		if x.target != y.target {
+			return x.target < y.target
+		}
 	}
 	if a.rank != b.rank {
 		return a.rank < b.rank
@@ -128,7 +131,7 @@ func lessHead(a, b queueItem) bool {
 	if a.seq != b.seq {
 		return a.seq < b.seq
 	}
-	return a.req < b.req
+	return a.lane != b.lane && a.key().req < b.key().req
 }
 
 func lessReqCount(a, b reqCount) bool {
@@ -144,14 +147,14 @@ func lessReqCount(a, b reqCount) bool {
 // queueInsert and queueDelete change the queue index and keep the reqs
 // index's counts with it.
 func (w *writer) queueInsert(it queueItem) {
-	if _, replaced := insertRun(w.t.queue, lessQueue, it); !replaced && it.req != "" {
+	if _, replaced := insertRun(w.t.queue, lessQueue, it); !replaced && it.key().req != "" {
 		w.addReq(it, 1)
 	}
 	w.dirty[tQueue] = true
 }
 
 func (w *writer) queueDelete(it queueItem) {
-	if _, found := w.t.queue.Delete(it); found && it.req != "" {
+	if _, found := w.t.queue.Delete(it); found && it.key().req != "" {
 		w.addReq(it, -1)
 	}
 	w.dirty[tQueue] = true
@@ -165,8 +168,8 @@ func (w *writer) queueUpdate(o queueItem, hadO bool, n queueItem, hasN bool) boo
 		// the new one too.
 		insertRun(w.t.queue, lessQueue, n)
 		w.dirty[tQueue] = true
-		if n.req != "" {
-			k := reqCount{stream: n.stream, target: n.target, req: n.req}
+		if nk := n.key(); nk.req != "" {
+			k := reqCount{stream: nk.stream, target: nk.target, req: nk.req}
 			if c, ok := w.t.reqs.Get(k); ok && c.head.j == o.j {
 				c.head = n
 				w.t.reqs.ReplaceOrInsert(c)
@@ -188,7 +191,8 @@ func (w *writer) queueUpdate(o queueItem, hadO bool, n queueItem, hasN bool) boo
 // addReq counts it (d 1) into or out of (d -1) its lane's requirement set,
 // after the queue index took the change, and keeps the lane's head.
 func (w *writer) addReq(it queueItem, d int) {
-	k := reqCount{stream: it.stream, target: it.target, req: it.req}
+	ik := it.key()
+	k := reqCount{stream: ik.stream, target: ik.target, req: ik.req}
 	c, had := w.t.reqs.Get(k)
 	k.n, k.head = c.n+d, c.head
 	switch {
@@ -206,7 +210,7 @@ func (w *writer) addReq(it queueItem, d int) {
 	case d < 0 && it.j == c.head.j:
 		// The head left: the lane's next job leads.
 		w.t.heads.Delete(c.head)
-		w.t.queue.AscendGreaterOrEqual(queueItem{stream: it.stream, target: it.target, req: it.req, rank: math.MinInt64}, func(q queueItem) bool {
+		w.t.queue.AscendGreaterOrEqual(queueItem{lane: it.lane, rank: math.MinInt64}, func(q queueItem) bool {
 			k.head = q
 			return false
 		})
@@ -234,8 +238,9 @@ func (t *tables) firstFor(stream, target, req, worker string) *Job {
 	}
 	var j *Job
 	skips := 0
-	t.queue.AscendGreaterOrEqual(queueItem{stream: stream, target: target, req: req, rank: math.MinInt64}, func(it queueItem) bool {
-		if it.stream != stream || it.target != target || it.req != req {
+	from := laneStart(stream, target, req)
+	t.queue.AscendGreaterOrEqual(from, func(it queueItem) bool {
+		if it.lane != from.lane {
 			return false
 		}
 		if !slices.Contains(it.j.Extra().NotFor, worker) {
@@ -261,11 +266,12 @@ func (t *tables) bestOfLane(stream, target string, caps []string, worker string,
 	if len(caps) == 0 {
 		return best
 	}
-	t.heads.AscendGreaterOrEqual(queueItem{stream: stream, target: target, rank: math.MinInt64}, func(h queueItem) bool {
-		if h.stream != stream || h.target != target || (best != nil && queueRank(best) <= h.rank) {
+	t.heads.AscendGreaterOrEqual(laneStart(stream, target, ""), func(h queueItem) bool {
+		hk := h.key()
+		if hk.stream != stream || hk.target != target || (best != nil && queueRank(best) <= h.rank) {
 			return false // past the lane, or no head from here on beats best
 		}
-		if !covers(caps, h.req) {
+		if !covers(caps, hk.req) {
 			return true
 		}
 		if worker == "" || !slices.Contains(h.j.Extra().NotFor, worker) {
@@ -274,7 +280,7 @@ func (t *tables) bestOfLane(stream, target string, caps []string, worker string,
 		}
 		// The worker gave this head back as not for it: the lane's next
 		// job it may take competes, and later heads may be older than it.
-		consider(t.firstFor(stream, target, h.req, worker))
+		consider(t.firstFor(stream, target, hk.req, worker))
 		return true
 	})
 	return best

@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"math"
-
 	"github.com/google/btree"
 )
 
@@ -38,11 +36,14 @@ func lessKeyed(a, b keyedItem) bool {
 	// A group (key and lane) in queue order; its jobs' requirements, part
 	// of the lane in the queue index, do not split the group.
 	x, y := a.q, b.q
-	if x.stream != y.stream {
-		return x.stream < y.stream
-	}
-	if x.target != y.target {
-		return x.target < y.target
+	if x.lane != y.lane {
+		xk, yk := x.key(), y.key()
+		if xk.stream != yk.stream {
+			return xk.stream < yk.stream
+		}
+		if xk.target != yk.target {
+			return xk.target < yk.target
+		}
 	}
 	if x.rank != y.rank {
 		return x.rank < y.rank
@@ -57,15 +58,25 @@ func lessGroup(a, b keyedItem) bool {
 	if a.key != b.key {
 		return a.key < b.key
 	}
-	if a.q.stream != b.q.stream {
-		return a.q.stream < b.q.stream
+	if a.q.lane == b.q.lane {
+		return false
 	}
-	return a.q.target < b.q.target
+	x, y := a.q.key(), b.q.key()
+	if x.stream != y.stream {
+		return x.stream < y.stream
+	}
+	return x.target < y.target
 }
 
 // groupStart is the first place of a group in the keyed index.
 func groupStart(key, stream, target string) keyedItem {
-	return keyedItem{key, queueItem{stream: stream, target: target, rank: math.MinInt64}}
+	return keyedItem{key, laneStart(stream, target, "")}
+}
+
+// inGroup reports whether it is of key's group (stream, target).
+func (it keyedItem) inGroup(key, stream, target string) bool {
+	k := it.q.key()
+	return it.key == key && k.stream == stream && k.target == target
 }
 
 func newKeyedTree() *btree.BTreeG[keyedItem]    { return btree.NewG(btreeDegree, lessKeyed) }
@@ -80,7 +91,10 @@ func claimable(j *Job) bool {
 
 // keyedEntry keys a claimable job that has a concurrency key.
 func keyedEntry(j *Job) (keyedItem, bool) {
-	return keyedItem{j.Extra().ConcurrencyKey, queueItem{j.Stream, j.Target, j.Extra().Requires, queueRank(j), j.CreateIndex, j}}, j.Extra().ConcurrencyKey != "" && claimable(j)
+	if j.Extra().ConcurrencyKey == "" || !claimable(j) {
+		return keyedItem{}, false
+	}
+	return keyedItem{j.Extra().ConcurrencyKey, queueItemOf(j)}, true
 }
 
 // keyLimit is the most jobs of j's key that may run while j is claimed.
@@ -168,14 +182,16 @@ func (w *writer) admitKey(key string) {
 		if !found {
 			break
 		}
-		add(group{head.q.stream, head.q.target})
-		from = groupStart(key, head.q.stream, head.q.target+"\x00")
+		hk := head.q.key()
+		add(group{hk.stream, hk.target})
+		from = groupStart(key, hk.stream, hk.target+"\x00")
 	}
 	w.t.admitted.AscendGreaterOrEqual(groupStart(key, "", ""), func(it keyedItem) bool {
 		if it.key != key {
 			return false
 		}
-		add(group{it.q.stream, it.q.target})
+		k := it.q.key()
+		add(group{k.stream, k.target})
 		return true
 	})
 	running := w.t.runningOfKey(key)
@@ -190,7 +206,7 @@ func (w *writer) admitGroup(key, stream, target string, running int) {
 	var head keyedItem
 	hasHead := false
 	w.t.keyed.AscendGreaterOrEqual(groupStart(key, stream, target), func(it keyedItem) bool {
-		head, hasHead = it, it.key == key && it.q.stream == stream && it.q.target == target
+		head, hasHead = it, it.inGroup(key, stream, target)
 		return false
 	})
 	want := hasHead && running < keyLimit(head.q.j)

@@ -77,7 +77,7 @@ func ratedEntry(j *Job) (keyedItem, bool) {
 	if r == nil || j.Extra().ConcurrencyKey != "" || !claimable(j) {
 		return keyedItem{}, false
 	}
-	return keyedItem{r.Key, queueItem{j.Stream, j.Target, j.Extra().Requires, queueRank(j), j.CreateIndex, j}}, true
+	return keyedItem{r.Key, queueItemOf(j)}, true
 }
 
 func (t *tables) rate(key string) (rateItem, bool) {
@@ -152,7 +152,8 @@ func (w *writer) putRated(old, j *Job) {
 	if hadO && hasN && !lessKeyed(o, n) && !lessKeyed(n, o) && o.key == n.key {
 		w.t.rated.ReplaceOrInsert(n)
 		w.dirty[tRates] = true
-		w.admitRateGroup(n.key, n.q.stream, n.q.target, w.t.rateOpen(n.key))
+		nk := n.q.key()
+		w.admitRateGroup(n.key, nk.stream, nk.target, w.t.rateOpen(n.key))
 		return
 	}
 	if hadO {
@@ -199,19 +200,21 @@ func (w *writer) dequeue(it queueItem) {
 }
 
 func (w *writer) rateEnqueue(key string, q queueItem) {
+	k := q.key()
 	if _, replaced := w.t.rated.ReplaceOrInsert(keyedItem{key, q}); !replaced {
-		w.countRateGroup(key, q.stream, q.target, 1)
+		w.countRateGroup(key, k.stream, k.target, 1)
 	}
 	w.dirty[tRates] = true
-	w.admitRateGroup(key, q.stream, q.target, w.t.rateOpen(key))
+	w.admitRateGroup(key, k.stream, k.target, w.t.rateOpen(key))
 }
 
 func (w *writer) rateDequeue(key string, q queueItem) {
+	k := q.key()
 	if _, ok := w.t.rated.Delete(keyedItem{key, q}); ok {
-		w.countRateGroup(key, q.stream, q.target, -1)
+		w.countRateGroup(key, k.stream, k.target, -1)
 		w.dirty[tRates] = true
 	}
-	w.admitRateGroup(key, q.stream, q.target, w.t.rateOpen(key))
+	w.admitRateGroup(key, k.stream, k.target, w.t.rateOpen(key))
 }
 
 // rateOpen reports whether key's bucket is open (a key without one is).
@@ -227,7 +230,7 @@ func (w *writer) admitRateGroup(key, stream, target string, open bool) {
 	hasHead := false
 	if open {
 		w.t.rated.AscendGreaterOrEqual(groupStart(key, stream, target), func(it keyedItem) bool {
-			head, hasHead = it, it.key == key && it.q.stream == stream && it.q.target == target
+			head, hasHead = it, it.inGroup(key, stream, target)
 			return false
 		})
 	}
@@ -287,8 +290,9 @@ func (w *writer) openKey(key string) {
 		if !found {
 			return
 		}
-		w.admitRateHead(key, head.q.stream, head.q.target, head, true)
-		from = groupStart(key, head.q.stream, head.q.target+"\x00")
+		hk := head.q.key()
+		w.admitRateHead(key, hk.stream, hk.target, head, true)
+		from = groupStart(key, hk.stream, hk.target+"\x00")
 	}
 }
 

@@ -138,7 +138,7 @@ func BenchmarkBuildTree(b *testing.B) {
 	items := make([]queueItem, 300_000)
 	jobs := make([]Job, len(items))
 	for i := range items {
-		items[i] = queueItem{stream: DefaultStream, rank: int64(i), seq: uint64(i), j: &jobs[i]}
+		items[i] = queueItem{lane: laneOfQueue(DefaultStream, "", ""), rank: int64(i), seq: uint64(i), j: &jobs[i]}
 	}
 	b.Run("insert", func(b *testing.B) {
 		for b.Loop() {

@@ -62,6 +62,7 @@ type bulkJobs struct {
 	// by number, in the queue's order once sorted.
 	groups    map[[3]string]uint32
 	lanes     [][3]string
+	handles   []queueLane // the lanes' handles, in the order of lanes
 	lastGroup [3]string
 	lastID    uint32
 }
@@ -165,10 +166,10 @@ func (b *bulkJobs) add(j *Job) error {
 	b.created.added.add(sortKey{i: int32(n), b: j.CreateIndex})
 	b.counts[e.lane]++
 	if e.hasQueue {
-		b.queue.added.add(sortKey{a: b.group(e.queue), i: int32(n), b: signed(e.queue.rank), c: e.queue.seq})
+		b.queue.added.add(sortKey{a: b.group(queueKey{j.Stream, j.Target, j.Extra().Requires}), i: int32(n), b: signed(e.queue.rank), c: e.queue.seq})
 	}
 	if e.hasAge {
-		b.age.added.add(sortKey{a: b.group(queueItem{stream: e.age.stream}), i: int32(n), b: signed(e.age.rank), c: e.age.seq})
+		b.age.added.add(sortKey{a: b.group(queueKey{stream: e.age.stream}), i: int32(n), b: signed(e.age.rank), c: e.age.seq})
 	}
 	if e.hasLease {
 		b.lease.added.add(timeKey(e.lease, n))
@@ -210,8 +211,8 @@ func (b *bulkJobs) add(j *Job) error {
 }
 
 // group numbers the lane of a queue item (stream, target, requirements).
-func (b *bulkJobs) group(it queueItem) uint32 {
-	g := [3]string{it.stream, it.target, it.req}
+func (b *bulkJobs) group(k queueKey) uint32 {
+	g := [3]string{k.stream, k.target, k.req}
 	if b.groups != nil && g == b.lastGroup {
 		return b.lastID
 	}
@@ -237,8 +238,10 @@ func (b *bulkJobs) sortGroups() {
 		return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1]), cmp.Compare(x[2], y[2]))
 	})
 	rank := make([]uint32, len(b.lanes))
+	b.handles = make([]queueLane, len(b.lanes))
 	for r, g := range b.lanes {
 		rank[b.groups[g]] = uint32(r)
+		b.handles[r] = laneOfQueue(g[0], g[1], g[2])
 	}
 	for _, keys := range []*chunked[sortKey]{&b.queue.added, &b.age.added} {
 		for _, ch := range keys.chunks {
@@ -251,8 +254,7 @@ func (b *bulkJobs) sortGroups() {
 
 // queueItem is the item of a sorted key of a queue index.
 func (b *bulkJobs) queueItem(k sortKey) queueItem {
-	g := b.lanes[k.a]
-	return queueItem{g[0], g[1], g[2], unsigned(k.b), k.c, b.jobs.at(int(k.i))}
+	return queueItem{b.handles[k.a], unsigned(k.b), k.c, b.jobs.at(int(k.i))}
 }
 
 // ageItem is the item of a sorted key of the queue-age index.
@@ -410,11 +412,12 @@ func (b *bulkJobs) buildReqs(t *tables) {
 			continue // no requirements
 		}
 		it := b.queueItem(k)
-		if n := len(reqs); n > 0 && reqs[n-1].stream == it.stream && reqs[n-1].target == it.target && reqs[n-1].req == it.req {
+		if n := len(reqs); n > 0 && reqs[n-1].head.lane == it.lane {
 			reqs[n-1].n++
 			continue
 		}
-		reqs = append(reqs, reqCount{stream: it.stream, target: it.target, req: it.req, n: 1, head: it})
+		ik := it.key()
+		reqs = append(reqs, reqCount{stream: ik.stream, target: ik.target, req: ik.req, n: 1, head: it})
 		heads = append(heads, it)
 	}
 	buildSorted(t.reqs, reqs)

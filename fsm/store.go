@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"math"
+	"unique"
 
 	"github.com/google/btree"
 )
@@ -86,15 +87,23 @@ type (
 	// among jobs of one priority the one that has waited longest (ties, as
 	// after one reap, go in creation order).
 	queueItem struct {
-		stream, target, req string
-		rank                int64
-		seq                 uint64
-		j                   *Job
+		lane queueLane
+		rank int64
+		seq  uint64
+		j    *Job
 	}
+	// queueKey names a queue lane: a stream, a target and a requirement
+	// key.
+	queueKey struct{ stream, target, req string }
+	// queueLane is a queueKey interned (unique.Make): an item holds one
+	// pointer where three strings took 48 bytes, so an item is 32 bytes,
+	// not 72, in indexes of every queued job, and two items of one lane
+	// are of one lane when their pointers are equal. A lane's key lives as
+	// long as an item holds it.
+	queueLane = unique.Handle[queueKey]
 	// ageItem keys a claimable job by stream, then queue index, then
 	// create index (queueAge). It is a queue item without the lane's target
-	// and requirement key, which that index does not order by: 40 bytes
-	// where a queueItem takes 72, in an index of every queued job.
+	// and requirement key, which that index does not order by.
 	ageItem struct {
 		stream string
 		rank   int64 // the queue index
@@ -135,20 +144,43 @@ func lessTime(a, b timeItem) bool {
 	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
 }
 func lessQueue(a, b queueItem) bool {
-	if a.stream != b.stream {
-		return a.stream < b.stream
-	}
-	if a.target != b.target {
-		return a.target < b.target
-	}
-	if a.req != b.req {
-		return a.req < b.req
+	if a.lane != b.lane {
+		return lessQueueKey(a.key(), b.key())
 	}
 	if a.rank != b.rank {
 		return a.rank < b.rank
 	}
 	return a.seq < b.seq
 }
+
+func lessQueueKey(x, y queueKey) bool {
+	if x.stream != y.stream {
+		return x.stream < y.stream
+	}
+	if x.target != y.target {
+		return x.target < y.target
+	}
+	return x.req < y.req
+}
+
+// laneOfQueue is the lane (stream, target, req).
+func laneOfQueue(stream, target, req string) queueLane {
+	return unique.Make(queueKey{stream, target, req})
+}
+
+// laneStart is the place before every item of lane (stream, target, req).
+func laneStart(stream, target, req string) queueItem {
+	return queueItem{lane: laneOfQueue(stream, target, req), rank: math.MinInt64}
+}
+
+// key is the item's lane (empty for the zero item).
+func (it queueItem) key() queueKey {
+	if it.lane == (queueLane{}) {
+		return queueKey{}
+	}
+	return it.lane.Value()
+}
+
 func lessAge(a, b ageItem) bool {
 	if a.stream != b.stream {
 		return a.stream < b.stream
@@ -169,7 +201,21 @@ func idemEntry(j *Job) (idItem, bool) {
 }
 
 func queueEntry(j *Job) (queueItem, bool) {
-	return queueItem{j.Stream, j.Target, j.Extra().Requires, queueRank(j), j.CreateIndex, j}, claimable(j) && j.Extra().ConcurrencyKey == "" && j.Extra().Rate == nil
+	if !inQueueLane(j) {
+		return queueItem{}, false
+	}
+	return queueItemOf(j), true
+}
+
+// inQueueLane reports whether j waits in its lane of the queue index by
+// itself (not admitted there by a concurrency key or a rate).
+func inQueueLane(j *Job) bool {
+	return claimable(j) && j.Extra().ConcurrencyKey == "" && j.Extra().Rate == nil
+}
+
+// queueItemOf is j's item in its lane.
+func queueItemOf(j *Job) queueItem {
+	return queueItem{laneOfQueue(j.Stream, j.Target, j.Extra().Requires), queueRank(j), j.CreateIndex, j}
 }
 
 // scheduledEntry keys a queued job waiting for its time by that time.
@@ -359,8 +405,9 @@ func (t *tables) jobByIdem(key string) *Job {
 // firstQueued returns the longest-waiting job of one lane, or nil.
 func (t *tables) firstQueued(stream, target, req string) *Job {
 	var j *Job
-	t.queue.AscendGreaterOrEqual(queueItem{stream: stream, target: target, req: req, rank: math.MinInt64}, func(it queueItem) bool {
-		if it.stream == stream && it.target == target && it.req == req {
+	from := laneStart(stream, target, req)
+	t.queue.AscendGreaterOrEqual(from, func(it queueItem) bool {
+		if it.lane == from.lane {
 			j = it.j
 		}
 		return false

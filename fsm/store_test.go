@@ -108,7 +108,7 @@ func checkIndexes(t testing.TB, f *FSM) {
 		return true
 	})
 	v.keyed.Ascend(func(it keyedItem) bool {
-		g := groupStart(it.key, it.q.stream, it.q.target)
+		g := groupStart(it.key, it.q.key().stream, it.q.key().target)
 		if _, ok := heads[g]; !ok {
 			heads[g] = it
 		}
@@ -119,7 +119,7 @@ func checkIndexes(t testing.TB, f *FSM) {
 		cur, has := v.admitted.Get(g)
 		want := v.runningOfKey(g.key) < keyLimit(h.q.j)
 		if has != want || (has && cur.q.j != h.q.j) {
-			t.Fatalf("group %s/%s/%s: admitted %v (%v), want %v (head %s, %d running, limit %d)", g.key, g.q.stream, g.q.target, has, cur.q.j, want, h.q.j.ID, v.runningOfKey(g.key), keyLimit(h.q.j))
+			t.Fatalf("group %s/%s/%s: admitted %v (%v), want %v (head %s, %d running, limit %d)", g.key, g.q.key().stream, g.q.key().target, has, cur.q.j, want, h.q.j.ID, v.runningOfKey(g.key), keyLimit(h.q.j))
 		}
 		if has {
 			admitted++
@@ -140,8 +140,8 @@ func checkIndexes(t testing.TB, f *FSM) {
 	// The requirement sets of each lane are counted as the queue holds them.
 	reqs := map[reqCount]int{}
 	v.queue.Ascend(func(it queueItem) bool {
-		if it.req != "" {
-			reqs[reqCount{stream: it.stream, target: it.target, req: it.req}]++
+		if k := it.key(); k.req != "" {
+			reqs[reqCount{stream: k.stream, target: k.target, req: k.req}]++
 		}
 		return true
 	})
@@ -327,7 +327,7 @@ func checkRates(t testing.TB, v *tables, rated []keyedItem) int {
 	}
 	groups := map[rateGroupItem]int{}
 	for _, k := range rated {
-		groups[rateGroupItem{key: k.key, stream: k.q.stream, target: k.q.target}]++
+		groups[rateGroupItem{key: k.key, stream: k.q.key().stream, target: k.q.key().target}]++
 	}
 	if v.rateGroups.Len() != len(groups) {
 		t.Fatalf("rate group counts hold %d groups, the rated jobs make %d", v.rateGroups.Len(), len(groups))
@@ -345,7 +345,7 @@ func checkRates(t testing.TB, v *tables, rated []keyedItem) int {
 		if got, ok := v.rated.Get(k); !ok || got.q.j != k.q.j {
 			t.Fatalf("rated job %s missing from the rated index", k.q.j.ID)
 		}
-		g := groupStart(k.key, k.q.stream, k.q.target)
+		g := groupStart(k.key, k.q.key().stream, k.q.key().target)
 		if h, ok := heads[g]; !ok || lessKeyed(k, h) {
 			heads[g] = k
 		}
@@ -392,7 +392,7 @@ func checkRates(t testing.TB, v *tables, rated []keyedItem) int {
 		b, _ := v.rate(g.key)
 		cur, has := v.rateAdmitted.Get(g)
 		if want := !b.Blocked; has != want || (has && cur.q.j != h.q.j) {
-			t.Fatalf("rate group %s/%s/%s: admitted %v, want %v (head %s)", g.key, g.q.stream, g.q.target, has, want, h.q.j.ID)
+			t.Fatalf("rate group %s/%s/%s: admitted %v, want %v (head %s)", g.key, g.q.key().stream, g.q.key().target, has, want, h.q.j.ID)
 		}
 		if has {
 			admitted++

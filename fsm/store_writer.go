@@ -73,13 +73,30 @@ func entriesOf(j *Job) jobEntries {
 	e.idem, e.hasIdem = idemEntry(j)
 	e.attempt, e.hasAttempt = attemptEntry(j)
 	e.routed, e.hasRouted = routedEntry(j)
-	e.queue, e.hasQueue = queueEntry(j)
+	// The queue item's lane is left out: the writer interns it
+	// (withLanes), a restore per lane.
+	e.queue, e.hasQueue = queueItem{rank: queueRank(j), seq: j.CreateIndex, j: j}, inQueueLane(j)
 	e.age, e.hasAge = ageItem{stream: j.Stream, rank: int64(j.QueueIndex), seq: j.CreateIndex, j: j}, claimable(j)
 	e.lease, e.hasLease = leaseEntry(j)
 	e.sched, e.hasSched = scheduledEntry(j)
 	e.done, e.hasDone = finishedEntry(j)
 	e.ended, e.hasEnded = taskEndedEntry(j)
 	return e
+}
+
+// withLanes gives the queue items of o and n their lanes, n the lane of o
+// when the job stays in it.
+func withLanes(o, n *jobEntries) {
+	if o.hasQueue {
+		o.queue.lane = queueItemOf(o.queue.j).lane
+	}
+	if n.hasQueue {
+		if oj, nj := o.queue.j, n.queue.j; o.hasQueue && oj.Stream == nj.Stream && oj.Target == nj.Target && oj.Extra().Requires == nj.Extra().Requires {
+			n.queue.lane = o.queue.lane
+		} else {
+			n.queue.lane = queueItemOf(nj).lane
+		}
+	}
 }
 
 // putJob replaces old with j in every index (old nil: a new job; j nil: a
@@ -89,6 +106,7 @@ func (w *writer) putJob(old, j *Job) {
 		j.compactExtra()
 	}
 	o, n := entriesOf(old), entriesOf(j)
+	withLanes(&o, &n)
 	// The id index says which version is stored: old must be it, or the
 	// other indexes would keep entries of a version they no longer hold.
 	var prev idItem
