@@ -148,8 +148,10 @@ func (s *Server) Serve(c *Conn) error {
 			}
 			mu.Unlock()
 		case FrameRequest:
-			req, err := DecodeRequest(payload)
+			rctx, cancel := context.WithCancel(ctx)
+			req, err := DecodeRequestContext(rctx, payload)
 			if err != nil {
+				cancel()
 				c.Fail(err)
 				return fmt.Errorf("wire: bad request frame: %w", err)
 			}
@@ -157,11 +159,9 @@ func (s *Server) Serve(c *Conn) error {
 			if slots != nil {
 				slots <- struct{}{}
 			}
-			rctx, cancel := context.WithCancel(ctx)
 			mu.Lock()
 			cancels[id] = cancel
 			mu.Unlock()
-			req = req.WithContext(rctx)
 			req.RemoteAddr = remote
 			if s.Prepare != nil {
 				s.Prepare(req)

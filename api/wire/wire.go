@@ -26,6 +26,7 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -231,6 +232,13 @@ func AppendRequest(b []byte, method, uri string, h http.Header, body []byte) []b
 
 // DecodeRequest parses a request frame's payload into a server request.
 func DecodeRequest(p []byte) (*http.Request, error) {
+	return DecodeRequestContext(context.Background(), p)
+}
+
+// DecodeRequestContext parses a request frame's payload into a server
+// request with context ctx: one allocation of the request, where
+// DecodeRequest and WithContext make two.
+func DecodeRequestContext(ctx context.Context, p []byte) (*http.Request, error) {
 	f := &Fields{B: p}
 	method := methodString(f.Bytes())
 	uri := string(f.Bytes())
@@ -245,11 +253,12 @@ func DecodeRequest(p []byte) (*http.Request, error) {
 	}
 	rb := newBody(body)
 	rb.frame = p
-	return &http.Request{
+	r := http.Request{
 		Method: method, URL: u, RequestURI: uri, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, Body: rb, ContentLength: int64(len(body)),
 		Host: u.Host,
-	}, nil
+	}
+	return r.WithContext(ctx), nil
 }
 
 // methodString returns the common methods without allocating.
