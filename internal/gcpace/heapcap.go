@@ -51,6 +51,12 @@ var heapCapGCShare = 0.08
 // garbage would take over 80 s to fill it), it drops the headroom to the
 // floor at once and returns what lies above it to the system (one
 // collection). The adaptation above grows it again if traffic returns.
+// A headroom already at its floor still holds up to the floor in garbage
+// pages, which an idle node would keep mapped for as long as it stays
+// idle; so a quiet look also collects and returns them once an eighth of
+// the floor was allocated since the last return: one collection each time
+// a busy spell ends, and at most one per eighth of the floor allocated
+// while traffic trickles.
 var quietCheck = 10 * time.Second
 
 // CapHeapGrowth caps the heap's growth beyond the memory in use at
@@ -90,6 +96,7 @@ func trimWhenQuiet(done <-chan struct{}) {
 	t := time.NewTicker(quietCheck)
 	defer t.Stop()
 	last := allocated()
+	returned := last // allocated at the last return to the system
 	for {
 		select {
 		case <-done:
@@ -97,23 +104,30 @@ func trimWhenQuiet(done <-chan struct{}) {
 		case <-t.C:
 		}
 		now := allocated()
-		if trimHeadroom(now - last) {
+		if trimHeadroom(now-last, now-returned) {
 			debug.FreeOSMemory()
+			returned = allocated()
 		}
 		last = now
 	}
 }
 
-// trimHeadroom drops a grown headroom to its floor, and the memory limit
-// with it, when alloc (the bytes allocated in the last quietCheck) is
-// under an eighth of it, unless a restore paces the collector; it reports
-// whether it did.
-func trimHeadroom(alloc int64) bool {
+// trimHeadroom reports whether the process is quiet and holds garbage
+// worth returning to the system: alloc (the bytes allocated in the last
+// quietCheck) is under an eighth of the headroom, and either the headroom
+// had grown, or sinceReturn (the bytes allocated since the last return)
+// reached an eighth of the floor. A grown headroom drops to its floor, and
+// the memory limit with it. While a restore paces the collector it does
+// nothing.
+func trimHeadroom(alloc, sinceReturn int64) bool {
 	g := &restoreGC
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.headroom <= g.floor || g.n > 0 || alloc >= g.headroom/8 {
+	if g.n > 0 || alloc >= g.headroom/8 {
 		return false
+	}
+	if g.headroom <= g.floor {
+		return sinceReturn >= g.floor/8
 	}
 	g.headroom = g.floor
 	debug.SetMemoryLimit(heapCapLimit(readHeapMetrics().held(), g.headroom, g.userLimit))

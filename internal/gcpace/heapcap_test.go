@@ -166,6 +166,53 @@ func TestHeapCapTrimsWhenQuiet(t *testing.T) {
 	runtime.KeepAlive(keep)
 }
 
+// TestHeapCapReturnsGarbageWhenQuiet: with the headroom at its floor, the
+// free pages a busy spell left behind (up to the floor, under the limit, so
+// the runtime keeps them) go back to the system once the process is quiet,
+// not whenever the next collection comes.
+func TestHeapCapReturnsGarbageWhenQuiet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates a few hundred MiB")
+	}
+	defer func(d time.Duration) { quietCheck = d }(quietCheck)
+	quietCheck = 200 * time.Millisecond // a busy spell allocates far more than an eighth of the floor in one
+	defer func(s float64) { heapCapGCShare = s }(heapCapGCShare)
+	heapCapGCShare = 1 // hold the headroom at its floor
+	// As on a node holding many jobs at GOGC=200: GOGC's own goal lies far
+	// above, so only the cap decides what the runtime keeps.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	const userLimit = 1 << 40
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(userLimit))
+	const floor = 256 << 20
+	stop := CapHeapGrowth(floor)
+	defer stop()
+	runtime.GC() // the cap sets its limit
+	// The heap's memory the process maps: its objects, live or garbage
+	// not yet collected, and its spans' free slots and free pages.
+	mapped := func() int64 {
+		s := []metrics.Sample{
+			{Name: "/memory/classes/heap/objects:bytes"},
+			{Name: "/memory/classes/heap/unused:bytes"},
+			{Name: "/memory/classes/heap/free:bytes"},
+		}
+		metrics.Read(s)
+		return int64(s[0].Value.Uint64() + s[1].Value.Uint64() + s[2].Value.Uint64())
+	}
+	// The busy spell: 128 MiB of garbage, under the floor, so no collection.
+	var sink []byte
+	for range 2048 {
+		sink = make([]byte, 64<<10)
+	}
+	_ = sink
+	deadline := time.Now().Add(20 * time.Second)
+	for mapped() > 32<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("quiet, the heap still maps %d MiB", mapped()>>20)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // A heap whose spans are half empty (every other object freed, as jobs
 // are among a leader's request garbage) still holds those spans: the cap's
 // limit must lie above all the runtime holds, or the runtime collects over
