@@ -116,14 +116,8 @@ type reqCount struct {
 // lessHead orders the heads index: by stream and target, then in queue
 // order.
 func lessHead(a, b queueItem) bool {
-	if a.lane != b.lane {
-		x, y := a.key(), b.key()
-		if x.stream != y.stream {
-			return x.stream < y.stream
-		}
-		if x.target != y.target {
-			return x.target < y.target
-		}
+	if c := cmpStreamTarget(a, b); c != 0 {
+		return c < 0
 	}
 	if a.rank != b.rank {
 		return a.rank < b.rank

@@ -36,14 +36,8 @@ func lessKeyed(a, b keyedItem) bool {
 	// A group (key and lane) in queue order; its jobs' requirements, part
 	// of the lane in the queue index, do not split the group.
 	x, y := a.q, b.q
-	if x.lane != y.lane {
-		xk, yk := x.key(), y.key()
-		if xk.stream != yk.stream {
-			return xk.stream < yk.stream
-		}
-		if xk.target != yk.target {
-			return xk.target < yk.target
-		}
+	if c := cmpStreamTarget(x, y); c != 0 {
+		return c < 0
 	}
 	if x.rank != y.rank {
 		return x.rank < y.rank
@@ -58,14 +52,7 @@ func lessGroup(a, b keyedItem) bool {
 	if a.key != b.key {
 		return a.key < b.key
 	}
-	if a.q.lane == b.q.lane {
-		return false
-	}
-	x, y := a.q.key(), b.q.key()
-	if x.stream != y.stream {
-		return x.stream < y.stream
-	}
-	return x.target < y.target
+	return cmpStreamTarget(a.q, b.q) < 0
 }
 
 // groupStart is the first place of a group in the keyed index.

@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"cmp"
 	"math"
+	"strings"
 	"unique"
 
 	"github.com/google/btree"
@@ -161,6 +163,16 @@ func lessQueueKey(x, y queueKey) bool {
 		return x.target < y.target
 	}
 	return x.req < y.req
+}
+
+// cmpStreamTarget orders a and b by their lanes' streams, then targets
+// (0: the same for both).
+func cmpStreamTarget(a, b queueItem) int {
+	if a.lane == b.lane {
+		return 0
+	}
+	x, y := a.key(), b.key()
+	return cmp.Or(strings.Compare(x.stream, y.stream), strings.Compare(x.target, y.target))
 }
 
 // laneOfQueue is the lane (stream, target, req).
