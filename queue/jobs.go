@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spine-queue/spine/fsm"
@@ -107,9 +106,6 @@ func runAtRange(t time.Time) error {
 	return invalid("runAt must be between 1970-01-01T00:00:00Z and %d days from now (a past time means now), got %s",
 		MaxScheduleDays, t.UTC().Format(time.RFC3339))
 }
-
-// createCmds are the commands Create proposes; Propose keeps none.
-var createCmds = sync.Pool{New: func() any { return new(fsm.CreateCommand) }}
 
 // Create makes a job, or answers the job an earlier create with the same
 // idempotency key made (created false). index is the state the answer
@@ -246,14 +242,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (j *fsm.Job, creat
 		*in.template = cmd
 		return nil, false, 0, nil
 	}
-	// Proposed from a pooled copy: cmd stays on the stack, and the
-	// leader makes no garbage of the size of a job for it (design.md §1,
-	// "What a job costs in memory").
-	pc := createCmds.Get().(*fsm.CreateCommand)
-	*pc = cmd
-	res, index, err = s.Propose(ctx, fsm.CmdCreate, pc)
-	*pc = fsm.CreateCommand{}
-	createCmds.Put(pc)
+	res, index, err = s.proposeCreate(ctx, &cmd)
 	if err != nil {
 		return nil, false, index, err
 	}

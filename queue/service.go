@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -238,6 +239,21 @@ func (s *Service) Propose(ctx context.Context, t fsm.CommandType, cmd interface{
 		return res, index, &Refusal{Err: res.Err, Job: res.Job, Index: index}
 	}
 	return res, index, nil
+}
+
+// createCmds are the commands proposeCreate proposes; Propose keeps none.
+var createCmds = sync.Pool{New: func() any { return new(fsm.CreateCommand) }}
+
+// proposeCreate proposes cmd from a pooled copy: cmd stays on its caller's
+// stack, and the leader makes no garbage of a job's size for it
+// (design.md §1, "What a job costs in memory").
+func (s *Service) proposeCreate(ctx context.Context, cmd *fsm.CreateCommand) (*fsm.Result, uint64, error) {
+	pc := createCmds.Get().(*fsm.CreateCommand)
+	*pc = *cmd
+	res, index, err := s.Propose(ctx, fsm.CmdCreate, pc)
+	*pc = fsm.CreateCommand{}
+	createCmds.Put(pc)
+	return res, index, err
 }
 
 // entryContent names, in the API's terms, what a command of type t
