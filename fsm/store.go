@@ -99,8 +99,8 @@ type (
 	queueKey struct{ stream, target, req string }
 	// queueLane is a queueKey interned (unique.Make): an item holds one
 	// pointer where three strings took 48 bytes, so an item is 32 bytes,
-	// not 72, in indexes of every queued job, and two items of one lane
-	// are of one lane when their pointers are equal. A lane's key lives as
+	// not 72, in indexes of every queued job, and two items are of one
+	// lane exactly when their handles are equal. A lane's key lives as
 	// long as an item holds it.
 	queueLane = unique.Handle[queueKey]
 	// ageItem keys a claimable job by stream, then queue index, then
