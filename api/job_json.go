@@ -58,11 +58,19 @@ func (l JobList) AppendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
+	return AppendJobListEnd(b, l.NextCursor)
+}
+
+// AppendJobListEnd appends what follows a page's jobs array in JobList's
+// encoding: the cursor ("" for JSON null) and the closing brace. A server
+// writing a long page streams it as `{"jobs":[`, the jobs' AppendJSON
+// separated by commas, `]` and this, and sends JobList's bytes exactly.
+func AppendJobListEnd(b []byte, next NullableString) []byte {
 	b = append(b, `,"nextCursor":`...)
-	if l.NextCursor == "" {
+	if next == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendJSONString(b, string(l.NextCursor))
+		b = appendJSONString(b, string(next))
 	}
 	return append(b, '}')
 }

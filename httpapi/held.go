@@ -1,8 +1,9 @@
 package httpapi
 
 import (
-	"bytes"
 	"net/http"
+
+	"github.com/spine-queue/spine/api/wire"
 )
 
 // heldResponse holds an answer back until the server knows it may send it:
@@ -11,7 +12,9 @@ import (
 type heldResponse struct {
 	header http.Header
 	status int
-	body   bytes.Buffer
+	// body is held in pooled chunks: a long answer (a page of jobs) costs
+	// no buffer of its length, and a short one no buffer at all.
+	body wire.Chunks
 }
 
 func newHeldResponse() *heldResponse { return &heldResponse{header: http.Header{}} }
@@ -39,11 +42,19 @@ func (h *heldResponse) release(w http.ResponseWriter, err error) error {
 		dst[k] = v
 	}
 	if h.status == 0 {
+		h.body.Free()
 		return err
 	}
 	w.WriteHeader(h.status)
-	if _, werr := w.Write(h.body.Bytes()); werr != nil && err == nil {
+	if _, werr := h.body.WriteTo(w); werr != nil && err == nil {
 		return werr
 	}
 	return err
+}
+
+// drop forgets what was held.
+func (h *heldResponse) drop() {
+	if h != nil {
+		h.body.Free()
+	}
 }

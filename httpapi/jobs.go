@@ -186,7 +186,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, c *call) err
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewList(jobs, next))
+	writeJobPage(w, jobs, next)
 	return nil
 }
 

@@ -191,12 +191,14 @@ func (s *Server) serveRead(w http.ResponseWriter, r *http.Request, c *call, h ha
 		return h(w, r, c)
 	})
 	if errors.Is(err, queue.ErrNotLeader) {
+		held.drop()
 		return s.forwardRead(w, r, c, h)
 	}
 	if stands {
 		return held.release(w, err)
 	}
-	return err // a held answer that does not stand is dropped
+	held.drop() // a held answer that does not stand is dropped
+	return err
 }
 
 // forwardRead sends a read this node cannot answer to the leader.

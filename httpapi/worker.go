@@ -395,7 +395,7 @@ func (s *Server) handleDLQList(w http.ResponseWriter, r *http.Request, c *call) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, viewList(jobs, next))
+	writeJobPage(w, jobs, next)
 	return nil
 }
 

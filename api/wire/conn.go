@@ -14,13 +14,19 @@ import (
 // Conn writes frames from many goroutines with as few syscalls as possible:
 // senders append to a buffer, one writer goroutine swaps it out and writes
 // it whole, so frames queued during a write go out together in the next one.
+// A long answer's chunks are queued as they are, after the buffer so far,
+// and written with it in one vectored write (sendChunked).
 type Conn struct {
 	conn net.Conn
 	br   *bufio.Reader
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// out is what is queued before buf: segments written as they are, in
+	// order (a long answer's chunks, sendChunked, and the buffer before
+	// them).
+	out     []segment
 	buf     []byte
-	queued  uint64 // bytes ever appended to buf
+	queued  uint64 // bytes ever queued (out and buf)
 	written uint64 // bytes ever written to conn
 	// handed counts the bytes ever handed to a write of conn, counted
 	// before the write starts: a frame ending at or before it may have
@@ -51,6 +57,48 @@ func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
 // certainly never left this process unless Sent(end).
 func (c *Conn) Send(kind byte, id uint64, payload []byte) (end uint64, err error) {
 	return c.enqueue(func(b []byte) []byte { return AppendFrame(b, kind, id, payload) })
+}
+
+// sendChunked is Send for the payload head followed by chunks, which the
+// connection takes over: they are written as they are, not copied into
+// its buffer, and go back to the pool once written.
+func (c *Conn) sendChunked(kind byte, id uint64, head []byte, chunks [][]byte) (end uint64, err error) {
+	n := len(head)
+	for _, b := range chunks {
+		n += len(b)
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		err = c.err
+		c.mu.Unlock()
+		freeChunks(chunks)
+		return 0, err
+	}
+	var hdr [frameHeader]byte
+	binary.BigEndian.PutUint32(hdr[0:4], uint32(1+8+n))
+	hdr[4] = kind
+	binary.BigEndian.PutUint64(hdr[5:], id)
+	c.buf = append(append(c.buf, hdr[:]...), head...)
+	c.out = append(c.out, segment{b: c.buf})
+	for _, b := range chunks {
+		c.out = append(c.out, segment{b: b, chunk: true})
+	}
+	c.buf = nil
+	c.queued += uint64(frameHeader + n)
+	end = c.queued
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+	return end, nil
+}
+
+// A segment is a part of what a connection writes; chunk: one of a
+// Chunks', freed once written.
+type segment struct {
+	b     []byte
+	chunk bool
 }
 
 // sendAppend is Send for a payload appendPayload appends to the
@@ -88,6 +136,7 @@ func (c *Conn) enqueue(frame func([]byte) []byte) (end uint64, err error) {
 
 func (c *Conn) writeLoop() {
 	var spare []byte
+	var outSpare []segment
 	for {
 		select {
 		case <-c.kick:
@@ -102,7 +151,7 @@ func (c *Conn) writeLoop() {
 		runtime.Gosched()
 		c.mu.Lock()
 		b := c.buf
-		if len(b) == 0 {
+		if len(b) == 0 && len(c.out) == 0 {
 			done := c.closeFlushed
 			c.mu.Unlock()
 			if done {
@@ -111,10 +160,29 @@ func (c *Conn) writeLoop() {
 			}
 			continue
 		}
+		out := c.out
+		c.out, outSpare = outSpare[:0], nil
 		c.buf, spare = spare[:0], nil
-		c.handed += uint64(len(b))
+		size := len(b)
+		for _, s := range out {
+			size += len(s.b)
+		}
+		c.handed += uint64(size)
 		c.mu.Unlock()
-		n, err := c.conn.Write(b)
+		var n int
+		var err error
+		if len(out) == 0 {
+			n, err = c.conn.Write(b)
+		} else {
+			n, err = c.writeSegments(out, b)
+			for _, s := range out {
+				if !s.chunk && cap(s.b) > cap(b) {
+					b = s.b // the buffer to reuse (below)
+				}
+			}
+			clear(out)
+			outSpare = out
+		}
 		c.mu.Lock()
 		c.written += uint64(n)
 		c.written1.Broadcast()
@@ -127,13 +195,33 @@ func (c *Conn) writeLoop() {
 			spare = b
 		}
 		c.mu.Lock()
-		done := c.closeFlushed && len(c.buf) == 0
+		done := c.closeFlushed && len(c.buf) == 0 && len(c.out) == 0
 		c.mu.Unlock()
 		if done {
 			c.lingerClose()
 			return
 		}
 	}
+}
+
+// writeSegments writes out's segments and then b in one vectored write
+// where the connection has one, frees the chunks among them and returns
+// the bytes written.
+func (c *Conn) writeSegments(out []segment, b []byte) (int, error) {
+	bufs := make(net.Buffers, 0, len(out)+1)
+	for _, s := range out {
+		bufs = append(bufs, s.b)
+	}
+	if len(b) > 0 {
+		bufs = append(bufs, b)
+	}
+	n, err := bufs.WriteTo(c.conn)
+	for _, s := range out {
+		if s.chunk {
+			chunkPool.Put((*[ChunkSize]byte)(s.b[:ChunkSize]))
+		}
+	}
+	return int(n), err
 }
 
 // lingerTimeout bounds how long a drained connection waits for its peer to

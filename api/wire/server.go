@@ -1,8 +1,8 @@
 package wire
 
 import (
-	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -175,8 +175,7 @@ func (s *Server) Serve(c *Conn) error {
 				delete(cancels, id)
 				mu.Unlock()
 				cancel()
-				_, _ = c.Send(FrameResponse, id, rec.encode())
-				rec.free() // Send copied the frame
+				rec.send(c, id)
 				if slots != nil {
 					<-slots
 				}
@@ -276,18 +275,28 @@ func (s *Server) Close() {
 // Recorders are pooled: an answer otherwise cost a growing body buffer, a
 // header map and a frame, a fifth of what a leader allocated per relayed
 // request.
+//
+// The body is written straight into the answer's frame, after its status
+// and header fields: the header is encoded at the first Write, as a
+// net/http server sends it then, and the body's length is put in front of
+// the body when the answer is complete. What does not fit in recorderKeep
+// goes on in pooled chunks (long), which the connection writes as they
+// are: a long answer (a page of 1,000 jobs is over a megabyte) costs no
+// buffer of its length.
 type recorder struct {
 	header http.Header
 	status int
-	body   bytes.Buffer
 	frame  []byte
-	passed bool // frame is the answer (PassAnswer)
+	bodyAt int    // where the body starts in frame; 0 before the first Write
+	long   Chunks // the rest of the body
+	passed bool   // frame is the answer (PassAnswer, or encoded)
 }
 
 var recorders = sync.Pool{New: func() any { return &recorder{header: http.Header{}} }}
 
-// recorderKeep is the largest body or frame buffer a recorder keeps for
-// reuse (a blob download's stays out of the pool).
+// recorderKeep is the longest frame a recorder builds (the rest of a body
+// goes into chunks) and keeps for reuse (a passed answer's may be longer,
+// and stays out of the pool).
 const recorderKeep = 64 << 10
 
 func newRecorder() *recorder { return recorders.Get().(*recorder) }
@@ -295,12 +304,12 @@ func newRecorder() *recorder { return recorders.Get().(*recorder) }
 // free returns r to the pool; nothing may use it, or what encode returned,
 // afterwards.
 func (r *recorder) free() {
-	if r.body.Cap() > recorderKeep || cap(r.frame) > recorderKeep {
+	r.long.Free()
+	if cap(r.frame) > recorderKeep {
 		return
 	}
 	clear(r.header)
-	r.status = 0
-	r.body.Reset()
+	r.status, r.bodyAt = 0, 0
 	r.frame = r.frame[:0]
 	r.passed = false
 	recorders.Put(r)
@@ -315,20 +324,60 @@ func (r *recorder) WriteHeader(status int) {
 }
 
 func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
+	if r.bodyAt == 0 {
+		if r.status == 0 {
+			r.status = http.StatusOK
+		}
+		r.frame = AppendHeader(binary.AppendUvarint(r.frame[:0], uint64(r.status)), r.header)
+		r.bodyAt = len(r.frame)
 	}
-	return r.body.Write(b)
+	need := len(r.frame) + len(b) + binary.MaxVarintLen64 // with room for the body's length (encode)
+	if r.long.Len() > 0 || need > recorderKeep {
+		return r.long.Write(b)
+	}
+	if need > cap(r.frame) {
+		// Double, as a bytes.Buffer does, up to what a recorder keeps.
+		f := make([]byte, len(r.frame), min(max(need, 2*cap(r.frame)), recorderKeep))
+		copy(f, r.frame)
+		r.frame = f
+	}
+	r.frame = append(r.frame, b...)
+	return len(b), nil
 }
 
-// encode returns the answer's frame payload, valid until free.
+// send sends the answer as the frame of request id and frees r.
+func (r *recorder) send(c *Conn, id uint64) {
+	p := r.encode()
+	if r.long.Len() == 0 {
+		_, _ = c.Send(FrameResponse, id, p) // copies p
+	} else {
+		_, _ = c.sendChunked(FrameResponse, id, p, r.long.take())
+	}
+	r.free()
+}
+
+// encode returns the start of the answer's frame payload, valid until
+// free: all of it, unless the body goes on in long.
 func (r *recorder) encode() []byte {
 	if r.passed {
 		return r.frame
 	}
-	if r.status == 0 {
-		r.status = http.StatusOK
+	if r.bodyAt == 0 {
+		if r.status == 0 {
+			r.status = http.StatusOK
+		}
+		r.frame = AppendResponse(r.frame[:0], r.status, r.header, nil)
+		return r.frame
 	}
-	r.frame = AppendResponse(r.frame[:0], r.status, r.header, r.body.Bytes())
+	// AppendField's layout, the body's length in front of it: move the
+	// body's start up by the length's size, in place (the rest of it, in
+	// long, follows the frame).
+	end := len(r.frame)
+	var n [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(n[:], uint64(end-r.bodyAt+r.long.Len()))
+	r.frame = append(r.frame, n[:k]...)
+	copy(r.frame[r.bodyAt+k:], r.frame[r.bodyAt:end])
+	copy(r.frame[r.bodyAt:], n[:k])
+	r.passed = true // frame is the answer now
 	return r.frame
 }

@@ -63,8 +63,8 @@ func TestFraming(t *testing.T) {
 func TestRecorderReuseStartsEmpty(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		rec := newRecorder()
-		if len(rec.header) != 0 || rec.status != 0 || rec.body.Len() != 0 {
-			t.Fatalf("answer %d: recorder holds header %v, status %d, body %q", i, rec.header, rec.status, rec.body.String())
+		if len(rec.header) != 0 || rec.status != 0 || rec.bodyAt != 0 || len(rec.frame) != 0 || rec.passed {
+			t.Fatalf("answer %d: recorder holds header %v, status %d, frame %q", i, rec.header, rec.status, rec.frame)
 		}
 		want := fmt.Sprintf(`{"n":%d}`, i)
 		if i%2 == 0 {
@@ -87,6 +87,39 @@ func TestRecorderReuseStartsEmpty(t *testing.T) {
 		}
 		if string(body) != want {
 			t.Fatalf("answer %d: body %q, want %q", i, body, want)
+		}
+	}
+}
+
+// A recorder writes the body into the answer's frame as it comes, the rest
+// of a long one into chunks, and puts its length in front at the end: the
+// frame and the chunks after it are AppendResponse's, for bodies whose
+// length takes one to four bytes, written whole or in pieces, and for an
+// answer with no body.
+func TestRecorderFrameIsTheAnswer(t *testing.T) {
+	for _, size := range []int{-1, 0, 1, 127, 128, 16383, 16384, 100_000, 1<<21 + 3} {
+		for _, pieces := range []int{1, 3} {
+			rec := newRecorder()
+			rec.Header()["X-Spine-Index"] = []string{"42", "43"} // one field: a map's order is random
+			rec.WriteHeader(http.StatusCreated)
+			body := make([]byte, max(size, 0))
+			for i := range body {
+				body[i] = byte('a' + i%26)
+			}
+			if size >= 0 {
+				for i := 0; i < pieces; i++ {
+					_, _ = rec.Write(body[i*len(body)/pieces : (i+1)*len(body)/pieces])
+				}
+			}
+			want := AppendResponse(nil, http.StatusCreated, rec.Header(), body)
+			got := bytes.Clone(rec.encode())
+			for _, c := range rec.long.b {
+				got = append(got, c...)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("body of %d bytes in %d writes: frame of %d bytes, want %d", size, pieces, len(got), len(want))
+			}
+			rec.free()
 		}
 	}
 }
