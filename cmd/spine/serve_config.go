@@ -127,7 +127,7 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.BoolVar(&c.RaftMsgpack, "raft-msgpack", envBool("SPINE_RAFT_MSGPACK"), "dial the other nodes' raft with hashicorp/raft's msgpack protocol only, never the binary one (the node serves both either way) (env SPINE_RAFT_MSGPACK)")
 	fs.BoolVar(&c.NoRelay, "no-relay", envBool("SPINE_NO_RELAY"), "forward each request to the leader as its own HTTP exchange instead of over one multiplexed relay connection (env SPINE_NO_RELAY)")
 	slack := fs.String("timer-slack", envOr("SPINE_TIMER_SLACK", "5ms"), "how late the kernel may wake this process's timed sleeps to batch wake-ups (Linux; 0 keeps the inherited value). Fewer wake-ups: more jobs/s at less CPU (env SPINE_TIMER_SLACK)")
-	headroom := fs.String("heap-headroom-mib", envOr("SPINE_HEAP_HEADROOM_MIB", "64"), "after each garbage collection, let the heap grow by at most this many MiB of garbage before the next (the runtime's memory limit, set to the memory in use plus this; GOGC decides while the heap is small); 0 leaves GOGC alone (env SPINE_HEAP_HEADROOM_MIB)")
+	headroom := fs.String("heap-headroom-mib", envOr("SPINE_HEAP_HEADROOM_MIB", "56"), "after each garbage collection, let the heap grow by at most this many MiB of garbage before the next (the runtime's memory limit, set to the memory in use plus this; GOGC decides while the heap is small); 0 leaves GOGC alone (env SPINE_HEAP_HEADROOM_MIB)")
 	renew := fs.String("lease-renew-fraction", envOr("SPINE_LEASE_RENEW_FRACTION", "0.1"), "a heartbeat is written to the log only when it moves the lease's expiry by at least this fraction of the lease; a sooner one is answered from the committed lease (0 to 0.5; 0 writes every heartbeat) (env SPINE_LEASE_RENEW_FRACTION)")
 	fs.StringVar(&c.LogLevel, "log-level", envOr("SPINE_LOG_LEVEL", "info"), "trace, debug, info, warn or error (env SPINE_LOG_LEVEL)")
 	gossipKey := fs.String("gossip-key", envOr("SPINE_GOSSIP_KEY", ""), "encrypt gossip with this base64 key (16, 24 or 32 bytes; spine keyring generate); the node keeps its keys in <data-dir>/keyring.json, where spine keyring rotates them (env SPINE_GOSSIP_KEY)")
@@ -214,7 +214,7 @@ Flags:
 		return nil, fmt.Errorf("--lease-renew-fraction / SPINE_LEASE_RENEW_FRACTION=%q must be a number from 0 to 0.5, such as 0.1", *renew)
 	}
 	if c.HeapHeadroomMiB, err = strconv.ParseInt(*headroom, 10, 64); err != nil || c.HeapHeadroomMiB < 0 || c.HeapHeadroomMiB > 1<<20 {
-		return nil, fmt.Errorf("--heap-headroom-mib / SPINE_HEAP_HEADROOM_MIB=%q must be a whole number of MiB from 0 to 1048576, such as 64", *headroom)
+		return nil, fmt.Errorf("--heap-headroom-mib / SPINE_HEAP_HEADROOM_MIB=%q must be a whole number of MiB from 0 to 1048576, such as 56", *headroom)
 	}
 	ms := func(flagVal *time.Duration, env string) error {
 		if *flagVal != 0 {
