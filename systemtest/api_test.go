@@ -45,6 +45,8 @@ func TestAPI(t *testing.T) {
 	L, F1, F2 := leader.URL, fs[0].URL, fs[1].URL
 	all := []string{F1, L, F2}
 
+	t.Run("LongPagesOverMux", func(t *testing.T) { apiLongPages(t, c) })
+
 	t.Run("PublicHealthAndSkill", func(t *testing.T) {
 		leader, _ := apiRoles(t, c)
 		for _, n := range c.Nodes {
