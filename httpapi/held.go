@@ -12,9 +12,12 @@ import (
 type heldResponse struct {
 	header http.Header
 	status int
-	// body is held in pooled chunks: a long answer (a page of jobs) costs
-	// no buffer of its length, and a short one no buffer at all.
-	body wire.Chunks
+	// body holds a short answer, up to wire.ChunkSize; a longer one (a
+	// page of jobs) goes on in pooled chunks, so it costs no buffer of its
+	// length, while the many short answers read at once each hold only
+	// their own bytes.
+	body []byte
+	long wire.Chunks
 }
 
 func newHeldResponse() *heldResponse { return &heldResponse{header: http.Header{}} }
@@ -31,7 +34,11 @@ func (h *heldResponse) Write(p []byte) (int, error) {
 	if h.status == 0 {
 		h.status = http.StatusOK
 	}
-	return h.body.Write(p)
+	if h.long.Len() == 0 && len(h.body)+len(p) <= wire.ChunkSize {
+		h.body = append(h.body, p...)
+		return len(p), nil
+	}
+	return h.long.Write(p)
 }
 
 // release sends what was held to w and passes on the handler's error (which
@@ -42,11 +49,15 @@ func (h *heldResponse) release(w http.ResponseWriter, err error) error {
 		dst[k] = v
 	}
 	if h.status == 0 {
-		h.body.Free()
+		h.long.Free()
 		return err
 	}
 	w.WriteHeader(h.status)
-	if _, werr := h.body.WriteTo(w); werr != nil && err == nil {
+	_, werr := w.Write(h.body)
+	if _, e := h.long.WriteTo(w); werr == nil {
+		werr = e
+	}
+	if werr != nil && err == nil {
 		return werr
 	}
 	return err
@@ -55,6 +66,6 @@ func (h *heldResponse) release(w http.ResponseWriter, err error) error {
 // drop forgets what was held.
 func (h *heldResponse) drop() {
 	if h != nil {
-		h.body.Free()
+		h.long.Free()
 	}
 }
