@@ -67,31 +67,21 @@ func (c *Conn) sendChunked(kind byte, id uint64, head []byte, chunks [][]byte) (
 	for _, b := range chunks {
 		n += len(b)
 	}
-	c.mu.Lock()
-	if c.err != nil {
-		err = c.err
-		c.mu.Unlock()
+	end, err = c.queue(func() int {
+		before := len(c.buf)
+		c.buf = AppendFrame(c.buf, kind, id, head)
+		binary.BigEndian.PutUint32(c.buf[before:before+4], uint32(1+8+n))
+		c.out = append(c.out, segment{b: c.buf})
+		for _, b := range chunks {
+			c.out = append(c.out, segment{b: b, chunk: true})
+		}
+		c.buf = nil
+		return frameHeader + n
+	})
+	if err != nil {
 		freeChunks(chunks)
-		return 0, err
 	}
-	var hdr [frameHeader]byte
-	binary.BigEndian.PutUint32(hdr[0:4], uint32(1+8+n))
-	hdr[4] = kind
-	binary.BigEndian.PutUint64(hdr[5:], id)
-	c.buf = append(append(c.buf, hdr[:]...), head...)
-	c.out = append(c.out, segment{b: c.buf})
-	for _, b := range chunks {
-		c.out = append(c.out, segment{b: b, chunk: true})
-	}
-	c.buf = nil
-	c.queued += uint64(frameHeader + n)
-	end = c.queued
-	c.mu.Unlock()
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-	return end, nil
+	return end, err
 }
 
 // A segment is a part of what a connection writes; chunk: one of a
@@ -116,15 +106,24 @@ func (c *Conn) sendAppend(kind byte, id uint64, appendPayload func([]byte) []byt
 // its lock), wakes the writer and returns the stream offset at which the
 // frame ends.
 func (c *Conn) enqueue(frame func([]byte) []byte) (end uint64, err error) {
+	return c.queue(func() int {
+		before := len(c.buf)
+		c.buf = frame(c.buf)
+		return len(c.buf) - before
+	})
+}
+
+// queue runs add under the connection's lock, unless it failed: add
+// queues bytes and says how many. It wakes the writer and returns the
+// stream offset at which they end.
+func (c *Conn) queue(add func() int) (end uint64, err error) {
 	c.mu.Lock()
 	if c.err != nil {
 		err = c.err
 		c.mu.Unlock()
 		return 0, err
 	}
-	before := len(c.buf)
-	c.buf = frame(c.buf)
-	c.queued += uint64(len(c.buf) - before)
+	c.queued += uint64(add())
 	end = c.queued
 	c.mu.Unlock()
 	select {
