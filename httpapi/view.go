@@ -86,10 +86,16 @@ func viewList(jobs []*fsm.Job, next uint64) api.JobList {
 	for _, j := range jobs {
 		out.Jobs = append(out.Jobs, viewJob(j))
 	}
-	if next != 0 {
-		out.NextCursor = api.NullableString(strconv.FormatUint(next, 10))
-	}
+	out.NextCursor = pageCursor(next)
 	return out
+}
+
+// pageCursor is a page's nextCursor: "" (null) on the last page.
+func pageCursor(next uint64) api.NullableString {
+	if next == 0 {
+		return ""
+	}
+	return api.NullableString(strconv.FormatUint(next, 10))
 }
 
 // writeJobPage writes the page viewList(jobs, next) encodes, with the same
@@ -115,11 +121,7 @@ func writeJobPage(w http.ResponseWriter, jobs []*fsm.Job, next uint64) {
 		}
 	}
 	b = append(b, ']')
-	var cursor api.NullableString
-	if next != 0 {
-		cursor = api.NullableString(strconv.FormatUint(next, 10))
-	}
-	b = append(api.AppendJobListEnd(b, cursor), '\n')
+	b = append(api.AppendJobListEnd(b, pageCursor(next)), '\n')
 	_, _ = w.Write(b)
 	if cap(b) <= maxPooledAnswer {
 		*bp = b
