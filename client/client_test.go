@@ -439,6 +439,21 @@ func TestJobListQuery(t *testing.T) {
 	}
 }
 
+func TestJobListConsistentQuery(t *testing.T) {
+	var q string
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q = r.URL.RawQuery
+		io.WriteString(w, `{"jobs":[],"nextCursor":null}`)
+	}))
+	defer srv.Close()
+	if _, err := newTestClient(t, []string{srv.URL}).JobList(context.Background(), &JobListParams{Stream: "s", Consistent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if q != "consistent=true&stream=s" {
+		t.Fatalf("q=%q", q)
+	}
+}
+
 func TestBlobPutGet(t *testing.T) {
 	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == "POST" {

@@ -72,6 +72,9 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 		if p.Stale {
 			q.Set("stale", "true")
 		}
+		if p.Consistent {
+			q.Set("consistent", "true")
+		}
 	}
 	var res JobListResult
 	if _, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/jobs", query: q}, &res); err != nil {

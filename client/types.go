@@ -109,6 +109,9 @@ type JobListParams struct {
 	Cursor   string // NextCursor of the previous page
 	// Stale reads the answering node's state without asking the leader.
 	Stale bool
+	// Consistent asks for a linearizable page: the leader confirms with a
+	// quorum that it still leads before it answers (?consistent).
+	Consistent bool
 }
 
 // WorkerClaimParams ask for the next job of the worker contract v1.
