@@ -1008,6 +1008,8 @@ func TestAPIFailover(t *testing.T) {
 
 	t.Run("LongPagesAcrossLeaderKill", func(t *testing.T) { apiLongPagesAcrossLeaderKill(t, c) })
 
+	t.Run("LongPagesAcrossLeaderPause", func(t *testing.T) { apiLongPagesAcrossLeaderPause(t, c) })
+
 	t.Run("KeepsServingAcrossLeaderKill", func(t *testing.T) {
 		if err := c.WaitVoters(3, 30*time.Second); err != nil {
 			t.Fatal(err)

@@ -96,137 +96,204 @@ func apiLongPages(t *testing.T, c *testcluster.Cluster) {
 	}
 }
 
-// apiLongPagesAcrossLeaderKill: readers page through a long list on each
-// follower over the mux protocol while the leader is SIGKILLed. A follower
-// sends a default or a consistent read to the leader over the relay and
-// passes the leader's answer frame, built in chunks, back as it came; a
-// stale read it answers from its own state, in chunks. What the kill cuts
-// short must reach a reader as an error answer, never as a shorter or mixed
-// page and never as a broken connection to the follower; stale reads need
-// no leader and never fail; and every kind succeeds again once a new leader
-// is elected. The readers compare bytes, not decoded pages, so most of their
-// time is spent waiting on the cluster and the kill finds reads in flight.
-// The killed node is started again at the end.
-func apiLongPagesAcrossLeaderKill(t *testing.T, c *testcluster.Cluster) {
-	p := apiLongPage(t, c, 200)
-	leader, followers := apiRoles(t, c)
-	query := "/jobs?limit=1000&stream=" + p.stream
-	want := apiWant(t, apiDo(t, "GET", leader.URL+query, apiHead, nil), http.StatusOK).Body
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// pageReaders read one long page over and over through the mux protocol,
+// each on one node at one consistency, and compare every answer byte for
+// byte with the page as it stood before a fault. A node answers a default or
+// a consistent read on the leader (a follower sends it there over the relay
+// and passes the leader's answer frame, built in chunks, back as it came)
+// and a stale read from its own state, in chunks. Whatever a fault cuts
+// short must reach a reader as a 503 with an error code, never as a shorter
+// or mixed page and never as a broken connection; stale reads need no leader
+// and never fail. Comparing bytes rather than decoded pages keeps most of a
+// reader's time spent waiting on the cluster, so a fault finds reads in
+// flight.
+type pageReaders struct {
+	t       *testing.T
+	query   string
+	want    []byte
+	readers []*pageReader
+	after   atomic.Bool // set once the fault is over
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
-	type reader struct {
-		node  *testcluster.Node
-		kind  string       // "" (default), "stale" or "consistent"
-		good  atomic.Int64 // whole pages received
-		after atomic.Int64 // of them, asked for once the new leader was known
-		fails atomic.Int64 // error answers
-	}
-	var (
-		readers  []*reader
-		newLead  atomic.Bool
-		mu       sync.Mutex
-		problems []string
-	)
-	problem := func(r *reader, format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(problems) < 20 {
-			problems = append(problems, fmt.Sprintf("%s %q read: ", r.node.ID, r.kind)+fmt.Sprintf(format, args...))
-		}
-	}
-	// One mux connection per follower; nothing may go any other way.
+	mu       sync.Mutex
+	problems []string
+}
+
+type pageReader struct {
+	node  *testcluster.Node
+	kind  string       // "" (default), "stale" or "consistent"
+	good  atomic.Int64 // whole pages received
+	after atomic.Int64 // of them, asked for once the fault was over
+	fails atomic.Int64 // error answers
+}
+
+// startPageReaders starts, on each node, two readers of each consistency.
+func startPageReaders(t *testing.T, p longPage, want []byte, nodes []*testcluster.Node) *pageReaders {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	pr := &pageReaders{t: t, query: "/jobs?limit=1000&stream=" + p.stream, want: want, cancel: cancel}
+	// One mux connection per node; nothing may go any other way.
 	mux := wire.NewTransport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		return nil, errors.New("the request would not go over the mux connection")
 	}))
-	defer mux.CloseIdleConnections()
+	t.Cleanup(mux.CloseIdleConnections)
 	hc := &http.Client{Transport: mux, Timeout: 20 * time.Second}
-	read := func(r *reader) {
-		asked := newLead.Load()
-		u := r.node.URL + query
-		if r.kind != "" {
-			u += "&" + r.kind
-		}
-		req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
-		req.Header.Set("Authorization", "Bearer "+apiHead)
-		resp, err := hc.Do(req)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			problem(r, "no answer: %v", err)
-			return
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		switch {
-		case err != nil:
-			problem(r, "the answer broke off: %v", err)
-		case resp.StatusCode == http.StatusOK && bytes.Equal(body, want):
-			r.good.Add(1)
-			if asked {
-				r.after.Add(1)
-			}
-		case resp.StatusCode == http.StatusOK:
-			problem(r, "a page of %d bytes differs from the page before the kill (%d bytes)", len(body), len(want))
-		case r.kind == "stale":
-			problem(r, "a stale read failed: %d %s", resp.StatusCode, body)
-		default:
-			var e api.ErrorBody
-			if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Error.Code == "" {
-				problem(r, "not an error answer: %d %s", resp.StatusCode, body)
-			}
-			r.fails.Add(1)
-		}
-	}
-	var wg sync.WaitGroup
-	for _, f := range followers {
+	for _, n := range nodes {
 		for g := 0; g < 6; g++ {
-			r := &reader{node: f, kind: [...]string{"", "stale", "consistent"}[g%3]}
-			readers = append(readers, r)
-			wg.Add(1)
+			r := &pageReader{node: n, kind: [...]string{"", "stale", "consistent"}[g%3]}
+			pr.readers = append(pr.readers, r)
+			pr.wg.Add(1)
 			go func() {
-				defer wg.Done()
+				defer pr.wg.Done()
 				for ctx.Err() == nil {
-					read(r)
+					pr.read(ctx, hc, r)
 				}
 			}()
 		}
 	}
-	enough := func(count func(*reader) int64) func() error {
-		return func() error {
-			for _, r := range readers {
-				if n := count(r); n < 3 {
-					return fmt.Errorf("%s %q reads: %d pages", r.node.ID, r.kind, n)
-				}
-			}
-			return nil
-		}
+	return pr
+}
+
+func (pr *pageReaders) read(ctx context.Context, hc *http.Client, r *pageReader) {
+	after := pr.after.Load()
+	u := r.node.URL + pr.query
+	if r.kind != "" {
+		u += "&" + r.kind
 	}
-	apiEventually(t, 30*time.Second, "pages before the kill", enough(func(r *reader) int64 { return r.good.Load() }))
+	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+	req.Header.Set("Authorization", "Bearer "+apiHead)
+	resp, err := hc.Do(req)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		pr.problem(r, "no answer: %v", err)
+		return
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	switch {
+	case err != nil:
+		pr.problem(r, "the answer broke off: %v", err)
+	case resp.StatusCode == http.StatusOK && bytes.Equal(body, pr.want):
+		r.good.Add(1)
+		if after {
+			r.after.Add(1)
+		}
+	case resp.StatusCode == http.StatusOK:
+		pr.problem(r, "a page of %d bytes differs from the page before the fault (%d bytes)", len(body), len(pr.want))
+	case r.kind == "stale":
+		pr.problem(r, "a stale read failed: %d %s", resp.StatusCode, body)
+	default:
+		var e api.ErrorBody
+		if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Error.Code == "" {
+			pr.problem(r, "not an error answer: %d %s", resp.StatusCode, body)
+		}
+		r.fails.Add(1)
+	}
+}
+
+func (pr *pageReaders) problem(r *pageReader, format string, args ...any) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if len(pr.problems) < 20 {
+		pr.problems = append(pr.problems, fmt.Sprintf("%s %q read: ", r.node.ID, r.kind)+fmt.Sprintf(format, args...))
+	}
+}
+
+// waitPages waits until every reader has read three whole pages, counting
+// only those asked for after the fault once faultOver has been called.
+func (pr *pageReaders) waitPages(what string) {
+	pr.t.Helper()
+	after := pr.after.Load()
+	apiEventually(pr.t, 30*time.Second, what, func() error {
+		for _, r := range pr.readers {
+			n := r.good.Load()
+			if after {
+				n = r.after.Load()
+			}
+			if n < 3 {
+				return fmt.Errorf("%s %q reads: %d pages", r.node.ID, r.kind, n)
+			}
+		}
+		return nil
+	})
+}
+
+func (pr *pageReaders) faultOver() { pr.after.Store(true) }
+
+// stop ends the readers and fails the test on anything they saw wrong.
+func (pr *pageReaders) stop() {
+	pr.t.Helper()
+	pr.cancel()
+	pr.wg.Wait()
+	for _, p := range pr.problems {
+		pr.t.Error(p)
+	}
+	for _, r := range pr.readers {
+		pr.t.Logf("%s %q reads: %d pages, %d after the fault, %d error answers", r.node.ID, r.kind, r.good.Load(), r.after.Load(), r.fails.Load())
+	}
+}
+
+// apiLongPagesAcrossLeaderKill: pageReaders on both followers while the
+// leader is SIGKILLed; every kind of read succeeds again once a new leader
+// is elected. The killed node is started again at the end.
+func apiLongPagesAcrossLeaderKill(t *testing.T, c *testcluster.Cluster) {
+	p := apiLongPage(t, c, 200)
+	leader, followers := apiRoles(t, c)
+	want := apiWant(t, apiDo(t, "GET", leader.URL+"/jobs?limit=1000&stream="+p.stream, apiHead, nil), http.StatusOK).Body
+	pr := startPageReaders(t, p, want, followers)
+	pr.waitPages("pages before the kill")
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
-	nl, err := c.WaitLeader(20 * time.Second)
-	if err != nil || nl == leader {
+	if nl, err := c.WaitLeader(20 * time.Second); err != nil || nl == leader {
 		t.Fatalf("new leader %v: %v", nl, err)
 	}
-	newLead.Store(true)
-	apiEventually(t, 30*time.Second, "pages after the new leader", enough(func(r *reader) int64 { return r.after.Load() }))
-	cancel()
-	wg.Wait()
-	for _, pr := range problems {
-		t.Error(pr)
-	}
-	for _, r := range readers {
-		t.Logf("%s %q reads: %d pages, %d after the new leader, %d error answers", r.node.ID, r.kind, r.good.Load(), r.after.Load(), r.fails.Load())
-	}
+	pr.faultOver()
+	pr.waitPages("pages after the new leader")
+	pr.stop()
 	if err := c.Restart(leader); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitVoters(3, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	apiCaughtUp(t, c)
+}
+
+// apiLongPagesAcrossLeaderPause: pageReaders on every node while the leader
+// is SIGSTOPped until another is elected, then woken. The paused leader's
+// own answers (a default read is held until its read lease is seen to have
+// outlived it, and dropped, chunks and all, when it has not) must not reach
+// its readers from the state it had before the pause, and every reader,
+// those of the old leader too, reads whole pages again afterwards.
+func apiLongPagesAcrossLeaderPause(t *testing.T, c *testcluster.Cluster) {
+	p := apiLongPage(t, c, 200)
+	leader, _ := apiRoles(t, c)
+	want := apiWant(t, apiDo(t, "GET", leader.URL+"/jobs?limit=1000&stream="+p.stream, apiHead, nil), http.StatusOK).Body
+	misses := func() uint64 {
+		var h api.Health
+		apiDecode(t, apiWant(t, apiDo(t, "GET", leader.URL+"/health", "", nil), http.StatusOK), &h)
+		return h.LeaseMisses
+	}
+	before := misses()
+	pr := startPageReaders(t, p, want, c.Nodes)
+	pr.waitPages("pages before the pause")
+	if err := c.Pause(leader); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := c.WaitLeader(20 * time.Second)
+	if resumeErr := c.Resume(leader); resumeErr != nil {
+		t.Fatal(resumeErr)
+	}
+	if err != nil || nl == leader {
+		t.Fatalf("new leader %v: %v", nl, err)
+	}
+	pr.faultOver()
+	pr.waitPages("pages after the pause")
+	pr.stop()
+	t.Logf("the paused leader withheld %d answers from its own state", misses()-before)
 	apiCaughtUp(t, c)
 }
 
