@@ -28,11 +28,11 @@ func (c *Cluster) Health(n *Node) (*Health, error) {
 }
 
 // Leader returns the running node that reports itself leader (ready to
-// serve), if exactly one does.
+// serve), if exactly one does. A paused node is not asked.
 func (c *Cluster) Leader() *Node {
 	var found *Node
 	for _, n := range c.Nodes {
-		if !n.Running() {
+		if !n.Running() || n.Paused() { // a paused node answers nothing: do not wait for it
 			continue
 		}
 		if h, err := c.Health(n); err == nil && h.Role == "leader" {
