@@ -3,9 +3,11 @@ package httpapi
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/api/wire"
 	"github.com/spine-queue/spine/cluster"
 )
 
@@ -68,6 +70,38 @@ func TestDefaultReadCheckedAgainstLeaseAfterReading(t *testing.T) {
 	r.apiErr(t, 503, api.CodeNoLeader)
 	if bytes.Contains(r.Body, []byte(`"id":"id-1"`)) {
 		t.Fatalf("the answer read without the lease was sent: %s", r.Body)
+	}
+}
+
+// A page long enough to be held in chunks is held, dropped and read again
+// the same way: the answer after the lease ran out is the page read with
+// it held, and a failed quorum round sends the error alone.
+func TestLongDefaultReadCheckedAgainstLeaseAfterReading(t *testing.T) {
+	e := newEnv(t)
+	pad := strings.Repeat("p", 1500)
+	for i := range 60 {
+		e.create(map[string]interface{}{"payload": map[string]interface{}{"i": i, "pad": pad}})
+	}
+	held := e.do("GET", "/jobs?limit=100", headTok, "")
+	if held.Code != 200 || len(held.Body) < 2*wire.ChunkSize {
+		t.Fatalf("page with the lease held: %d, %d bytes", held.Code, len(held.Body))
+	}
+	e.fc.mu.Lock()
+	e.fc.leaseLost = true
+	e.fc.mu.Unlock()
+	if r := e.do("GET", "/jobs?limit=100", headTok, ""); r.Code != 200 || !bytes.Equal(r.Body, held.Body) {
+		t.Fatalf("page after the lease ran out: %d, %d bytes, the same: %v", r.Code, len(r.Body), bytes.Equal(r.Body, held.Body))
+	}
+	if got := e.srv.queue.Stats().LeaseMisses; got != 1 {
+		t.Fatalf("lease misses %d, want 1", got)
+	}
+	e.fc.mu.Lock()
+	e.fc.readIndexErr = fmt.Errorf("no quorum: %w", cluster.ErrNotLeader)
+	e.fc.mu.Unlock()
+	r := e.do("GET", "/jobs?limit=100", headTok, "")
+	r.apiErr(t, 503, api.CodeNoLeader)
+	if bytes.Contains(r.Body, []byte(pad)) {
+		t.Fatalf("the page read without the lease was sent: %d bytes", len(r.Body))
 	}
 }
 
