@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make bench-compare`: compares the node binary of a base commit with the
-# working tree's, in alternating runs of the cluster benchmark (base, new,
-# base, new, …) on this machine, and prints per metric the per-run values,
+# working tree's, in alternating runs of the cluster benchmark on this
+# machine, each pair in the order the pair before it did not take (base,
+# new, new, base, base, new, …: a machine that slows down or speeds up over
+# the runs then weighs on both builds alike), and prints per metric the per-run values,
 # the means and the ratio new/base (`spine-bench compare`), then one JSON
 # line. Both builds are driven by the working tree's spine-bench: only
 # `--binary` differs between the runs.
@@ -127,7 +129,9 @@ new_logs=()
 total=$((2 * PAIRS))
 k=0
 for i in $(seq 1 "$PAIRS"); do
-  for side in base new; do
+  order="base new"
+  [ $((i % 2)) -eq 0 ] && order="new base"
+  for side in $order; do
     k=$((k + 1))
     if [ $side = base ]; then bin=$base_bin; else bin=$new_bin; fi
     log="$OUT/$side-$i.log"
