@@ -75,6 +75,9 @@ func (c *Chunks) take() [][]byte {
 // freeChunks returns chunks to the pool.
 func freeChunks(bs [][]byte) {
 	for _, b := range bs {
-		chunkPool.Put((*[ChunkSize]byte)(b[:ChunkSize]))
+		freeChunk(b)
 	}
 }
+
+// freeChunk returns one chunk to the pool.
+func freeChunk(b []byte) { chunkPool.Put((*[ChunkSize]byte)(b[:ChunkSize])) }

@@ -217,7 +217,7 @@ func (c *Conn) writeSegments(out []segment, b []byte) (int, error) {
 	n, err := bufs.WriteTo(c.conn)
 	for _, s := range out {
 		if s.chunk {
-			chunkPool.Put((*[ChunkSize]byte)(s.b[:ChunkSize]))
+			freeChunk(s.b)
 		}
 	}
 	return int(n), err
