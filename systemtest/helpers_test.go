@@ -6,6 +6,7 @@ package systemtest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -110,6 +111,20 @@ func apiWant(t testing.TB, r *apiResp, status int) *apiResp {
 		t.Fatalf("want %d, got %s", status, r)
 	}
 	return r
+}
+
+// apiGet reads u's 200 JSON answer into v, for a wait that retries: any
+// other outcome (a 503 while the cluster elects a leader after a kill or
+// a missed lease, a refused connection) is returned, not fatal.
+func apiGet(u, token string, v interface{}) error {
+	r, err := apiRequest("GET", u, token, nil)
+	if err != nil {
+		return err
+	}
+	if r.Status != http.StatusOK {
+		return errors.New(r.String())
+	}
+	return json.Unmarshal(r.Body, v)
 }
 
 // apiDecode unmarshals r's body into v.

@@ -77,7 +77,9 @@ func TestCheckpointAcrossLeaderKill(t *testing.T) {
 		t.Fatal("no second attempt")
 	}
 	apiEventually(t, 30*time.Second, "the job to complete", func() error {
-		apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs/"+j.ID+"?consistent", apiHead, nil), http.StatusOK), &j)
+		if err := apiGet(nl.URL+"/jobs/"+j.ID+"?consistent", apiHead, &j); err != nil {
+			return err
+		}
 		if j.Status != api.JobStatusDone {
 			return fmt.Errorf("status %s", j.Status)
 		}

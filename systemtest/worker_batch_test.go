@@ -265,7 +265,9 @@ func TestGoWorkerResumesHeldJobsAfterRestart(t *testing.T) {
 	for _, id := range ids {
 		apiEventually(t, 60*time.Second, "job "+id+" done", func() error {
 			var j api.Job
-			apiDecode(t, apiWant(t, apiDo(t, "GET", nl.URL+"/jobs/"+id+"?consistent", apiHead, nil), http.StatusOK), &j)
+			if err := apiGet(nl.URL+"/jobs/"+id+"?consistent", apiHead, &j); err != nil {
+				return err
+			}
 			if j.Status != api.JobStatusDone {
 				return fmt.Errorf("%s", j.Status)
 			}
