@@ -132,6 +132,7 @@ type pageReader struct {
 func startPageReaders(t *testing.T, p longPage, want []byte, nodes []*testcluster.Node) *pageReaders {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	pr := &pageReaders{t: t, query: "/jobs?limit=1000&stream=" + p.stream, want: want, cancel: cancel}
+	t.Cleanup(cancel) // a test that fails before stop does not leave its readers running
 	// One mux connection per node; nothing may go any other way.
 	mux := wire.NewTransport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		return nil, errors.New("the request would not go over the mux connection")
