@@ -62,7 +62,9 @@ func TestCapabilitiesAcrossLeaderKill(t *testing.T) {
 	// cuda:12 alone does not cover it).
 	apiEventually(t, 10*time.Second, "the gpu job listed as unmatched", func() error {
 		var si api.StreamInfo
-		apiDecode(t, apiWant(t, apiDo(t, "GET", fs[1].URL+"/streams/"+stream+"?consistent", apiLeft, nil), http.StatusOK), &si)
+		if err := apiGet(fs[1].URL+"/streams/"+stream+"?consistent", apiLeft, &si); err != nil {
+			return err
+		}
 		if len(si.Unmatched) != 1 || si.Unmatched[0].Jobs != 1 || !slices.Equal(si.Unmatched[0].Requires, gpu.Requires) {
 			return fmt.Errorf("stream %+v", si)
 		}

@@ -30,7 +30,9 @@ func apiDoneOnce(t testing.TB, base, stream string, ids []string, timeout time.D
 	t.Helper()
 	apiEventually(t, timeout, "every job to be done", func() error {
 		var l api.JobList
-		apiDecode(t, apiWant(t, apiDo(t, "GET", base+"/jobs?status=done&stream="+stream+"&limit=1000", apiHead, nil), http.StatusOK), &l)
+		if err := apiGet(base+"/jobs?status=done&stream="+stream+"&limit=1000", apiHead, &l); err != nil {
+			return err
+		}
 		if len(l.Jobs) != len(ids) {
 			return fmt.Errorf("%d of %d done", len(l.Jobs), len(ids))
 		}

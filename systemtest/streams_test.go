@@ -159,7 +159,9 @@ func TestClusterNodesForClaws(t *testing.T) {
 	}
 	apiEventually(t, 30*time.Second, "the killed node to show not alive", func() error {
 		var now api.ClusterNodes
-		apiDecode(t, apiWant(t, apiDo(t, "GET", fs[0].URL+"/cluster/nodes", apiRight, nil), http.StatusOK), &now)
+		if err := apiGet(fs[0].URL+"/cluster/nodes", apiRight, &now); err != nil {
+			return err
+		}
 		for _, n := range now.Nodes {
 			if n.ID == fs[1].ID && n.Alive {
 				return fmt.Errorf("%s still alive", n.ID)

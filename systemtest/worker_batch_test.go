@@ -170,7 +170,9 @@ func TestGoWorkerReleasesJobNotForIt(t *testing.T) {
 	}
 	apiEventually(t, 30*time.Second, "the release", func() error {
 		var j api.Job
-		apiDecode(t, apiWant(t, apiDo(t, "GET", fs[0].URL+"/jobs/"+gpuJob.ID+"?consistent", apiHead, nil), http.StatusOK), &j)
+		if err := apiGet(fs[0].URL+"/jobs/"+gpuJob.ID+"?consistent", apiHead, &j); err != nil {
+			return err
+		}
 		if j.Status != api.JobStatusQueued || len(j.NotFor) != 1 || j.NotFor[0] != "cpu-1" {
 			return fmt.Errorf("%s, not for %v", j.Status, j.NotFor)
 		}
@@ -182,7 +184,9 @@ func TestGoWorkerReleasesJobNotForIt(t *testing.T) {
 	start(ctx, "gpu-1", true)
 	var j api.Job
 	apiEventually(t, 60*time.Second, "the GPU worker to do the job", func() error {
-		apiDecode(t, apiWant(t, apiDo(t, "GET", fs[1].URL+"/jobs/"+gpuJob.ID+"?consistent", apiHead, nil), http.StatusOK), &j)
+		if err := apiGet(fs[1].URL+"/jobs/"+gpuJob.ID+"?consistent", apiHead, &j); err != nil {
+			return err
+		}
 		if j.Status != api.JobStatusDone {
 			return fmt.Errorf("%s", j.Status)
 		}
