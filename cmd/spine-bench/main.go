@@ -5,7 +5,8 @@
 // this one, or --binary) and stops it after. `spine-bench scale` grows a
 // local cluster's queue and times every route, the memory and recovery at
 // each size; `spine-bench compare` tabulates runs of two builds
-// (scripts/bench-compare.sh). See `spine-bench --help` and
+// (scripts/bench-compare.sh), `spine-bench peer` runs of Spine and of the
+// NATS peer (scripts/bench-peer.sh). See `spine-bench --help` and
 // docs/performance.md.
 package main
 

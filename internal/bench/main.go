@@ -90,6 +90,8 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 			return ScaleMain(args[1:], stdout, stderr)
 		case "compare":
 			return CompareMain(args[1:], stdout, stderr)
+		case "peer":
+			return PeerMain(args[1:], stdout, stderr)
 		}
 	}
 	cfg := DefaultConfig()
@@ -127,7 +129,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	fs.Var(&localEnv, "local-env", "K=V added to the --local nodes' environment; repeatable or CSV (e.g. SPINE_PPROF=1, LEASE_SECONDS=60)")
 	fs.BoolVar(&keep, "keep", false, "keep the --local temp dir (data dirs and node logs)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: spine-bench [flags]\n       spine-bench scale [flags]     (spine-bench scale --help)\n       spine-bench compare [flags]   (spine-bench compare --help)\n\nBenchmarks a Spine cluster (phases: A create, B lifecycle claim→heartbeat→complete, C mixed),\nmirroring shared/peerbench. Prints readable lines, then one JSON line.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: spine-bench [flags]\n       spine-bench scale [flags]     (spine-bench scale --help)\n       spine-bench compare [flags]   (spine-bench compare --help)\n       spine-bench peer FILE...      (spine-bench peer --help)\n\nBenchmarks a Spine cluster (phases: A create, B lifecycle claim→heartbeat→complete, C mixed),\nmirroring shared/peerbench. Prints readable lines, then one JSON line.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	// "--local 5": fold a numeric argument after --local into the flag.
