@@ -58,6 +58,9 @@ func fill(r *rand.Rand, v reflect.Value, depth int) {
 		}
 		return
 	}
+	if depth > 6 && (v.Kind() == reflect.Slice || v.Kind() == reflect.Pointer) {
+		return // a claim holds claims: stop the nesting somewhere
+	}
 	switch v.Kind() {
 	case reflect.Struct:
 		for i := range v.NumField() {

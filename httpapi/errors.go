@@ -187,17 +187,18 @@ var jsonContentType = []string{"application/json"}
 func writeJSON(w http.ResponseWriter, status int, v interface{}) {
 	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
-	switch a := v.(type) {
-	case *api.Job:
-		writeJobBody(w, a)
-		return
-	case api.JobList:
+	if a, ok := v.(appender); ok {
 		writeAppended(w, a.AppendJSON)
 		return
 	}
 	enc := json.NewEncoder(w)
 	_ = enc.Encode(v)
 }
+
+// appender is an answer that encodes itself, byte for byte as encoding/json
+// would, without its reflection: a job, a page of jobs, a worker's claim,
+// complete and heartbeat (api's AppendJSON methods).
+type appender interface{ AppendJSON([]byte) []byte }
 
 // writeJob writes a job's answer as writeJSON does; j may live on the
 // caller's stack.
