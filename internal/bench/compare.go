@@ -92,13 +92,9 @@ func CompareMain(args []string, stdout, stderr io.Writer) int {
 	read := func(files []string) ([]map[string]any, error) {
 		var out []map[string]any
 		for _, f := range files {
-			b, err := os.ReadFile(f)
+			m, err := readLastJSON(f)
 			if err != nil {
 				return nil, err
-			}
-			m, err := lastJSON(b)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
 			}
 			out = append(out, m)
 		}
@@ -117,6 +113,20 @@ func CompareMain(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "spine-bench compare: %v\n", err)
 	return ExitError
+}
+
+// readLastJSON reads file f and returns its last JSON line: a benchmark
+// run's result.
+func readLastJSON(f string) (map[string]any, error) {
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return nil, err
+	}
+	m, err := lastJSON(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f, err)
+	}
+	return m, nil
 }
 
 // lastJSON is the last line of b that is a JSON object.

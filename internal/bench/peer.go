@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -118,13 +117,9 @@ func readPeerRuns(files []string) ([]peerRun, error) {
 	var runs []peerRun
 	seen := map[[2]string]string{}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		m, err := readLastJSON(f)
 		if err != nil {
 			return nil, err
-		}
-		m, err := lastJSON(b)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		kind, err := peerKind(m)
 		if err != nil {
