@@ -260,7 +260,7 @@ func plainRaw(raw []byte) bool {
 			return false
 		}
 	}
-	return json.Valid(raw)
+	return validJSON(raw)
 }
 
 // appendJSONString appends s quoted and escaped as encoding/json escapes a
