@@ -24,65 +24,8 @@ func skipValue(b []byte, i, depth int) (int, bool) {
 	switch c := b[i]; {
 	case c == '"':
 		return skipString(b, i)
-	case c == '{':
-		if depth++; depth > maxDepth {
-			return i, false
-		}
-		i = skipJSONSpace(b, i+1)
-		if i < len(b) && b[i] == '}' {
-			return i + 1, true
-		}
-		for {
-			if i >= len(b) || b[i] != '"' {
-				return i, false
-			}
-			var ok bool
-			if i, ok = skipString(b, i); !ok {
-				return i, false
-			}
-			if i = skipJSONSpace(b, i); i >= len(b) || b[i] != ':' {
-				return i, false
-			}
-			if i, ok = skipValue(b, skipJSONSpace(b, i+1), depth); !ok {
-				return i, false
-			}
-			if i = skipJSONSpace(b, i); i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case '}':
-				return i + 1, true
-			case ',':
-				i = skipJSONSpace(b, i+1)
-			default:
-				return i, false
-			}
-		}
-	case c == '[':
-		if depth++; depth > maxDepth {
-			return i, false
-		}
-		i = skipJSONSpace(b, i+1)
-		if i < len(b) && b[i] == ']' {
-			return i + 1, true
-		}
-		for {
-			var ok bool
-			if i, ok = skipValue(b, i, depth); !ok {
-				return i, false
-			}
-			if i = skipJSONSpace(b, i); i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case ']':
-				return i + 1, true
-			case ',':
-				i = skipJSONSpace(b, i+1)
-			default:
-				return i, false
-			}
-		}
+	case c == '{' || c == '[':
+		return skipContainer(b, i, depth+1, c == '{')
 	case c == '-' || (c >= '0' && c <= '9'):
 		return skipNumber(b, i)
 	case c == 't':
@@ -93,6 +36,52 @@ func skipValue(b []byte, i, depth int) (int, bool) {
 		return skipWord(b, i, "null")
 	}
 	return i, false
+}
+
+// skipContainer: b[i] opens an object (object) or an array, the depth-th
+// container the value is in. An object's member is a string, a colon and a
+// value; an array's, a value.
+func skipContainer(b []byte, i, depth int, object bool) (int, bool) {
+	if depth > maxDepth {
+		return i, false
+	}
+	end := byte(']')
+	if object {
+		end = '}'
+	}
+	i = skipJSONSpace(b, i+1)
+	if i < len(b) && b[i] == end {
+		return i + 1, true
+	}
+	for {
+		var ok bool
+		if object {
+			if i >= len(b) || b[i] != '"' {
+				return i, false
+			}
+			if i, ok = skipString(b, i); !ok {
+				return i, false
+			}
+			if i = skipJSONSpace(b, i); i >= len(b) || b[i] != ':' {
+				return i, false
+			}
+			i = skipJSONSpace(b, i+1)
+		}
+		if i, ok = skipValue(b, i, depth); !ok {
+			return i, false
+		}
+		if i = skipJSONSpace(b, i); i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case end:
+			return i + 1, true
+		case ',':
+			i = skipJSONSpace(b, i+1)
+		default:
+			return i, false
+		}
+	}
 }
 
 func skipWord(b []byte, i int, w string) (int, bool) {
