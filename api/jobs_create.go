@@ -159,6 +159,20 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// DecodeWith decodes a create's body with decode, a strict decoder that
+// fills the value it is handed (a pointer to a zero value of the body's
+// fields) and reports whether it did; r is set only then, and the answer
+// is decode's. A server hands it a faster decoder than UnmarshalJSON's,
+// and decodes a body it refuses with UnmarshalJSON (httpapi).
+func (r *JobCreateRequest) DecodeWith(decode func(fields any) bool) bool {
+	var in jobCreateJSON
+	if !decode(&in) {
+		return false
+	}
+	r.fromJSON(&in)
+	return true
+}
+
 // fromJSON makes r the request in names.
 func (r *JobCreateRequest) fromJSON(in *jobCreateJSON) {
 	*r = JobCreateRequest{Payload: in.Payload, Target: in.Target, TaskClass: in.TaskClass, IdempotencyKey: in.IdempotencyKey, Priority: in.Priority,

@@ -263,6 +263,9 @@ func decode(c *call, v interface{}) error {
 	if what := nonObject(body); what != "" {
 		return badRequest("the body must be a JSON object ({\"field\": value, ...}), not %s", what)
 	}
+	if fastDecode(body, v) {
+		return nil
+	}
 	if u, ok := v.(json.Unmarshaler); ok && json.Valid(body) {
 		// One well-formed object for a type that decodes itself (a job's
 		// create, strictly): what the decoder below would hand it, without
