@@ -6,7 +6,8 @@ import (
 )
 
 // fastDecode decodes the bodies of the requests every job makes (its
-// create, and a worker's claim, heartbeat and complete) in one pass of the
+// create, and the worker contract's claim, heartbeat, complete, fail and
+// release) in one pass of the
 // v2 decoder (strictjson.Fast), and reports whether it did. A body it
 // refuses is decoded by decode's own path, which gives the answer and the
 // error it always gave; TestFastMatchesStrict and FuzzFastMatchesStrict
@@ -22,6 +23,10 @@ func fastDecode(body []byte, v any) bool {
 	case *api.WorkerHeartbeatRequest:
 		return fastInto(body, v)
 	case *api.WorkerCompleteRequest:
+		return fastInto(body, v)
+	case *api.WorkerFailRequest:
+		return fastInto(body, v)
+	case *api.WorkerReleaseRequest:
 		return fastInto(body, v)
 	}
 	return false

@@ -67,6 +67,8 @@ var fastCases = []fastCase{
 	fastCaseOf[api.WorkerClaimRequest]("claim"),
 	fastCaseOf[api.WorkerHeartbeatRequest]("heartbeat"),
 	fastCaseOf[api.WorkerCompleteRequest]("complete"),
+	fastCaseOf[api.WorkerFailRequest]("fail"),
+	fastCaseOf[api.WorkerReleaseRequest]("release"),
 }
 
 // fastBodies are what workers and producers send, each taken by the fast
@@ -100,6 +102,12 @@ var fastBodies = []struct {
 	{"complete", `{"job_id":"j","result":{"ok":true},"next":{"streams":["a"],"bogus":1}}`, false},
 	{"complete", `{"job_id":"j","result":{"ok":tru}}`, false},
 	{"complete", ` {"job_id":"j"} `, true}, // white space around: decode trims it anyway
+	{"fail", `{"job_id":"j","attempt_id":"a","lease_token":"t","error":{"message":"boom","retryable":true,"code":"E1"},"stderr":"x","requeue":false}`, true},
+	{"fail", `{"job_id":"j","lease_token":"t","error":"plain message"}`, true},
+	{"fail", `{"job_id":"j","lease_token":"t","error":null}`, true},
+	{"fail", `{"job_id":"j","lease_token":"t","error":7}`, false},
+	{"release", `{"job_id":"j","lease_token":"t","attempt_id":"a","reason":"busy","cooldown_ms":500,"not_for_me":true}`, true},
+	{"release", `{"job_id":"j","lease_token":"t","cooldown_ms":-1.5}`, false},
 }
 
 // What the fast path decodes, the strict path decodes to the same value;
