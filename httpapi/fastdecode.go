@@ -7,13 +7,12 @@ import (
 
 // fastDecode decodes the bodies of the requests every job makes (its
 // create, and the worker contract's claim, heartbeat, complete, fail and
-// release) in one pass of the
-// v2 decoder (strictjson.Fast), and reports whether it did. A body it
-// refuses is decoded by decode's own path, which gives the answer and the
-// error it always gave; TestFastMatchesStrict and FuzzFastMatchesStrict
-// check, for each type here, that whatever it decodes the strict decoder
-// decodes to the same value. A type is added here with its case in those
-// tests.
+// release) in one pass of the v2 decoder (strictjson.Fast), and reports
+// whether it did. A body it refuses is decoded by decode's own path, which
+// gives the answer and the error it always gave; TestFastMatchesStrict and
+// FuzzFastMatchesStrict check, for each type here, that whatever it decodes
+// the strict decoder decodes to the same value. A type is added here with
+// its case in those tests.
 func fastDecode(body []byte, v any) bool {
 	switch v := v.(type) {
 	case *api.JobCreateRequest:
