@@ -23,6 +23,10 @@
 #   NATSBENCH  a prebuilt natsbench binary, instead of building PEERBENCH's into bin/natsbench
 #   ROUNDS     rounds of three runs (default 3)
 #   JOBS       -jobs / --jobs of every run (default 20000)
+#   CONNECT    where the clients connect, on both sides (default rr): rr spreads them over
+#              the three nodes (natsbench's default; Spine's followers forward writes to the
+#              leader, as NATS servers route to the stream's leader); leader puts them on the
+#              leader (Spine's; NATS's stream leader for producers, consumer leader for workers)
 #   OUT        where each run's output (ROUND-SYSTEM.txt) and the summary (peer.txt) are
 #              kept (default bin/bench-peer-<UTC time>)
 # A run that fails or is not clean (errors, redeliveries, jobs left) is
@@ -49,6 +53,8 @@ JOBS=${JOBS:-20000}
 OUT=${OUT:-bin/bench-peer-$(date -u +%Y%m%d-%H%M%S)}
 case "$ROUNDS" in ''|*[!0-9]*|0) echo "bench-peer: ROUNDS must be a positive number" >&2; exit 2 ;; esac
 case "$JOBS" in ''|*[!0-9]*|0) echo "bench-peer: JOBS must be a positive number" >&2; exit 2 ;; esac
+CONNECT=${CONNECT:-rr}
+case "$CONNECT" in rr|leader) ;; *) echo "bench-peer: CONNECT must be rr or leader" >&2; exit 2 ;; esac
 if [ -z "${NATSBENCH:-}" ] && [ ! -f "$PEERBENCH/go.mod" ]; then
   echo "bench-peer: no peer benchmark at PEERBENCH=$PEERBENCH (natsbench's source, kept outside" >&2
   echo "this repository): set PEERBENCH to its directory, or NATSBENCH to a built natsbench" >&2
@@ -80,9 +86,9 @@ for round in $(seq 1 "$ROUNDS"); do
   for j in 0 1 2; do
     sys=${systems[$(((round - 1 + j) % 3))]}
     case $sys in
-      nats-default) cmd=("$nats" -jobs "$JOBS") ;;
-      spine) cmd=(bin/spine-bench --local 3 --jobs "$JOBS" --binary bin/spine) ;;
-      nats-always) cmd=("$nats" -jobs "$JOBS" -sync always) ;;
+      nats-default) cmd=("$nats" -jobs "$JOBS" -connect "$CONNECT") ;;
+      spine) cmd=(bin/spine-bench --local 3 --jobs "$JOBS" --binary bin/spine --connect "$CONNECT") ;;
+      nats-always) cmd=("$nats" -jobs "$JOBS" -sync always -connect "$CONNECT") ;;
     esac
     k=$((k + 1))
     log="$OUT/$round-$sys.txt"
