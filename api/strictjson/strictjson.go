@@ -88,7 +88,7 @@ func TryDecode(body []byte, v any) bool {
 // depth). Names match exactly; the others (a name in another case, a
 // duplicate, text that is not UTF-8) are refused, and the caller's own
 // decoder decides those.
-var fastOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true))
+var fastOptions = jsonv2.RejectUnknownMembers(true)
 
 // Fast decodes body, one JSON object, into v, which must be a pointer to a
 // zero value, with the encoding/json/v2 decoder (github.com/go-json-experiment/json:
