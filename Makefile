@@ -34,9 +34,11 @@ CONNECT   ?= rr
 PEERBENCH ?=
 NATSBENCH ?=
 OUT       ?=
-# make bench-scale: the largest queue size, or the sizes (SIZES=1k,30k,100k)
+# make bench-scale: the largest queue size, or the sizes (SIZES=1k,30k,100k);
+# how long the cluster then rests before each node's RSS is read again (0: not)
 N        ?= 300000
 SIZES    ?=
+IDLE     ?= 30s
 # make fuzz: time per fuzz target, and per minimization of an input it finds
 FUZZTIME         ?= 10s
 FUZZMINIMIZETIME ?= 3s
@@ -101,9 +103,9 @@ bench-compare: ## compare the node of BASE (default main) with the working tree'
 bench-peer: ## Spine next to NATS JetStream (natsbench, in PEERBENCH or NATSBENCH): ROUNDS (3) rounds of NATS default, `spine-bench --local 3` and NATS sync always, JOBS (20000) each, first system rotated; per system the rounds, Spine's ratios to each NATS mode (min–max); CONNECT=leader puts the clients on the leader on both sides
 	ROUNDS='$(ROUNDS)' JOBS='$(JOBS)' CONNECT='$(CONNECT)' PEERBENCH='$(PEERBENCH)' NATSBENCH='$(NATSBENCH)' OUT='$(OUT)' scripts/bench-peer.sh
 
-bench-scale: build ## grow a local 3-node cluster's queue to N jobs (300000; SIZES=1k,30k overrides), time every route and read the memory at each size, then backup, restore and failover times at the largest (about 10 min; N=30000 under 1 min)
+bench-scale: build ## grow a local 3-node cluster's queue to N jobs (300000; SIZES=1k,30k overrides), time every route and read the memory at each size and after IDLE (30s) at rest, then backup, restore and failover times at the largest (about 10 min; N=30000 under 1 min)
 	$(GO) build -o $(dir $(BIN))spine-bench ./cmd/spine-bench
-	$(dir $(BIN))spine-bench scale --binary $(BIN) $(if $(SIZES),--sizes $(SIZES),--n $(N))
+	$(dir $(BIN))spine-bench scale --binary $(BIN) $(if $(SIZES),--sizes $(SIZES),--n $(N)) --idle $(IDLE)
 
 bench-fsm: ## state machine micro-benchmarks (apply rate, claim scaling, memory, snapshots)
 	$(GO) test -run xxx -bench 'ApplyCreate|ClaimNext' -benchtime 200000x ./fsm/

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"sync"
 	"time"
 )
 
@@ -165,13 +166,22 @@ func (r *JobCreateRequest) UnmarshalJSON(b []byte) error {
 // is decode's. A server hands it a faster decoder than UnmarshalJSON's,
 // and decodes a body it refuses with UnmarshalJSON (httpapi).
 func (r *JobCreateRequest) DecodeWith(decode func(fields any) bool) bool {
-	var in jobCreateJSON
-	if !decode(&in) {
+	in := createFieldsPool.Get().(*jobCreateJSON)
+	defer func() {
+		*in = jobCreateJSON{}
+		createFieldsPool.Put(in)
+	}()
+	if !decode(in) {
 		return false
 	}
-	r.fromJSON(&in)
+	r.fromJSON(in)
 	return true
 }
+
+// createFieldsPool holds the bodies' fields DecodeWith decodes into: handed
+// to the decoder as an interface, a new one would go to the heap with every
+// create, in the size class of the job the create makes.
+var createFieldsPool = sync.Pool{New: func() any { return new(jobCreateJSON) }}
 
 // fromJSON makes r the request in names.
 func (r *JobCreateRequest) fromJSON(in *jobCreateJSON) {

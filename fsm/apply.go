@@ -17,7 +17,7 @@ const maxDeadSkips = 64
 type applier struct {
 	*writer
 	index       uint64
-	maxAttempts int
+	maxAttempts int32
 	in          *interner
 	events      *eventCounts // nil: not counted
 	// caps (sorted) and capsKey are the capabilities of the claim being
@@ -102,10 +102,10 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 	j := &Job{
 		ID:             c.ID,
 		Stream:         c.Stream,
-		Target:         c.Target,
+		Target:         IdentOf(c.Target),
 		Payload:        c.Payload,
 		State:          StateQueued,
-		MaxAttempts:    c.MaxAttempts,
+		MaxAttempts:    sat32(c.MaxAttempts),
 		IdempotencyKey: c.IdempotencyKey,
 		CreatedAt:      c.Now,
 		CreateIndex:    a.index,
@@ -142,7 +142,7 @@ func (a *applier) createWith(c *CreateCommand, options func(*Job)) *Result {
 
 // eligible reports whether a claimant with the given identities may take j.
 func eligible(j *Job, targets []string) bool {
-	return j.Target == "" || slices.Contains(targets, j.Target)
+	return j.Target == (Ident{}) || slices.Contains(targets, j.Target.String())
 }
 
 // grant is the lease a claim hands out: who takes it, when, and its

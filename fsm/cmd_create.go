@@ -201,8 +201,8 @@ func (c *CreateCommand) apply(a *applier) *Result {
 	}
 	a.t.jobControl = true
 	return a.createWith(c, func(j *Job) {
-		j.Priority = c.Priority
-		j.BackoffBase, j.BackoffMax = c.BackoffBase, c.BackoffMax
+		j.Priority = int32(c.Priority) // within MinPriority..MaxPriority (above)
+		j.BackoffBase, j.BackoffMax = sat32(c.BackoffBase), sat32(c.BackoffMax)
 		if deps != nil || pending != 0 || c.RunOnDepFailure || c.ConcurrencyKey != "" || c.ConcurrencyLimit != 0 || requires != "" {
 			x := j.extraMut()
 			x.DependsOn, x.DepsPending, x.RunOnDepFailure = deps, pending, c.RunOnDepFailure

@@ -113,7 +113,7 @@ func (c *RouteCommand) apply(a *applier) *Result {
 // routeTo targets old at gateway g; it keeps its place in line.
 func (a *applier) routeTo(old *Job, g *Gateway, spec RouteSpec, now int64, actor, text string) *Job {
 	j := copyJob(old)
-	j.Target = a.t.gatewayTarget(g.ID)
+	j.Target = IdentOf(a.t.gatewayTarget(g.ID))
 	spec.dispatchedAt, spec.acceptedAt = 0, 0
 	j.extraMut().Route = &spec
 	j.addEvent(Event{At: now, Type: EventRouted, Actor: actor, From: j.State.Code(), To: j.State.Code(), Text: text})

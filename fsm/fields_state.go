@@ -14,15 +14,15 @@ func (j *Job) fields(f *fields) {
 	}
 	f.str(1, &j.ID)
 	f.istr(2, &j.Stream)
-	f.istr(3, &j.Target)
+	f.ident(3, &j.Target)
 	f.bytes(4, &j.Payload)
 	f.istr(5, (*string)(&j.State))
-	f.int(6, &j.Attempts)
-	f.int(7, &j.MaxAttempts)
-	f.int(8, &j.Priority)
+	f.i32(6, &j.Attempts)
+	f.i32(7, &j.MaxAttempts)
+	f.i32(8, &j.Priority)
 	f.i64(9, &j.NotBefore)
-	f.i64(10, &j.BackoffBase)
-	f.i64(11, &j.BackoffMax)
+	f.i32(10, &j.BackoffBase)
+	f.i32(11, &j.BackoffMax)
 	f.istr(12, &x.ConcurrencyKey)
 	f.int(13, &x.ConcurrencyLimit)
 	f.istr(14, &x.Requires)
@@ -51,7 +51,7 @@ func (j *Job) fields(f *fields) {
 	f.str(37, &x.Stderr)
 	objs(f, 38, &x.Comments)
 	objs(f, 39, &j.AttemptLog)
-	if f.w && j.creator != "" {
+	if f.w && j.creator != (Ident{}) {
 		// The whole history, its created event first (history.go); a
 		// reader keeps it as the creator again (setHistory).
 		ev := j.createdEvent()

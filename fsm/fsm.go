@@ -210,7 +210,7 @@ func (f *FSM) applyOne(w *writer, index uint64, data []byte) interface{} {
 		}
 		panic(fmt.Sprintf("fsm: unknown command type %d at index %d", uint8(t), index))
 	}
-	f.app = applier{writer: w, index: index, maxAttempts: f.cfg.DefaultMaxAttempts, in: f.intern, events: &f.events}
+	f.app = applier{writer: w, index: index, maxAttempts: sat32(f.cfg.DefaultMaxAttempts), in: f.intern, events: &f.events}
 	a := &f.app
 	if t == CmdCreate {
 		var c CreateCommand

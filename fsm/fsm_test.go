@@ -267,7 +267,7 @@ func TestTransitions(t *testing.T) {
 			if after.State != tc.want {
 				t.Fatalf("state = %s, want %s", after.State, tc.want)
 			}
-			if after.Attempts != tc.tries {
+			if int(after.Attempts) != tc.tries {
 				t.Fatalf("attempts = %d, want %d", after.Attempts, tc.tries)
 			}
 			if (after.State == StateRunning) != (after.Lease != nil) {
@@ -314,7 +314,7 @@ func TestMaxAttempts(t *testing.T) {
 			if i == 3 {
 				want = StateDead
 			}
-			if r.Job.State != want || r.Job.Attempts != i {
+			if r.Job.State != want || int(r.Job.Attempts) != i {
 				t.Fatalf("run %d: %s attempts %d", i, r.Job.State, r.Job.Attempts)
 			}
 		}

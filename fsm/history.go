@@ -10,7 +10,7 @@ package fsm
 // virtualCreated is 1 when j's created event is kept as its creator, else 0:
 // the index in j.history of event i is i minus it.
 func (j *Job) virtualCreated() int {
-	if j.creator != "" {
+	if j.creator != (Ident{}) {
 		return 1
 	}
 	return 0
@@ -31,7 +31,7 @@ func (j *Job) EventAt(i int) Event {
 // History returns j's events, oldest first. It may share its array with
 // the stored job: the caller must not change it.
 func (j *Job) History() []Event {
-	if j.creator == "" {
+	if j.creator == (Ident{}) {
 		return j.history
 	}
 	h := make([]Event, 0, len(j.history)+1)
@@ -40,7 +40,7 @@ func (j *Job) History() []Event {
 
 // createdEvent is the created event kept as j's creator.
 func (j *Job) createdEvent() Event {
-	return Event{Seq: 1, At: j.CreatedAt, Type: EventCreated, Actor: j.creator, To: codeQueued}
+	return Event{Seq: 1, At: j.CreatedAt, Type: EventCreated, Actor: j.creator.String(), To: codeQueued}
 }
 
 // codeQueued is StateQueued's code.
@@ -56,9 +56,9 @@ func (j *Job) foldsCreated(e *Event) bool {
 // setHistory makes evs j's history (a new job's, or one decoded), keeping
 // a first event that folds as j's creator. j's CreatedAt must be set.
 func (j *Job) setHistory(evs []Event) {
-	j.creator = ""
+	j.creator = Ident{}
 	if len(evs) > 0 && j.foldsCreated(&evs[0]) {
-		j.creator = evs[0].Actor
+		j.creator = IdentOf(evs[0].Actor)
 		evs = evs[1:]
 		if len(evs) == 0 {
 			evs = nil
@@ -92,8 +92,8 @@ func (j *Job) lastEvent() *Event { return &j.history[len(j.history)-1] }
 // setCreated starts a new job's history with its created event e.
 func (j *Job) setCreated(e Event) {
 	if j.foldsCreated(&e) {
-		j.creator, j.history = e.Actor, nil
+		j.creator, j.history = IdentOf(e.Actor), nil
 		return
 	}
-	j.creator, j.history = "", []Event{e}
+	j.creator, j.history = Ident{}, []Event{e}
 }

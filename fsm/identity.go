@@ -63,16 +63,16 @@ const gatewayTag = "g/"
 // its route says what it is.
 func (j *Job) TargetOf() (kind, name string) {
 	switch {
-	case j.Target == "":
+	case j.Target == (Ident{}):
 		return "", ""
-	case strings.HasPrefix(j.Target, gatewayTag):
-		return TargetGateway, j.Target[len(gatewayTag):]
+	case strings.HasPrefix(j.Target.String(), gatewayTag):
+		return TargetGateway, j.Target.String()[len(gatewayTag):]
 	case j.Extra().Route != nil:
-		return TargetGateway, j.Target
-	case IsRole(j.Target):
-		return TargetRole, j.Target
+		return TargetGateway, j.Target.String()
+	case IsRole(j.Target.String()):
+		return TargetRole, j.Target.String()
 	}
-	return TargetWorker, j.Target
+	return TargetWorker, j.Target.String()
 }
 
 // DescribeTarget names j's target in words ("role right_claw", "worker
@@ -112,14 +112,14 @@ func (t *tables) gatewayTarget(id string) string {
 func (a *applier) tagRoutedTargets() {
 	var old []*Job
 	a.t.routed.Ascend(func(it idItem) bool {
-		if !strings.HasPrefix(it.j.Target, gatewayTag) {
+		if !strings.HasPrefix(it.j.Target.String(), gatewayTag) {
 			old = append(old, it.j)
 		}
 		return true
 	})
 	for _, o := range old {
 		j := copyJob(o)
-		j.Target = gatewayTag + o.Target
+		j.Target = IdentOf(gatewayTag + o.Target.String())
 		a.putJob(o, j)
 	}
 }

@@ -69,12 +69,12 @@ func TestGatewayTargetIsNoWorkerID(t *testing.T) {
 	mustOK(t, h.apply(CmdWorkerRegister, &WorkerRegisterCommand{Now: h.now, ID: "gw-w", Gateway: "gw", Capacity: 1, Actor: left}))
 	before := h.create(CreateCommand{})
 	mustOK(t, h.apply(CmdRoute, &RouteCommand{Now: h.now, JobID: before.ID, Actor: head}))
-	if j, _ := h.f.Read().Job(before.ID); j.Target != "gw" {
+	if j, _ := h.f.Read().Job(before.ID); j.Target.String() != "gw" {
 		t.Fatalf("routed before the level: target %q", j.Target)
 	}
 	h.raiseLevel()
 	j, _ := h.f.Read().Job(before.ID)
-	if kind, name := j.TargetOf(); j.Target != "g/gw" || kind != TargetGateway || name != "gw" {
+	if kind, name := j.TargetOf(); j.Target.String() != "g/gw" || kind != TargetGateway || name != "gw" {
 		t.Fatalf("after the level: target %q (%s %s)", j.Target, kind, name)
 	}
 	after := h.create(CreateCommand{})

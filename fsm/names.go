@@ -156,6 +156,20 @@ func (f *fields) i32(n int, p *int32) {
 	}
 }
 
+// sat32 is v in an int32, at the int32's bound when beyond it: how a
+// command's int becomes a job's field (the API bounds every such value
+// far below; a raw command beyond it must still apply the same on every
+// node).
+func sat32[T ~int | ~int64](v T) int32 {
+	switch {
+	case int64(v) > math.MaxInt32:
+		return math.MaxInt32
+	case int64(v) < math.MinInt32:
+		return math.MinInt32
+	}
+	return int32(v)
+}
+
 func (d *dec) i32(v int) int32 {
 	if v < math.MinInt32 || v > math.MaxInt32 {
 		d.fail("int32 overflow")

@@ -134,7 +134,7 @@ func (r *Reader) List(f ListFilter) ([]*Job, uint64, error) {
 		scanned++
 		last = j.CreateIndex
 		if (f.State != "" && j.State != f.State) || (f.Stream != "" && j.Stream != f.Stream) ||
-			(f.Target != "" && j.Target != f.Target && gatewayOf(j) != f.Target) || (f.Visible != nil && !f.Visible(j)) ||
+			(f.Target != "" && j.Target.String() != f.Target && gatewayOf(j) != f.Target) || (f.Visible != nil && !f.Visible(j)) ||
 			(f.Schedule != "" && j.Extra().Schedule != f.Schedule) {
 			continue
 		}

@@ -32,7 +32,7 @@ func TestRoute(t *testing.T) {
 	}
 	// Ties go to the lowest id, then the least loaded.
 	for i, want := range []string{"ga", "gb", "ga"} {
-		if r := route(jobs[i].ID, RouteSpec{}); r.Err != nil || r.Job.Target != want || r.Gateway.ID != want {
+		if r := route(jobs[i].ID, RouteSpec{}); r.Err != nil || r.Job.Target.String() != want || r.Gateway.ID != want {
 			t.Fatalf("route %d: %+v, want %s", i, r, want)
 		}
 	}
@@ -40,16 +40,16 @@ func TestRoute(t *testing.T) {
 	if r := route(jobs[3].ID, RouteSpec{Labels: map[string]string{"zone": "us"}}); !errors.Is(r.Err, ErrNoHealthyGateway) {
 		t.Fatalf("a full gateway took a job: %+v", r)
 	}
-	if j, _ := h.f.Read().Job(jobs[3].ID); j.Target != "" || j.Extra().Route != nil {
+	if j, _ := h.f.Read().Job(jobs[3].ID); j.Target.String() != "" || j.Extra().Route != nil {
 		t.Fatalf("a refused route changed the job: %+v", j)
 	}
-	if r := route(jobs[3].ID, RouteSpec{Capabilities: []string{"gpu"}, Key: "dispatch-3"}); r.Err != nil || r.Job.Target != "gb" {
+	if r := route(jobs[3].ID, RouteSpec{Capabilities: []string{"gpu"}, Key: "dispatch-3"}); r.Err != nil || r.Job.Target.String() != "gb" {
 		t.Fatalf("gpu route: %+v", r)
 	}
 	// The same dispatch again: the first answer, nothing changed (without
 	// the key, gb being full, it would be refused).
 	before := h.f.AppliedIndex()
-	if r := route(jobs[3].ID, RouteSpec{Key: "dispatch-3"}); r.Err != nil || !r.Duplicate || r.Job.Target != "gb" || r.Gateway.ID != "gb" ||
+	if r := route(jobs[3].ID, RouteSpec{Key: "dispatch-3"}); r.Err != nil || !r.Duplicate || r.Job.Target.String() != "gb" || r.Gateway.ID != "gb" ||
 		len(r.Job.Extra().Route.Capabilities) != 1 {
 		t.Fatalf("repeated dispatch: %+v", r)
 	}
@@ -74,7 +74,7 @@ func TestRoute(t *testing.T) {
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := f2.Read().Job(jobs[3].ID); j.Extra().Route == nil || len(j.Extra().Route.Capabilities) != 1 || j.Target != "gb" {
+	if j, _ := f2.Read().Job(jobs[3].ID); j.Extra().Route == nil || len(j.Extra().Route.Capabilities) != 1 || j.Target.String() != "gb" {
 		t.Fatalf("restored route: %+v", j)
 	}
 
@@ -101,7 +101,7 @@ func TestRoute(t *testing.T) {
 		t.Fatalf("no orphan was left, yet a revival moved %+v", r.Jobs)
 	}
 	for _, i := range []int{0, 2} {
-		if j, _ := h.f.Read().Job(jobs[i].ID); j.Target != "gc" || j.History()[len(j.History())-1].Type != EventRouted {
+		if j, _ := h.f.Read().Job(jobs[i].ID); j.Target.String() != "gc" || j.History()[len(j.History())-1].Type != EventRouted {
 			t.Fatalf("job %d after the revival: target %s", i, j.Target)
 		}
 	}
@@ -114,7 +114,7 @@ func TestRoute(t *testing.T) {
 	// A finished job drops its route.
 	done := h.apply(CmdComplete, &CompleteCommand{Now: h.now, Ref: LeaseRef{JobID: jobs[1].ID, AttemptID: "a1", Token: "t1"},
 		Actor: Actor{Role: "left_claw", WorkerID: "wb"}, Result: []byte(`{}`)})
-	if done.Err != nil || done.Job.Extra().Route != nil || done.Job.Target != "gb" {
+	if done.Err != nil || done.Job.Extra().Route != nil || done.Job.Target.String() != "gb" {
 		t.Fatalf("complete: %+v", done)
 	}
 }

@@ -166,7 +166,7 @@ func (b *bulkJobs) add(j *Job) error {
 	b.created.added.add(sortKey{i: int32(n), b: j.CreateIndex})
 	b.counts[e.lane]++
 	if e.hasQueue {
-		b.queue.added.add(sortKey{a: b.group(queueKey{j.Stream, j.Target, j.Extra().Requires}), i: int32(n), b: signed(e.queue.rank), c: e.queue.seq})
+		b.queue.added.add(sortKey{a: b.group(queueKey{j.Stream, j.Target.String(), j.Extra().Requires}), i: int32(n), b: signed(e.queue.rank), c: e.queue.seq})
 	}
 	if e.hasAge {
 		b.age.added.add(sortKey{a: b.group(queueKey{stream: e.age.stream}), i: int32(n), b: signed(e.age.rank), c: e.age.seq})
@@ -206,7 +206,7 @@ func (b *bulkJobs) add(j *Job) error {
 	if b.stats == nil {
 		b.stats = map[statItem]int{}
 	}
-	b.stats[statItem{stream: j.Stream, target: j.Target, lane: e.lane, task: j.IsTask()}]++
+	b.stats[statItem{stream: j.Stream, target: j.Target.String(), lane: e.lane, task: j.IsTask()}]++
 	return nil
 }
 

@@ -43,7 +43,7 @@ func lessStat(a, b statItem) bool {
 // count adds d to the jobs of j's stream with j's target in lane, among
 // the tasks if j is one.
 func (w *writer) count(j *Job, lane stateLane, d int) {
-	key := statItem{stream: j.Stream, target: j.Target, lane: lane, task: j.IsTask()}
+	key := statItem{stream: j.Stream, target: j.Target.String(), lane: lane, task: j.IsTask()}
 	it, _ := w.t.stats.Get(key)
 	it.stream, it.target, it.lane, it.task = key.stream, key.target, key.lane, key.task
 	it.n += d
@@ -146,7 +146,7 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 			return out
 		}
 		visited++
-		if role == HeadRole || t.seesTarget(role, head.j.Target) {
+		if role == HeadRole || t.seesTarget(role, head.j.Target.String()) {
 			out[head.stream] = head.j.UpdatedAt
 		} else {
 			n := 0
@@ -156,7 +156,7 @@ func (r *Reader) OldestQueuedFor(role string) map[string]int64 {
 				}
 				n++
 				visited++
-				if t.seesTarget(role, it.j.Target) {
+				if t.seesTarget(role, it.j.Target.String()) {
 					out[head.stream] = it.j.UpdatedAt
 					return false
 				}

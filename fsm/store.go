@@ -227,7 +227,7 @@ func inQueueLane(j *Job) bool {
 
 // queueItemOf is j's item in its lane.
 func queueItemOf(j *Job) queueItem {
-	return queueItem{laneOfQueue(j.Stream, j.Target, j.Extra().Requires), queueRank(j), j.CreateIndex, j}
+	return queueItem{laneOfQueue(j.Stream, j.Target.String(), j.Extra().Requires), queueRank(j), j.CreateIndex, j}
 }
 
 // scheduledEntry keys a queued job waiting for its time by that time.

@@ -125,7 +125,7 @@ func (w *writer) putJob(old, j *Job) {
 	if w.queueUpdate(o.queue, o.hasQueue, n.queue, n.hasQueue) &&
 		n.hasQueue && (!o.hasQueue || lessQueue(o.queue, n.queue) || lessQueue(n.queue, o.queue)) {
 		// The job entered its lane: wake the claimants watching it.
-		w.woken = append(w.woken, laneKey{j.Stream, j.Target})
+		w.woken = append(w.woken, laneKey{j.Stream, j.Target.String()})
 	}
 	w.mark(tQueueAge, update(w.t.queueAge, lessAge, o.age, o.hasAge, n.age, n.hasAge))
 	w.mark(tLease, update(w.t.lease, lessTime, o.lease, o.hasLease, n.lease, n.hasLease))

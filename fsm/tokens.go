@@ -249,8 +249,8 @@ func (a *applier) stampToken(old, j *Job) {
 	if old != nil {
 		from = old.NumEvents()
 	}
-	if from == 0 && j.creator != "" && !strings.Contains(j.creator, TokenSep) {
-		j.creator = a.in.str(j.creator + TokenSep + a.token)
+	if c := j.creator.String(); from == 0 && c != "" && !strings.Contains(c, TokenSep) {
+		j.creator = IdentOf(c + TokenSep + a.token)
 	}
 	for i := max(from-j.virtualCreated(), 0); i < len(j.history); i++ {
 		if ev := &j.history[i]; !strings.Contains(ev.Actor, TokenSep) {

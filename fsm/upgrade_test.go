@@ -185,6 +185,16 @@ var jobFieldOrder = strings.Fields(`ID Stream Target Payload State Attempts MaxA
 // eventFieldOrder is the order an event's fields print in: its record's.
 var eventFieldOrder = strings.Fields(`Seq At Type Actor From To AttemptID WorkerID Text`)
 
+// identValue is the string of an Ident read by reflection (an unexported
+// field's cannot be had as an interface).
+func identValue(v reflect.Value) string {
+	p := v.Field(0).Field(0) // the handle's pointer
+	if p.IsNil() {
+		return ""
+	}
+	return p.Elem().String()
+}
+
 // dumpValue prints a value whole, unexported fields included, maps in key
 // order and pointers followed: two equal states print the same text.
 func dumpValue(v reflect.Value) string {
@@ -205,6 +215,10 @@ func dumpValue(v reflect.Value) string {
 			}
 			walk(v.Elem())
 		case reflect.Struct:
+			if v.Type() == reflect.TypeOf(Ident{}) {
+				fmt.Fprintf(&b, "%q", identValue(v)) // as the string it was
+				return
+			}
 			if v.Type() == reflect.TypeOf(Job{}) {
 				// A job prints as one record, its extra part's fields
 				// in their place, whichever part holds them.
@@ -215,15 +229,15 @@ func dumpValue(v reflect.Value) string {
 					if name == "History" {
 						// The whole history, its created event first
 						// whether the job keeps it as its creator or not.
-						h, c := v.FieldByName("history"), v.FieldByName("creator")
-						if h.Len() == 0 && c.String() == "" {
+						h, c := v.FieldByName("history"), identValue(v.FieldByName("creator"))
+						if h.Len() == 0 && c == "" {
 							continue
 						}
 						b.WriteString(sep + "History:[")
 						sep = " "
 						in := ""
-						if c.String() != "" {
-							walk(reflect.ValueOf(Event{Seq: 1, At: v.FieldByName("CreatedAt").Int(), Type: EventCreated, Actor: c.String(), To: codeQueued}))
+						if c != "" {
+							walk(reflect.ValueOf(Event{Seq: 1, At: v.FieldByName("CreatedAt").Int(), Type: EventCreated, Actor: c, To: codeQueued}))
 							in = " "
 						}
 						for i := 0; i < h.Len(); i++ {

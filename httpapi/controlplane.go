@@ -238,7 +238,7 @@ func (s *Server) viewAgent(a *queue.Agent) *api.Agent {
 		v.Registered, v.Gateway, v.Health, v.Capacity = true, w.Gateway, w.Health, w.Capacity
 	}
 	for _, j := range a.Jobs {
-		t := api.AgentTask{JobID: j.ID, Stream: j.Stream, Attempt: j.Attempts, StartedAt: api.Time(j.StartedAt)}
+		t := api.AgentTask{JobID: j.ID, Stream: j.Stream, Attempt: int(j.Attempts), StartedAt: api.Time(j.StartedAt)}
 		if j.Lease != nil {
 			t.LeaseExpiresAt = api.Time(j.Lease.ExpiresAt)
 		}

@@ -35,7 +35,7 @@ func (s *Server) taskRoutes() {
 func viewControlTask(j *fsm.Job) *api.ControlTask {
 	kind, target := j.TargetOf()
 	v := &api.ControlTask{ID: j.ID, State: string(j.TaskState()), Status: api.JobStatus(j.State), Stream: j.Stream, Target: target, TargetKind: kind,
-		Payload: j.Payload, Attempt: j.Attempts, MaxAttempts: j.MaxAttempts, FinishedAt: api.Time(j.FinishedAt),
+		Payload: j.Payload, Attempt: int(j.Attempts), MaxAttempts: int(j.MaxAttempts), FinishedAt: api.Time(j.FinishedAt),
 		CreatedAt: api.Time(j.CreatedAt), UpdatedAt: api.Time(j.UpdatedAt), Result: j.Result, Error: viewError(j.Error), ModifyIndex: j.ModifyIndex,
 		ResultSchema: resultSchema(j)}
 	if l := j.Lease; l != nil {

@@ -30,7 +30,7 @@ func viewStream(st *fsm.Stream, counts map[string][2]int) *api.Stream {
 // adds its stream's id and instructions.
 func viewTask(j *fsm.Job, st *fsm.Stream, now int64) *api.Task {
 	v := &api.Task{ID: j.ID, Stream: api.TaskStream{Name: j.Stream}, ToolName: j.Extra().ToolName, TaskClass: j.Extra().TaskClass,
-		Payload: j.Payload, Status: api.TaskStatus(api.JobStatus(j.State)), Timeout: j.Extra().Timeout, Attempts: j.Attempts,
+		Payload: j.Payload, Status: api.TaskStatus(api.JobStatus(j.State)), Timeout: j.Extra().Timeout, Attempts: int(j.Attempts),
 		Result: j.Result, Stdout: j.Extra().Stdout, Stderr: j.Extra().Stderr, Stale: queue.Stale(j, now), ClonedFrom: j.Extra().ClonedFrom,
 		CreatedAt: api.Time(j.CreatedAt), UpdatedAt: api.Time(j.UpdatedAt), StartedAt: api.Time(j.StartedAt),
 		FinishedAt: api.Time(j.FinishedAt)}

@@ -30,7 +30,7 @@ func viewJobInto(v *api.Job, j *fsm.Job) {
 	x := j.Extra()
 	*v = api.Job{
 		ID: j.ID, Stream: j.Stream, Target: api.NullableString(target), TargetKind: kind, Payload: j.Payload, Status: api.JobStatus(j.State),
-		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority, RunAt: api.Time(j.NotBefore), LeaseSeconds: int(x.LeaseSeconds), TaskClass: x.TaskClass,
+		Attempts: int(j.Attempts), MaxAttempts: int(j.MaxAttempts), Priority: int(j.Priority), RunAt: api.Time(j.NotBefore), LeaseSeconds: int(x.LeaseSeconds), TaskClass: x.TaskClass,
 		Result: j.Result, Error: viewError(j.Error), Stdout: x.Stdout, Stderr: x.Stderr, IdempotencyKey: j.IdempotencyKey,
 		CreatedAt: api.Time(j.CreatedAt), UpdatedAt: api.Time(j.UpdatedAt), StartedAt: api.Time(j.StartedAt),
 		FinishedAt:  api.Time(j.FinishedAt),
@@ -51,7 +51,7 @@ func viewJobInto(v *api.Job, j *fsm.Job) {
 	v.Requires, v.NotFor = fsm.Labels(x.Requires), x.NotFor
 	v.ResultSchema = resultSchema(j)
 	if j.BackoffBase > 0 {
-		v.Backoff = &api.Backoff{Base: j.BackoffBase, Max: j.BackoffMax}
+		v.Backoff = &api.Backoff{Base: int64(j.BackoffBase), Max: int64(j.BackoffMax)}
 	}
 	if l := j.Lease; l != nil {
 		v.ClaimedBy, v.WorkerID, v.AttemptID, v.LeaseExpiresAt = l.Owner, l.WorkerID, l.AttemptID, api.Time(l.ExpiresAt)

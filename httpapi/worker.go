@@ -99,7 +99,7 @@ func claimAnswer(j *fsm.Job) api.WorkerClaim {
 		Claimed: true, JobID: j.ID, AttemptID: j.Lease.AttemptID, LeaseToken: j.Lease.Token,
 		Stream: j.Stream, MessageID: messageID(j), Payload: j.Payload,
 		LeaseTTLSeconds: ttl.Seconds(), HeartbeatIntervalSeconds: (ttl / 3).Seconds(),
-		Attempt: j.Attempts, MaxAttempts: j.MaxAttempts, Checkpoint: j.Extra().Checkpoint,
+		Attempt: int(j.Attempts), MaxAttempts: int(j.MaxAttempts), Checkpoint: j.Extra().Checkpoint,
 		ResultSchema: resultSchema(j),
 	}
 }
@@ -310,7 +310,7 @@ func failStatus(res *fsm.Result, attemptID string) api.JobStatus {
 			if i == len(j.AttemptLog)-1 && (j.State == fsm.StateFailed || j.State == fsm.StateDead) {
 				return api.JobStatus(j.State)
 			}
-			if at.Error != nil && at.Error.Retryable && i+1 >= j.MaxAttempts {
+			if at.Error != nil && at.Error.Retryable && i+1 >= int(j.MaxAttempts) {
 				return api.JobStatusDead
 			}
 			break

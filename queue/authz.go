@@ -119,7 +119,7 @@ func (s *Service) claimable(ctx context.Context, actor fsm.Actor, id string, tar
 	see := func() bool {
 		r := s.state.Peek()
 		j, err := r.Job(id)
-		return err == nil && (r.Sees(actor.Role, j) || slices.Contains(targets, j.Target))
+		return err == nil && (r.Sees(actor.Role, j) || slices.Contains(targets, j.Target.String()))
 	}
 	if see() {
 		return nil

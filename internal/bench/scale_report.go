@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // parseSizes reads "1000,30k,0.1m": ascending queue sizes, each 1 to
@@ -187,6 +188,13 @@ func printScale(w io.Writer, res *scaleResult) {
 	row("RSS bytes per queued job", func(sz scaleSize) string { return joinFloats(sz.RSSBytesPerJob, 0) })
 	row("queued (GET /v1/state)", func(sz scaleSize) string { return thousands(sz.QueuedSeen) })
 	renderTable(w, rows)
+	if id := res.Idle; id != nil {
+		last := res.Sizes[len(res.Sizes)-1]
+		fmt.Fprintf(w, "\nat %s queued jobs, at rest (%s without a request; the table's RSS is read right after the fill):\n",
+			thousands(last.Queued), time.Duration(id.Seconds*float64(time.Second)))
+		fmt.Fprintf(w, "  RSS MiB                   %s\n", joinFloats(id.RSSMiB, 0))
+		fmt.Fprintf(w, "  RSS bytes per queued job  %s\n", joinFloats(id.RSSBytesPerJob, 0))
+	}
 
 	r := res.Recovery
 	if r == nil {

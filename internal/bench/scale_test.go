@@ -128,13 +128,15 @@ func TestPrintScale(t *testing.T) {
 		{Queued: 30000, FillJobsPerS: 8000, RSSMiB: []float64{200, 120, 120},
 			Routes: []scaleRoute{{Route: "claim (worker)", N: 50, P50: 1.5, P99: 3, Errors: 1}}},
 	}, Recovery: &recoveryFigs{Queued: 30000, SaveSeconds: 0.4, SnapshotBytes: 15_200_000, LeaderKillSeconds: 1.1,
-		Leader: "n1", NewLeader: "n3", RestoreSeconds: 1.4, RestoreError: "503 no_leader", QueuedAfter: 30002}}
+		Leader: "n1", NewLeader: "n3", RestoreSeconds: 1.4, RestoreError: "503 no_leader", QueuedAfter: 30002},
+		Idle: &idleFigs{Seconds: 30, RSSMiB: []float64{60, 40, 41}, RSSBytesPerJob: []float64{980, 912, 915}}}
 	var b bytes.Buffer
 	printScale(&b, res)
 	out := b.String()
 	for _, want := range []string{"queued jobs", "30,000", "claim (worker)", "1.00 / 2.00", "1.50 / 3.00 (1 err)",
 		"50 errors", "RSS MiB", "200/120/120", "live heap MiB (after GC)", "15.2 MB", "new leader n3",
-		"FAILED (below)", "the restore failed: 503 no_leader", "queued after recovery: 30,002"} {
+		"FAILED (below)", "the restore failed: 503 no_leader", "queued after recovery: 30,002",
+		"at 30,000 queued jobs, at rest (30s without a request", "60/40/41", "980/912/915"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -160,7 +162,7 @@ func TestScaleEndToEnd(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	code := ScaleMain([]string{"--binary", bin, "--workdir", dir, "--sizes", "100,400", "--samples", "3",
-		"--producers", "8", "--timeout", "3m"}, &out, &errOut)
+		"--producers", "8", "--timeout", "3m", "--idle", "1s"}, &out, &errOut)
 	t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	if code != ExitOK {
 		t.Fatalf("exit code %d", code)
@@ -175,7 +177,7 @@ func TestScaleEndToEnd(t *testing.T) {
 			found = true
 		}
 	}
-	if !found || !res.OK || len(res.Sizes) != 2 || res.Recovery == nil {
+	if !found || !res.OK || len(res.Sizes) != 2 || res.Recovery == nil || res.Idle == nil || len(res.Idle.RSSMiB) != 3 {
 		t.Fatalf("result: %+v", res)
 	}
 	for _, sz := range res.Sizes {
