@@ -48,10 +48,11 @@ func (i *Ident) CodecDecodeSelf(d *codec.Decoder) {
 	*i = IdentOf(s)
 }
 
-// ident is a string field held as an Ident.
+// ident is a string field held as an Ident (read through the decode's
+// interner, so a value met before costs no allocation).
 func (f *fields) ident(n int, p *Ident) {
 	s := p.String()
-	f.str(n, &s)
+	f.istr(n, &s)
 	if !f.w {
 		*p = IdentOf(s)
 	}

@@ -62,17 +62,18 @@ const gatewayTag = "g/"
 // none). A job routed before LevelIdentity holds its gateway's id untagged;
 // its route says what it is.
 func (j *Job) TargetOf() (kind, name string) {
+	t := j.Target.String()
 	switch {
-	case j.Target == (Ident{}):
+	case t == "":
 		return "", ""
-	case strings.HasPrefix(j.Target.String(), gatewayTag):
-		return TargetGateway, j.Target.String()[len(gatewayTag):]
+	case strings.HasPrefix(t, gatewayTag):
+		return TargetGateway, t[len(gatewayTag):]
 	case j.Extra().Route != nil:
-		return TargetGateway, j.Target.String()
-	case IsRole(j.Target.String()):
-		return TargetRole, j.Target.String()
+		return TargetGateway, t
+	case IsRole(t):
+		return TargetRole, t
 	}
-	return TargetWorker, j.Target.String()
+	return TargetWorker, t
 }
 
 // DescribeTarget names j's target in words ("role right_claw", "worker
