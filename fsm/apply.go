@@ -53,6 +53,9 @@ func (a *applier) put(old, j *Job, now int64) {
 	if old != nil && !old.State.Terminal() && j.State.Terminal() && a.t.dependents.Len() > 0 {
 		a.settleDependents(j, now)
 	}
+	// Last, once nothing of this apply reads its events: no reader has j
+	// before the writer's trees are published.
+	j.sealIfFinished()
 }
 
 func (j *Job) addEvent(e Event) {
@@ -61,10 +64,11 @@ func (j *Job) addEvent(e Event) {
 	// always copies it (copyJob caps it). The copy is sized exactly: a
 	// finished job keeps its history for the retention window, and append's
 	// spare capacity would be a quarter of a three-event history.
-	h := make([]Event, len(j.history)+1)
-	copy(h, j.history)
-	h[len(j.history)] = e
-	j.history = h
+	t := j.openTrail()
+	h := make([]Event, len(t.history)+1)
+	copy(h, t.history)
+	h[len(t.history)] = e
+	t.history = h
 }
 
 func fail(err error) *Result { return &Result{Err: err} }
@@ -280,7 +284,7 @@ func (a *applier) start(old *Job, g grant) *Job {
 		Token:     g.LeaseToken,
 		ExpiresAt: g.Now + j.leaseNanos(g.LeaseNanos),
 	}
-	j.AttemptLog = append(j.AttemptLog, Attempt{
+	j.addAttempt(Attempt{
 		ID: g.AttemptID, Owner: g.Actor.Role, WorkerID: g.Actor.WorkerID, Token: g.LeaseToken,
 		StartedAt: g.Now, Outcome: OutcomeRunning,
 	})

@@ -93,8 +93,9 @@ func (c *CompleteRefusedCommand) apply(a *applier) *Result {
 // RefusalsOf counts the refused completes recorded for attempt id of j.
 func RefusalsOf(j *Job, attempt string) int {
 	n := 0
-	for i := len(j.history) - 1; i >= 0; i-- { // the created event is no refusal
-		if e := &j.history[i]; e.Type == EventCompleteRefused && e.AttemptID == attempt {
+	h := j.events() // the created event is no refusal
+	for i := len(h) - 1; i >= 0; i-- {
+		if e := &h[i]; e.Type == EventCompleteRefused && e.AttemptID == attempt {
 			n++
 		}
 	}

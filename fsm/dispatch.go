@@ -127,8 +127,8 @@ func (c *DispatchCommand) apply(a *applier) *Result {
 		route := *j.Extra().Route
 		route.acceptedAt = c.Now
 		nj.extraMut().Route = &route
-		nj.AttemptLog = slices.Clone(j.AttemptLog)
-		if at := &nj.AttemptLog[len(nj.AttemptLog)-1]; at.RunningAt == 0 {
+		log := nj.trail.attempts // the copy's own (copyJob)
+		if at := &log[len(log)-1]; at.RunningAt == 0 {
 			at.RunningAt = c.Now // the gateway runs it: the task's "running"
 		}
 		nj.addEvent(Event{At: c.Now, Type: EventRouted, Actor: "control-plane", From: j.State.Code(), To: j.State.Code(),

@@ -47,6 +47,10 @@ type fields struct {
 	// ascend). Reading: the pending key, 0 once the input is used up.
 	last int
 	key  uint64
+	// pk, when set, packs a sealed trail (trail.go): strings are
+	// references to its table, words their codes, times relative to its
+	// base.
+	pk *packer
 }
 
 // writeFields appends o's tagged fields to b.
@@ -131,15 +135,19 @@ func (f *fields) put(n int, kind uint64) {
 }
 
 func (f *fields) i64(n int, p *int64) {
+	var base int64
+	if f.pk != nil {
+		base = f.pk.base
+	}
 	if f.w {
 		if *p != 0 {
 			f.put(n, kindVarint)
-			f.e.varint(*p)
+			f.e.varint(*p - base)
 		}
 		return
 	}
 	if f.at(n, kindVarint) {
-		*p = f.d.varint()
+		*p = f.d.varint() + base
 		f.next()
 	}
 }
@@ -199,6 +207,10 @@ func (f *fields) str(n int, p *string)  { f.string(n, p, false) }
 func (f *fields) istr(n int, p *string) { f.string(n, p, true) }
 
 func (f *fields) string(n int, p *string, intern bool) {
+	if f.pk != nil {
+		f.packedString(n, p)
+		return
+	}
 	if f.w {
 		if *p != "" {
 			f.put(n, kindBytes)

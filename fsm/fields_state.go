@@ -50,7 +50,15 @@ func (j *Job) fields(f *fields) {
 	f.str(36, &x.Stdout)
 	f.str(37, &x.Stderr)
 	objs(f, 38, &x.Comments)
-	objs(f, 39, &j.AttemptLog)
+	// The trail: read into a decoder's scratch arrays when it has them
+	// (taggedJob); kept by the caller, who folds the created event.
+	var tr trail
+	if f.w {
+		tr.attempts, tr.history = j.trailParts()
+	} else if j.trail != nil {
+		tr.attempts, tr.history = j.trail.attempts[:0], j.trail.history[:0]
+	}
+	objs(f, 39, &tr.attempts)
 	if f.w && j.creator != (Ident{}) {
 		// The whole history, its created event first (history.go); a
 		// reader keeps it as the creator again (setHistory).
@@ -59,7 +67,7 @@ func (j *Job) fields(f *fields) {
 		ev.fields(f)
 		f.close(at, last)
 	}
-	objs(f, 40, &j.history)
+	objs(f, 40, &tr.history)
 	f.i64(41, &j.CreatedAt)
 	f.i64(42, &j.UpdatedAt)
 	f.i64(43, &j.StartedAt)
@@ -73,6 +81,13 @@ func (j *Job) fields(f *fields) {
 	if !f.w && !local.isZero() {
 		j.extra = new(JobExtra)
 		*j.extra = local
+	}
+	switch {
+	case f.w:
+	case j.trail != nil: // the decoder's scratch (taggedJob)
+		j.trail.attempts, j.trail.history = tr.attempts, tr.history
+	default:
+		j.setTrail(tr.attempts, tr.history)
 	}
 }
 

@@ -474,7 +474,7 @@ func TestReapRechecksExpiry(t *testing.T) {
 	if len(r.Jobs) != 1 || r.Jobs[0].State != StateQueued || r.Jobs[0].Attempts != 1 {
 		t.Fatalf("reap: %+v", r.Jobs)
 	}
-	if at := r.Jobs[0].AttemptLog[0]; at.Outcome != OutcomeExpired {
+	if at := r.Jobs[0].AttemptLog()[0]; at.Outcome != OutcomeExpired {
 		t.Fatalf("attempt outcome %s", at.Outcome)
 	}
 }

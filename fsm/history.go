@@ -8,7 +8,7 @@ package fsm
 // the snapshot writes it whole, and reading one folds the event back.
 
 // virtualCreated is 1 when j's created event is kept as its creator, else 0:
-// the index in j.history of event i is i minus it.
+// the index in j.events() of event i is i minus it.
 func (j *Job) virtualCreated() int {
 	if j.creator != (Ident{}) {
 		return 1
@@ -17,7 +17,7 @@ func (j *Job) virtualCreated() int {
 }
 
 // NumEvents is the number of events in j's history.
-func (j *Job) NumEvents() int { return len(j.history) + j.virtualCreated() }
+func (j *Job) NumEvents() int { return j.numStored() + j.virtualCreated() }
 
 // EventAt returns event i of j's history, the oldest being 0.
 func (j *Job) EventAt(i int) Event {
@@ -25,17 +25,18 @@ func (j *Job) EventAt(i int) Event {
 	if i < v {
 		return j.createdEvent()
 	}
-	return j.history[i-v]
+	return j.events()[i-v]
 }
 
 // History returns j's events, oldest first. It may share its array with
 // the stored job: the caller must not change it.
 func (j *Job) History() []Event {
+	evs := j.events()
 	if j.creator == (Ident{}) {
-		return j.history
+		return evs
 	}
-	h := make([]Event, 0, len(j.history)+1)
-	return append(append(h, j.createdEvent()), j.history...)
+	h := make([]Event, 0, len(evs)+1)
+	return append(append(h, j.createdEvent()), evs...)
 }
 
 // createdEvent is the created event kept as j's creator.
@@ -54,7 +55,8 @@ func (j *Job) foldsCreated(e *Event) bool {
 }
 
 // setHistory makes evs j's history (a new job's, or one decoded), keeping
-// a first event that folds as j's creator. j's CreatedAt must be set.
+// a first event that folds as j's creator. j's CreatedAt must be set, and
+// j must be the caller's own.
 func (j *Job) setHistory(evs []Event) {
 	j.creator = Ident{}
 	if len(evs) > 0 && j.foldsCreated(&evs[0]) {
@@ -64,7 +66,19 @@ func (j *Job) setHistory(evs []Event) {
 			evs = nil
 		}
 	}
-	j.history = evs
+	j.setEvents(evs)
+}
+
+// setEvents makes evs the events after j's creator; j must be the
+// caller's own.
+func (j *Job) setEvents(evs []Event) {
+	if j.trail == nil && len(evs) == 0 {
+		return
+	}
+	j.openTrail().history = evs
+	if len(j.trail.attempts) == 0 && len(evs) == 0 {
+		j.trail = nil
+	}
 }
 
 // adoptHistory makes evs j's history as setHistory does, in an array of
@@ -73,8 +87,8 @@ func (j *Job) setHistory(evs []Event) {
 func (j *Job) adoptHistory(evs []Event) {
 	full := len(evs)
 	j.setHistory(evs)
-	if len(j.history) > 0 && len(j.history) < full {
-		j.history = append(make([]Event, 0, len(j.history)), j.history...)
+	if h := j.events(); len(h) > 0 && len(h) < full {
+		j.setEvents(append(make([]Event, 0, len(h)), h...))
 	}
 }
 
@@ -82,18 +96,21 @@ func (j *Job) adoptHistory(evs []Event) {
 // exported fields and its whole history.
 type jobV1 struct {
 	Job
-	History []Event
+	AttemptLog []Attempt
+	History    []Event
 }
 
 // lastEvent is the last event of j's history; j must have one after its
 // created event (the caller added it, on its own copy of the job).
-func (j *Job) lastEvent() *Event { return &j.history[len(j.history)-1] }
+func (j *Job) lastEvent() *Event { h := j.trail.history; return &h[len(h)-1] }
 
 // setCreated starts a new job's history with its created event e.
 func (j *Job) setCreated(e Event) {
 	if j.foldsCreated(&e) {
-		j.creator, j.history = IdentOf(e.Actor), nil
+		j.creator = IdentOf(e.Actor)
+		j.setEvents(nil)
 		return
 	}
-	j.creator, j.history = Ident{}, []Event{e}
+	j.creator = Ident{}
+	j.setEvents([]Event{e})
 }

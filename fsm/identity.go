@@ -283,10 +283,8 @@ func (t *tables) sees(role string, j *Job) bool {
 	if role == HeadRole || (j.Lease != nil && j.Lease.Owner == role) {
 		return true
 	}
-	for i := range j.AttemptLog {
-		if j.AttemptLog[i].Owner == role {
-			return true // a job the role worked on
-		}
+	if j.workedOn(role) {
+		return true
 	}
 	kind, name := j.TargetOf()
 	switch kind {

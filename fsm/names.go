@@ -134,6 +134,14 @@ func (d *dec) word() name {
 
 // word is a string field held as its code.
 func (f *fields) word(n int, p *name) {
+	if f.pk != nil { // a sealed trail: the code itself (trail.go)
+		v := uint64(*p)
+		f.u64(n, &v)
+		if !f.w {
+			*p = name(v)
+		}
+		return
+	}
 	if f.w {
 		if *p != 0 {
 			f.put(n, kindBytes)

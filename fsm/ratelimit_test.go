@@ -288,7 +288,7 @@ func TestRateConformanceRandom(t *testing.T) {
 			var at []int64
 			for _, j := range h.f.Read().allJobs() {
 				if j.Extra().Rate != nil && j.Extra().Rate.Key == r.Key {
-					for _, a := range j.AttemptLog {
+					for _, a := range j.AttemptLog() {
 						at = append(at, a.StartedAt)
 					}
 				}

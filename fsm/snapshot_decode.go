@@ -286,6 +286,7 @@ func (sd *snapDecoder) records() []record {
 type decodeScratch struct {
 	f   fields
 	job Job
+	tr  trail
 	ev  []Event
 }
 
@@ -298,18 +299,24 @@ type decodeScratch struct {
 func (d *dec) taggedJob() *Job {
 	s := d.scratch
 	j := &s.job
-	*j = Job{history: s.ev[:0]}
+	s.tr = trail{history: s.ev[:0]}
+	*j = Job{trail: &s.tr}
 	if err := readFields(d.b, j, d.in, &s.f); err != nil {
 		d.fail(err.Error())
 	}
 	d.b = nil
-	h := j.history
-	s.ev = h[:0]
+	h := s.tr.history
+	if cap(h) > cap(s.ev) {
+		s.ev = h[:0]
+	}
 	out := new(Job)
 	*out = *j
+	out.setTrail(s.tr.attempts, nil)
+	s.tr = trail{}
 	out.setHistory(h)
-	if len(out.history) > 0 {
-		out.history = append(make([]Event, 0, len(out.history)), out.history...)
+	if evs := out.events(); len(evs) > 0 {
+		out.setEvents(append(make([]Event, 0, len(evs)), evs...))
 	}
+	out.sealIfFinished()
 	return out
 }

@@ -108,9 +108,10 @@ func (e *enc) job(j *Job, version int) {
 		e.str(c.Actor)
 		e.str(c.Text)
 	}
-	e.uvarint(uint64(len(j.AttemptLog)))
-	for i := range j.AttemptLog {
-		a := &j.AttemptLog[i]
+	attempts, history := j.trailParts()
+	e.uvarint(uint64(len(attempts)))
+	for i := range attempts {
+		a := &attempts[i]
 		e.str(a.ID)
 		e.str(a.Owner)
 		e.str(a.WorkerID)
@@ -123,9 +124,12 @@ func (e *enc) job(j *Job, version int) {
 		e.bool(a.DLQ)
 		e.bool(a.ByHolder)
 	}
-	e.uvarint(uint64(j.NumEvents()))
-	for i := range j.NumEvents() {
-		ev := j.EventAt(i)
+	if j.creator != (Ident{}) {
+		history = append([]Event{j.createdEvent()}, history...)
+	}
+	e.uvarint(uint64(len(history)))
+	for i := range history {
+		ev := &history[i]
 		e.int(int(ev.Seq))
 		e.varint(ev.At)
 		e.str(ev.Type.String())
@@ -157,8 +161,8 @@ func (e *enc) job(j *Job, version int) {
 		}
 	}
 	if version >= 5 {
-		for i := range j.AttemptLog {
-			e.varint(j.AttemptLog[i].RunningAt)
+		for i := range attempts {
+			e.varint(attempts[i].RunningAt)
 		}
 	}
 	if version >= 6 {
@@ -219,10 +223,11 @@ func (d *dec) job(version int) *Job {
 			j.Extra().Comments[i] = Comment{At: d.varint(), Actor: d.istr(), Text: d.str()}
 		}
 	}
+	var attempts []Attempt
 	if n := d.count(10); n > 0 {
-		j.AttemptLog = make([]Attempt, n)
-		for i := range j.AttemptLog {
-			j.AttemptLog[i] = Attempt{ID: d.str(), Owner: d.istr(), WorkerID: d.istr(), Token: d.str(),
+		attempts = make([]Attempt, n)
+		for i := range attempts {
+			attempts[i] = Attempt{ID: d.str(), Owner: d.istr(), WorkerID: d.istr(), Token: d.str(),
 				StartedAt: d.varint(), EndedAt: d.varint(), Outcome: Outcome(d.istr()), Error: d.optError(),
 				Requeued: d.bool(), DLQ: d.bool(), ByHolder: d.bool()}
 		}
@@ -251,8 +256,8 @@ func (d *dec) job(version int) *Job {
 		j.extraMut().Route = &RouteSpec{Capabilities: d.strs(), Labels: d.labels(), Key: d.str()}
 	}
 	if version >= 5 {
-		for i := range j.AttemptLog {
-			j.AttemptLog[i].RunningAt = d.varint()
+		for i := range attempts {
+			attempts[i].RunningAt = d.varint()
 		}
 	}
 	if version >= 6 {
@@ -284,7 +289,9 @@ func (d *dec) job(version int) *Job {
 		r.dispatchedAt, r.acceptedAt, r.refused = d.varint(), d.varint(), d.strs()
 	}
 	j.compactExtra()
+	j.setTrail(attempts, nil)
 	j.adoptHistory(h)
+	j.sealIfFinished()
 	jp := new(Job)
 	*jp = j
 	return jp

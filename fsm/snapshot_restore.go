@@ -123,7 +123,9 @@ func readRecordsV1(br *bufio.Reader, rs *restoring) error {
 			return fmt.Errorf("restore record %d: %w", t, err)
 		}
 		if jv, ok := obj.(*jobV1); ok {
+			jv.Job.setTrail(jv.AttemptLog, nil)
 			jv.Job.adoptHistory(jv.History)
+			jv.Job.sealIfFinished()
 			obj = &jv.Job
 		}
 		if err := rs.restoreRecord(k, obj); err != nil {

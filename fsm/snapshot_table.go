@@ -166,7 +166,8 @@ func readTagged[T any](d *dec) any {
 	}
 	d.b = nil
 	if j, ok := any(v).(*Job); ok {
-		j.adoptHistory(j.history)
+		j.adoptHistory(j.events())
+		j.sealIfFinished()
 	}
 	return v
 }

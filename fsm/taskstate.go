@@ -39,14 +39,15 @@ func (j *Job) TaskState() TaskState {
 	case StateCancelled:
 		return TaskFailed
 	case StateFailed, StateDead:
-		if n := len(j.AttemptLog); n > 0 && j.AttemptLog[n-1].Outcome == OutcomeExpired {
+		if at := j.AttemptLog(); len(at) > 0 && at[len(at)-1].Outcome == OutcomeExpired {
 			return TaskFailedTimeout
 		}
 		return TaskFailed
 	}
 	// Queued: what put it there is the last event that moved it.
-	for i := j.NumEvents() - 1; i >= 0; i-- {
-		switch j.EventAt(i).Type {
+	h := j.History()
+	for i := len(h) - 1; i >= 0; i-- {
+		switch h[i].Type {
 		case EventComment, EventHeartbeat, EventRouted:
 			continue
 		case EventReleased, EventReaped:

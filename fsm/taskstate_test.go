@@ -189,8 +189,8 @@ func TestFeed(t *testing.T) {
 	if stateHash(t, f2) != stateHash(t, h.f) || len(feedOf(t, f2)) != 6 || !f2.Read().FeedOn() {
 		t.Fatal("restored feed differs")
 	}
-	if got, _ := f2.Read().Job(j.ID); got.AttemptLog[0].RunningAt != h.now {
-		t.Fatalf("restored attempt lost its start: %+v", got.AttemptLog[0])
+	if got, _ := f2.Read().Job(j.ID); got.AttemptLog()[0].RunningAt != h.now {
+		t.Fatalf("restored attempt lost its start: %+v", got.AttemptLog()[0])
 	}
 }
 

@@ -252,8 +252,9 @@ func (a *applier) stampToken(old, j *Job) {
 	if c := j.creator.String(); from == 0 && c != "" && !strings.Contains(c, TokenSep) {
 		j.creator = IdentOf(c + TokenSep + a.token)
 	}
-	for i := max(from-j.virtualCreated(), 0); i < len(j.history); i++ {
-		if ev := &j.history[i]; !strings.Contains(ev.Actor, TokenSep) {
+	h := j.events() // j is the apply's own, its trail open
+	for i := max(from-j.virtualCreated(), 0); i < len(h); i++ {
+		if ev := &h[i]; !strings.Contains(ev.Actor, TokenSep) {
 			ev.Actor = a.in.str(ev.Actor + TokenSep + a.token)
 		}
 	}

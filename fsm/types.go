@@ -44,10 +44,11 @@ const DefaultStream = "default"
 // Job is one unit of work. Objects read from the store are shared and must
 // never be modified; apply code copies before changing.
 //
-// A job is 288 bytes, a malloc size class (TestEventSizes pins it): its
-// counts and backoff are 32 bits, its target and creator Idents, and what
-// most jobs leave unset lives in JobExtra. A field every job needs is worth
-// the next class (320); any other belongs in JobExtra.
+// A job is 248 bytes, in the 256-byte malloc size class (TestEventSizes
+// pins it): its counts and backoff are 32 bits, its target and creator
+// Idents, its attempts and history one pointer (trail.go), and what most
+// jobs leave unset lives in JobExtra. A field every job needs is worth the
+// next class (288); any other belongs in JobExtra.
 type Job struct {
 	ID     string
 	Stream string
@@ -78,16 +79,15 @@ type Job struct {
 	Result []byte // raw JSON, set by complete
 	Error  *JobError
 
-	// AttemptLog holds one record per claim, oldest first.
-	AttemptLog []Attempt
-	// history is the append-only event history (History), but for the
-	// created event of a job whose creator is set: that event is then
-	// {Seq 1, At CreatedAt, created, To queued, Actor creator}, which
-	// the job's fields already hold but for its actor, so it is kept as
-	// that actor alone (History gives it back). A queued job is then one
-	// allocation rather than two with its event, and a finished one keeps
-	// one event fewer.
-	history []Event
+	// trail holds the job's attempts (AttemptLog), one per claim, and its
+	// append-only event history (History), but for the created event of
+	// a job whose creator is set: that event is then {Seq 1, At
+	// CreatedAt, created, To queued, Actor creator}, which the job's
+	// fields already hold but for its actor, so it is kept as that actor
+	// alone (History gives it back). A queued job made by a plain create
+	// has no trail and is one allocation; a finished job's trail is
+	// sealed into one string (trail.go).
+	trail *trail
 
 	CreatedAt  int64 // unix nanoseconds, stamped by the leader
 	UpdatedAt  int64
@@ -396,8 +396,7 @@ func copyJob(j *Job) *Job {
 		x.Comments = x.Comments[:len(x.Comments):len(x.Comments)]
 		c.extra = &x
 	}
-	c.AttemptLog = append([]Attempt(nil), j.AttemptLog...)
-	c.history = j.history[:len(j.history):len(j.history)]
+	c.trail = copyTrail(j.trail, j.CreatedAt)
 	return &c
 }
 
@@ -411,9 +410,10 @@ func (j *Job) CurrentAttempt() *Attempt {
 	if j.Lease == nil {
 		return nil
 	}
-	for i := len(j.AttemptLog) - 1; i >= 0; i-- {
-		if j.AttemptLog[i].ID == j.Lease.AttemptID {
-			return &j.AttemptLog[i]
+	at := j.AttemptLog()
+	for i := len(at) - 1; i >= 0; i-- {
+		if at[i].ID == j.Lease.AttemptID {
+			return &at[i]
 		}
 	}
 	return nil
@@ -421,9 +421,10 @@ func (j *Job) CurrentAttempt() *Attempt {
 
 // FindAttempt returns the attempt with the given id, or nil.
 func (j *Job) FindAttempt(id string) *Attempt {
-	for i := len(j.AttemptLog) - 1; i >= 0; i-- {
-		if j.AttemptLog[i].ID == id {
-			return &j.AttemptLog[i]
+	at := j.AttemptLog()
+	for i := len(at) - 1; i >= 0; i-- {
+		if at[i].ID == id {
+			return &at[i]
 		}
 	}
 	return nil

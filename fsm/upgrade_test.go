@@ -195,6 +195,21 @@ func identValue(v reflect.Value) string {
 	return p.Elem().String()
 }
 
+// trailValues are the attempts and the history after a folded created
+// event of the job v, whether its trail is open or sealed.
+func trailValues(v reflect.Value) (attempts, history reflect.Value) {
+	t := v.FieldByName("trail")
+	if t.IsNil() {
+		return reflect.ValueOf([]Attempt(nil)), reflect.ValueOf([]Event(nil))
+	}
+	t = t.Elem()
+	if p := t.FieldByName("packed").String(); p != "" {
+		a, h := unpackTrail(p, v.FieldByName("CreatedAt").Int())
+		return reflect.ValueOf(a), reflect.ValueOf(h)
+	}
+	return t.FieldByName("attempts"), t.FieldByName("history")
+}
+
 // dumpValue prints a value whole, unexported fields included, maps in key
 // order and pointers followed: two equal states print the same text.
 func dumpValue(v reflect.Value) string {
@@ -225,11 +240,12 @@ func dumpValue(v reflect.Value) string {
 				b.WriteString("{")
 				sep := ""
 				x := v.FieldByName("extra")
+				attempts, history := trailValues(v)
 				for _, name := range jobFieldOrder {
 					if name == "History" {
 						// The whole history, its created event first
 						// whether the job keeps it as its creator or not.
-						h, c := v.FieldByName("history"), identValue(v.FieldByName("creator"))
+						h, c := history, identValue(v.FieldByName("creator"))
 						if h.Len() == 0 && c == "" {
 							continue
 						}
@@ -249,6 +265,9 @@ func dumpValue(v reflect.Value) string {
 						continue
 					}
 					fv := v.FieldByName(name)
+					if name == "AttemptLog" {
+						fv = attempts
+					}
 					if !fv.IsValid() {
 						if x.IsNil() {
 							continue
@@ -488,8 +507,8 @@ func TestJobFieldOrderIsWhole(t *testing.T) {
 		for i := 0; i < typ.NumField(); i++ {
 			switch n := typ.Field(i).Name; n {
 			case "extra":
-			case "history", "creator": // printed whole as History
-				want["History"] = true
+			case "trail", "creator": // printed whole as AttemptLog and History
+				want["AttemptLog"], want["History"] = true, true
 			default:
 				want[n] = true
 			}

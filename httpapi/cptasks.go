@@ -41,8 +41,8 @@ func viewControlTask(j *fsm.Job) *api.ControlTask {
 	if l := j.Lease; l != nil {
 		v.AgentID, v.ClaimedBy, v.AttemptID, v.LeaseExpiresAt = l.WorkerID, l.Owner, l.AttemptID, api.Time(l.ExpiresAt)
 	}
-	if n := len(j.AttemptLog); n > 0 && j.State != fsm.StateQueued {
-		at := &j.AttemptLog[n-1]
+	if log := j.AttemptLog(); len(log) > 0 && j.State != fsm.StateQueued {
+		at := &log[len(log)-1]
 		v.ClaimedAt, v.RunningAt = api.Time(at.StartedAt), api.Time(at.RunningAt)
 	}
 	return v

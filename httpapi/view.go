@@ -73,8 +73,9 @@ func viewEvents(j *fsm.Job) api.JobEventList {
 }
 
 func viewAttempts(j *fsm.Job) api.JobAttemptList {
-	out := api.JobAttemptList{JobID: j.ID, Attempts: make([]*api.JobAttempt, 0, len(j.AttemptLog))}
-	for _, a := range j.AttemptLog {
+	log := j.AttemptLog()
+	out := api.JobAttemptList{JobID: j.ID, Attempts: make([]*api.JobAttempt, 0, len(log))}
+	for _, a := range log {
 		out.Attempts = append(out.Attempts, &api.JobAttempt{ID: a.ID, Owner: a.Owner, WorkerID: a.WorkerID,
 			StartedAt: api.Time(a.StartedAt), EndedAt: api.Time(a.EndedAt), Outcome: string(a.Outcome), Error: viewError(a.Error)})
 	}

@@ -305,9 +305,10 @@ func failStatus(res *fsm.Result, attemptID string) api.JobStatus {
 	// A repeat of a fail that dead-lettered the job: failed or dead, as
 	// the job still reads if that attempt was its last; else (re-driven
 	// since) dead when it was retryable at its last attempt.
-	for i := len(j.AttemptLog) - 1; i >= 0; i-- {
-		if at := j.AttemptLog[i]; at.ID == attemptID {
-			if i == len(j.AttemptLog)-1 && (j.State == fsm.StateFailed || j.State == fsm.StateDead) {
+	log := j.AttemptLog()
+	for i := len(log) - 1; i >= 0; i-- {
+		if at := log[i]; at.ID == attemptID {
+			if i == len(log)-1 && (j.State == fsm.StateFailed || j.State == fsm.StateDead) {
 				return api.JobStatus(j.State)
 			}
 			if at.Error != nil && at.Error.Retryable && i+1 >= int(j.MaxAttempts) {

@@ -1,0 +1,352 @@
+package fsm
+
+import (
+	"encoding/hex"
+	"slices"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// A job's trail: its attempts and the events of its history after a folded
+// created event (history.go). A job that has neither (a queued job made by
+// a plain create) has no trail; one that has them holds them open, as two
+// slices, while it can still change often, and sealed once it is finished.
+//
+// A finished job is kept for the retention window (72 hours by default),
+// and what it holds beyond its payload and result is mostly its trail: an
+// attempt's four strings (two of them UUIDs), each event's four, and the
+// slices around them, about 380 bytes for one attempt, in four objects the
+// collector marks. Sealed, the trail is one string of about 150 bytes
+// without pointers: each distinct string once (a UUID as its 16 bytes),
+// the fields in the tagged encoding of the snapshot's records (fields.go)
+// with strings as references to that table and times relative to the
+// job's creation. A sealed trail is the same trail: every reader gets it
+// back whole (AttemptLog, History), a change of the job opens it again
+// (copyJob), and the snapshot writes it as it writes an open one. Sealing
+// is a matter of this node's memory only; nothing written or replicated
+// depends on it.
+type trail struct {
+	attempts []Attempt
+	history  []Event // after a created event kept as the job's creator
+	// packed is the sealed trail ("" while open, and then only): the
+	// numbers of events and attempts, the string table, and the tagged
+	// fields.
+	packed string
+}
+
+// AttemptLog returns j's attempts, oldest first, one per claim. It may
+// share its array with the stored job: the caller must not change it.
+func (j *Job) AttemptLog() []Attempt {
+	switch {
+	case j.trail == nil:
+		return nil
+	case j.trail.packed != "":
+		at, _ := unpackTrail(j.trail.packed, j.CreatedAt)
+		return at
+	}
+	return j.trail.attempts
+}
+
+// events returns the events of j's history after a created event kept as
+// its creator.
+func (j *Job) events() []Event {
+	switch {
+	case j.trail == nil:
+		return nil
+	case j.trail.packed != "":
+		_, h := unpackTrail(j.trail.packed, j.CreatedAt)
+		return h
+	}
+	return j.trail.history
+}
+
+// trailParts returns j's attempts and events() at once, unpacking a sealed
+// trail once.
+func (j *Job) trailParts() ([]Attempt, []Event) {
+	switch {
+	case j.trail == nil:
+		return nil, nil
+	case j.trail.packed != "":
+		return unpackTrail(j.trail.packed, j.CreatedAt)
+	}
+	return j.trail.attempts, j.trail.history
+}
+
+// numStored is len(j.events()), without unpacking a sealed trail.
+func (j *Job) numStored() int {
+	switch {
+	case j.trail == nil:
+		return 0
+	case j.trail.packed != "":
+		n, shift := 0, 0
+		for i := 0; i < len(j.trail.packed); i++ { // the leading uvarint
+			c := j.trail.packed[i]
+			n |= int(c&0x7f) << shift
+			if c < 0x80 {
+				break
+			}
+			shift += 7
+		}
+		return n
+	}
+	return len(j.trail.history)
+}
+
+// openTrail returns j's trail for a change. j must be a job of the caller's
+// own: a new one, or a copy (copyJob gives a copy an open trail of its own).
+func (j *Job) openTrail() *trail {
+	if j.trail == nil {
+		j.trail = &trail{}
+	}
+	return j.trail
+}
+
+// setTrail gives j (a job being decoded or made) these attempts and
+// events, without a trail when both are empty.
+func (j *Job) setTrail(attempts []Attempt, events []Event) {
+	if len(attempts) == 0 && len(events) == 0 {
+		j.trail = nil
+		return
+	}
+	j.trail = &trail{attempts: attempts, history: events}
+}
+
+// addAttempt appends a to j's attempts; j must be the caller's own.
+func (j *Job) addAttempt(a Attempt) {
+	t := j.openTrail()
+	t.attempts = append(t.attempts, a)
+}
+
+// copyTrail returns t for a copy of its job: open, with attempts of its
+// own (a change of the copy may change one in place) and history capped
+// (an addition copies it; addEvent).
+func copyTrail(t *trail, createdAt int64) *trail {
+	if t == nil {
+		return nil
+	}
+	if t.packed != "" {
+		at, h := unpackTrail(t.packed, createdAt)
+		return &trail{attempts: at, history: h}
+	}
+	return &trail{attempts: append([]Attempt(nil), t.attempts...), history: t.history[:len(t.history):len(t.history)]}
+}
+
+// sealIfFinished seals the trail of a finished job. j must be the caller's
+// own and not yet read by anyone else: the job an apply stores (put), or
+// one a restore decoded.
+func (j *Job) sealIfFinished() {
+	t := j.trail
+	if t == nil || t.packed != "" || !j.State.Terminal() {
+		return
+	}
+	if len(t.attempts) == 0 && len(t.history) == 0 {
+		j.trail = nil
+		return
+	}
+	// The trail is j's own (copyJob, or a decode), so it is sealed in
+	// place.
+	*t = trail{packed: packTrail(t.attempts, t.history, j.CreatedAt)}
+}
+
+// The packed form. Within it, a string field is a varint reference (its
+// index in the table) where the tagged encoding has the string's bytes, a
+// word field (an event's type or state) its code, and a time its distance
+// from the job's CreatedAt. It lives only in this process's memory, so the
+// codes need not be stable across builds.
+
+// packer is the string table of a trail being packed or unpacked.
+type packer struct {
+	tab  []string
+	base int64 // the job's CreatedAt
+}
+
+// ref returns s's index in the table, adding it.
+func (p *packer) ref(s string) uint64 {
+	for i, t := range p.tab {
+		if t == s {
+			return uint64(i)
+		}
+	}
+	p.tab = append(p.tab, s)
+	return uint64(len(p.tab) - 1)
+}
+
+// packedString is a string field of a sealed trail: its index in the
+// table.
+func (f *fields) packedString(n int, p *string) {
+	if f.w {
+		if *p != "" {
+			f.put(n, kindVarint)
+			f.e.uvarint(f.pk.ref(*p))
+		}
+		return
+	}
+	if f.at(n, kindVarint) {
+		if i := f.d.uvarint(); i < uint64(len(f.pk.tab)) {
+			*p = f.pk.tab[i]
+		} else {
+			f.d.fail("string reference past the table")
+		}
+		f.next()
+	}
+}
+
+// String kinds in the table.
+const (
+	packLiteral = 0 // a uvarint length and the bytes
+	packUUID    = 1 // 16 bytes, written back as canonical lowercase text
+)
+
+var packBufs = sync.Pool{New: func() any { return &packBuf{} }}
+
+type packBuf struct {
+	out []byte
+	p   packer
+	f   fields // here, not on the stack: the field lists take it through an interface
+}
+
+// packTrail seals attempts and events (non-empty) into one string.
+func packTrail(attempts []Attempt, events []Event, base int64) string {
+	pb := packBufs.Get().(*packBuf)
+	defer packBufs.Put(pb)
+	pb.p = packer{tab: pb.p.tab[:0], base: base}
+	f := &pb.f
+	*f = fields{w: true, e: enc{b: f.e.b[:0]}, pk: &pb.p}
+	objs(f, 1, &attempts)
+	objs(f, 2, &events)
+	e := enc{b: pb.out[:0]}
+	e.uvarint(uint64(len(events)))
+	e.uvarint(uint64(len(attempts)))
+	e.uvarint(uint64(len(pb.p.tab)))
+	for _, s := range pb.p.tab {
+		if u, ok := uuidBytes(s); ok {
+			e.byte1(packUUID)
+			e.b = append(e.b, u[:]...)
+			continue
+		}
+		e.byte1(packLiteral)
+		e.str(s)
+	}
+	e.b = append(e.b, f.e.b...)
+	pb.out = e.b
+	clear(pb.p.tab) // hold no strings in the pool
+	return string(e.b)
+}
+
+// unpackTrail opens a sealed trail. It cannot fail on what packTrail
+// wrote; anything else is a bug, and panics. Its strings but UUIDs are
+// substrings of packed (which is never changed), so a trail opens in a
+// few allocations: its two slices and its UUIDs' text.
+func unpackTrail(packed string, base int64) ([]Attempt, []Event) {
+	ub := unpackBufs.Get().(*unpackBuf)
+	defer unpackBufs.Put(ub)
+	d := dec{b: unsafe.Slice(unsafe.StringData(packed), len(packed))}
+	nev, nat := d.count(1), d.count(1)
+	n := d.count(1)
+	ub.p = packer{tab: slices.Grow(ub.p.tab[:0], n)[:n], base: base}
+	for i := range ub.p.tab {
+		switch d.byte1() {
+		case packUUID:
+			ub.p.tab[i] = uuidText(d.raw(16))
+		case packLiteral:
+			k := d.uvarint()
+			at := len(packed) - len(d.b)
+			if d.raw(k); d.err == nil {
+				ub.p.tab[i] = packed[at : at+int(k)]
+			}
+		default:
+			d.fail("bad string kind")
+		}
+	}
+	var attempts []Attempt
+	var events []Event
+	if nat > 0 {
+		attempts = make([]Attempt, 0, nat)
+	}
+	if nev > 0 {
+		events = make([]Event, 0, nev)
+	}
+	f := &ub.f
+	*f = fields{d: d, pk: &ub.p}
+	f.next()
+	objs(f, 1, &attempts)
+	objs(f, 2, &events)
+	f.finish()
+	err := f.d.err
+	*f = fields{}
+	clear(ub.p.tab) // hold no strings in the pool
+	if err != nil {
+		panic("fsm: a sealed trail does not read back: " + err.Error())
+	}
+	return attempts, events
+}
+
+var unpackBufs = sync.Pool{New: func() any { return &unpackBuf{} }}
+
+type unpackBuf struct {
+	p packer
+	f fields
+}
+
+// uuidBytes returns s's 16 bytes when s is a UUID in canonical lowercase
+// text (8-4-4-4-12 hex digits), the form that uuidText gives back.
+func uuidBytes(s string) (u [16]byte, ok bool) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, false
+	}
+	var h [32]byte
+	k := 0
+	for i := 0; i < 36; i++ {
+		c := s[i]
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			continue
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
+			h[k] = c
+			k++
+		default:
+			return u, false
+		}
+	}
+	if _, err := hex.Decode(u[:], h[:]); err != nil {
+		return u, false
+	}
+	return u, true
+}
+
+// uuidText is the canonical text of a UUID's 16 bytes.
+func uuidText(b []byte) string {
+	if len(b) != 16 {
+		return ""
+	}
+	var t [36]byte
+	hex.Encode(t[0:8], b[0:4])
+	t[8] = '-'
+	hex.Encode(t[9:13], b[4:6])
+	t[13] = '-'
+	hex.Encode(t[14:18], b[6:8])
+	t[18] = '-'
+	hex.Encode(t[19:23], b[8:10])
+	t[23] = '-'
+	hex.Encode(t[24:36], b[10:16])
+	return string(t[:])
+}
+
+// workedOn reports whether a claim of role took j: it names the role as an
+// attempt's owner. A sealed trail is opened only when its table holds the
+// role's text (a UUID is held as its bytes) at all.
+func (j *Job) workedOn(role string) bool {
+	if j.trail == nil {
+		return false
+	}
+	if _, uuid := uuidBytes(role); j.trail.packed != "" && !uuid && !strings.Contains(j.trail.packed, role) {
+		return false // a string not in the table as text is in no field
+	}
+	for _, a := range j.AttemptLog() {
+		if a.Owner == role {
+			return true
+		}
+	}
+	return false
+}
