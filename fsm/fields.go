@@ -208,7 +208,7 @@ func (f *fields) istr(n int, p *string) { f.string(n, p, true) }
 
 func (f *fields) string(n int, p *string, intern bool) {
 	if f.pk != nil {
-		f.packedString(n, p)
+		f.packedString(n, p, intern)
 		return
 	}
 	if f.w {

@@ -157,28 +157,33 @@ func (j *Job) sealIfFinished() {
 
 // packer is the string table of a trail being packed or unpacked.
 type packer struct {
-	tab  []string
+	tab []string
+	// name (packing): some field holding tab[i] is one whose values
+	// repeat across jobs (a role, a worker id, an actor: the fields a
+	// decode interns), so the table holds it as a sealName.
+	name []bool
 	base int64 // the job's CreatedAt
 }
 
 // ref returns s's index in the table, adding it.
-func (p *packer) ref(s string) uint64 {
+func (p *packer) ref(s string, name bool) uint64 {
 	for i, t := range p.tab {
 		if t == s {
+			p.name[i] = p.name[i] || name
 			return uint64(i)
 		}
 	}
-	p.tab = append(p.tab, s)
+	p.tab, p.name = append(p.tab, s), append(p.name, name)
 	return uint64(len(p.tab) - 1)
 }
 
 // packedString is a string field of a sealed trail: its index in the
 // table.
-func (f *fields) packedString(n int, p *string) {
+func (f *fields) packedString(n int, p *string, name bool) {
 	if f.w {
 		if *p != "" {
 			f.put(n, kindVarint)
-			f.e.uvarint(f.pk.ref(*p))
+			f.e.uvarint(f.pk.ref(*p, name))
 		}
 		return
 	}
@@ -196,7 +201,64 @@ func (f *fields) packedString(n int, p *string) {
 const (
 	packLiteral = 0 // a uvarint length and the bytes
 	packUUID    = 1 // 16 bytes, written back as canonical lowercase text
+	packName    = 2 // a uvarint: its index among the sealNames
 )
+
+// sealNames are the names sealed trails share: the roles, worker ids and
+// actors that thousands of finished jobs repeat are held once in the
+// process, and a trail refers to one by its index. Names are only ever
+// added (an index stays valid while any trail holds it), at most
+// sealNamesMax of them, each at most sealNameMaxLen bytes: past that, a
+// trail holds the string itself. Like the interner's bound, this keeps a
+// stream of distinct values (worker ids of a thousand short-lived
+// workers) from growing the table without end.
+var sealNames struct {
+	mu  sync.RWMutex
+	ids map[string]uint64
+	tab []string
+}
+
+const (
+	sealNamesMax   = 4096
+	sealNameMaxLen = 64
+)
+
+// sealNameRef returns s's index among the sealNames, adding it if there
+// is room.
+func sealNameRef(s string) (uint64, bool) {
+	sealNames.mu.RLock()
+	id, ok := sealNames.ids[s]
+	sealNames.mu.RUnlock()
+	if ok || len(s) > sealNameMaxLen {
+		return id, ok
+	}
+	sealNames.mu.Lock()
+	defer sealNames.mu.Unlock()
+	if id, ok := sealNames.ids[s]; ok {
+		return id, true
+	}
+	if len(sealNames.tab) >= sealNamesMax {
+		return 0, false
+	}
+	if sealNames.ids == nil {
+		sealNames.ids = make(map[string]uint64)
+	}
+	s = strings.Clone(s) // not a part of some larger string it would pin
+	id = uint64(len(sealNames.tab))
+	sealNames.tab = append(sealNames.tab, s)
+	sealNames.ids[s] = id
+	return id, true
+}
+
+// sealName returns the sealName of index id ("", false when there is none).
+func sealName(id uint64) (string, bool) {
+	sealNames.mu.RLock()
+	defer sealNames.mu.RUnlock()
+	if id >= uint64(len(sealNames.tab)) {
+		return "", false
+	}
+	return sealNames.tab[id], true
+}
 
 var packBufs = sync.Pool{New: func() any { return &packBuf{} }}
 
@@ -210,7 +272,7 @@ type packBuf struct {
 func packTrail(attempts []Attempt, events []Event, base int64) string {
 	pb := packBufs.Get().(*packBuf)
 	defer packBufs.Put(pb)
-	pb.p = packer{tab: pb.p.tab[:0], base: base}
+	pb.p = packer{tab: pb.p.tab[:0], name: pb.p.name[:0], base: base}
 	f := &pb.f
 	*f = fields{w: true, e: enc{b: f.e.b[:0]}, pk: &pb.p}
 	objs(f, 1, &attempts)
@@ -219,11 +281,18 @@ func packTrail(attempts []Attempt, events []Event, base int64) string {
 	e.uvarint(uint64(len(events)))
 	e.uvarint(uint64(len(attempts)))
 	e.uvarint(uint64(len(pb.p.tab)))
-	for _, s := range pb.p.tab {
+	for i, s := range pb.p.tab {
 		if u, ok := uuidBytes(s); ok {
 			e.byte1(packUUID)
 			e.b = append(e.b, u[:]...)
 			continue
+		}
+		if pb.p.name[i] {
+			if id, ok := sealNameRef(s); ok {
+				e.byte1(packName)
+				e.uvarint(id)
+				continue
+			}
 		}
 		e.byte1(packLiteral)
 		e.str(s)
@@ -249,6 +318,12 @@ func unpackTrail(packed string, base int64) ([]Attempt, []Event) {
 		switch d.byte1() {
 		case packUUID:
 			ub.p.tab[i] = uuidText(d.raw(16))
+		case packName:
+			if s, ok := sealName(d.uvarint()); ok {
+				ub.p.tab[i] = s
+			} else {
+				d.fail("no such name")
+			}
 		case packLiteral:
 			k := d.uvarint()
 			at := len(packed) - len(d.b)
@@ -335,17 +410,45 @@ func uuidText(b []byte) string {
 
 // workedOn reports whether a claim of role took j: it names the role as an
 // attempt's owner. A sealed trail is opened only when its table holds the
-// role's text (a UUID is held as its bytes) at all.
+// role at all.
 func (j *Job) workedOn(role string) bool {
 	if j.trail == nil {
 		return false
 	}
-	if _, uuid := uuidBytes(role); j.trail.packed != "" && !uuid && !strings.Contains(j.trail.packed, role) {
-		return false // a string not in the table as text is in no field
+	if j.trail.packed != "" && !packedHolds(j.trail.packed, role) {
+		return false // a string not in the table is in no field
 	}
 	for _, a := range j.AttemptLog() {
 		if a.Owner == role {
 			return true
+		}
+	}
+	return false
+}
+
+// packedHolds reports whether s is in the string table of a sealed trail,
+// without opening it.
+func packedHolds(packed string, s string) bool {
+	d := dec{b: unsafe.Slice(unsafe.StringData(packed), len(packed))}
+	d.uvarint()
+	d.uvarint()
+	u, uuid := uuidBytes(s)
+	for n := d.uvarint(); n > 0 && d.err == nil; n-- {
+		switch d.byte1() {
+		case packUUID:
+			if b := d.raw(16); uuid && string(b) == string(u[:]) {
+				return true
+			}
+		case packName:
+			if t, _ := sealName(d.uvarint()); t == s {
+				return true
+			}
+		case packLiteral:
+			if string(d.raw(d.uvarint())) == s {
+				return true
+			}
+		default:
+			return false
 		}
 	}
 	return false

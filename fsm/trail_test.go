@@ -93,7 +93,7 @@ func TestFinishedJobTrailSealed(t *testing.T) {
 // sealed through the same field lists as the snapshot's records).
 func TestTrailPackRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	strs := []string{"", "left_claw", "left_claw/w1@ci", "0f8fad5b-d9cb-469f-a165-70867728950e",
+	strs := []string{"", "left_claw", "left_claw/w1@ci", strings.Repeat("n", sealNameMaxLen+1), "0f8fad5b-d9cb-469f-a165-70867728950e",
 		"0F8FAD5B-D9CB-469F-A165-70867728950E", "0f8fad5b-d9cb-469f-a165-70867728950", "0f8fad5bxd9cb-469f-a165-70867728950e",
 		"0f8fad5b-d9cb-469f-a165-70867728950g", "attempt 1 of 3", strings.Repeat("x", 300), "é\x00\xff"}
 	ints := []int64{0, 1, -1, 1_700_000_000e9, 1_700_000_000e9 + 17, math.MaxInt64, math.MinInt64, -5}
@@ -151,24 +151,36 @@ func TestTrailPackRoundTrip(t *testing.T) {
 		if j.numStored() != len(events) {
 			t.Fatalf("round %d: %d events stored, numStored says %d", round, len(events), j.numStored())
 		}
+		for _, a := range attempts {
+			if a.Owner != "" && !j.workedOn(a.Owner) {
+				t.Fatalf("round %d: the owner %q of a sealed attempt not found", round, a.Owner)
+			}
+		}
+		if j.workedOn("nobody-of-these") {
+			t.Fatalf("round %d: a sealed trail claims an owner it does not hold", round)
+		}
 	}
 }
 
 // TestSealedTrailIsSmaller: one attempt and its two events, as a claim
-// and a complete leave them, take at most 176 bytes (a malloc size class)
-// sealed, against 448 open.
+// and a complete of a worker with a long id leave them, take at most 144
+// bytes sealed (a malloc size class), against 384 open (the attempt, 128;
+// two events, 160; the attempt's id and token, 48 each; the worker's id
+// and actor are shared by every job it ran, sealed or open).
 func TestSealedTrailIsSmaller(t *testing.T) {
 	base := int64(1_700_000_000e9)
-	at := Attempt{ID: "0f8fad5b-d9cb-469f-a165-70867728950e", Owner: "left_claw", WorkerID: "w1",
+	const worker = "bench-20261201-022308-46575dad-w15"
+	at := Attempt{ID: "0f8fad5b-d9cb-469f-a165-70867728950e", Owner: "left_claw", WorkerID: worker,
 		Token: "7c9e6679-7425-40de-944b-e07fc1f90ae7", StartedAt: base + 3e6, EndedAt: base + 9e8, Outcome: OutcomeCompleted, ByHolder: true}
 	evs := []Event{
-		{Seq: 2, At: base + 3e6, Type: EventClaimed, Actor: "left_claw/w1@ci", From: codeQueued, To: StateRunning.Code(), AttemptID: at.ID, WorkerID: "w1", Text: "attempt 1 of 3"},
-		{Seq: 3, At: base + 9e8, Type: EventCompleted, Actor: "left_claw/w1@ci", From: StateRunning.Code(), To: StateDone.Code(), AttemptID: at.ID, WorkerID: "w1"},
+		{Seq: 2, At: base + 3e6, Type: EventClaimed, Actor: "left_claw/" + worker, From: codeQueued, To: StateRunning.Code(), AttemptID: at.ID, WorkerID: worker, Text: "attempt 1 of 3"},
+		{Seq: 3, At: base + 9e8, Type: EventCompleted, Actor: "left_claw/" + worker, From: StateRunning.Code(), To: StateDone.Code(), AttemptID: at.ID, WorkerID: worker},
 	}
 	p := packTrail([]Attempt{at}, evs, base)
-	// Open: the attempt (120 bytes, class 128), two events (160), the
-	// attempt's id and token (48 each), the trail (64).
-	if len(p) > 176 {
-		t.Fatalf("sealed in %d bytes, want at most 176: %q", len(p), p)
+	if len(p) > 144 {
+		t.Fatalf("sealed in %d bytes, want at most 144: %q", len(p), p)
+	}
+	if a, e := unpackTrail(p, base); !reflect.DeepEqual(a, []Attempt{at}) || !reflect.DeepEqual(e, evs) {
+		t.Fatalf("read back as %+v / %+v", a, e)
 	}
 }
