@@ -83,3 +83,51 @@ func BenchmarkRestore(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSnapshotFinished persists and restores 200,000 finished jobs (a
+// cluster at the latest level, random ids, each claimed by one of 16
+// workers with long ids and completed), whose trails the snapshot writer
+// opens and a restore seals again (trail.go).
+func BenchmarkSnapshotFinished(b *testing.B) {
+	const n = 200_000
+	f, _ := New(Config{})
+	var idx uint64
+	fillRandom(b, f, n, &idx)
+	for k := 0; k < n; k++ {
+		w := Actor{Role: "left_claw", WorkerID: fmt.Sprintf("bench-20261201-022308-46575dad-w%d", k%16)}
+		idx++
+		r := f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdClaim, &ClaimCommand{
+			Now: int64(idx), Streams: []string{DefaultStream}, Targets: []string{w.Role}, Actor: w,
+			AttemptID: uuid.NewString(), LeaseToken: uuid.NewString(), LeaseNanos: lease})}).(*Result)
+		if !r.Claimed {
+			b.Fatal("nothing claimed")
+		}
+		idx++
+		done := f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: MustEncode(CmdComplete, &CompleteCommand{
+			Now: int64(idx), Ref: LeaseRef{JobID: r.Job.ID, AttemptID: r.Job.Lease.AttemptID, Token: r.Job.Lease.Token},
+			Actor: w, Result: []byte(`{"ok":true}`)})}).(*Result)
+		if done.Err != nil {
+			b.Fatal(done.Err)
+		}
+	}
+	var sink memSink
+	b.Run("persist", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			sink.Reset()
+			s, _ := f.Snapshot()
+			if err := s.Persist(&sink); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/job")
+	})
+	b.Run("restore", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			g, _ := New(Config{})
+			if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/job")
+	})
+}
