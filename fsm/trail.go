@@ -38,27 +38,15 @@ type trail struct {
 // AttemptLog returns j's attempts, oldest first, one per claim. It may
 // share its array with the stored job: the caller must not change it.
 func (j *Job) AttemptLog() []Attempt {
-	switch {
-	case j.trail == nil:
-		return nil
-	case j.trail.packed != "":
-		at, _ := unpackTrail(j.trail.packed, j.CreatedAt)
-		return at
-	}
-	return j.trail.attempts
+	at, _ := j.trailParts()
+	return at
 }
 
 // events returns the events of j's history after a created event kept as
 // its creator.
 func (j *Job) events() []Event {
-	switch {
-	case j.trail == nil:
-		return nil
-	case j.trail.packed != "":
-		_, h := unpackTrail(j.trail.packed, j.CreatedAt)
-		return h
-	}
-	return j.trail.history
+	_, h := j.trailParts()
+	return h
 }
 
 // trailParts returns j's attempts and events() at once, unpacking a sealed
