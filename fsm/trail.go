@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"slices"
 	"strings"
@@ -17,11 +18,12 @@ import (
 // and what it holds beyond its payload and result is mostly its trail: an
 // attempt's four strings (two of them UUIDs), each event's four, and the
 // slices around them, about 380 bytes for one attempt, in four objects the
-// collector marks. Sealed, the trail is one string of about 150 bytes
-// without pointers: each distinct string once (a UUID as its 16 bytes),
-// the fields in the tagged encoding of the snapshot's records (fields.go)
-// with strings as references to that table and times relative to the
-// job's creation. A sealed trail is the same trail: every reader gets it
+// collector marks. Sealed, the trail is one string of about 130 bytes
+// without pointers: each distinct string once (a UUID as its 16 bytes, a
+// role, worker id or actor as its index among the sealNames), the fields
+// in the tagged encoding of the snapshot's records (fields.go) with
+// strings as references to that table and times relative to the job's
+// creation. A sealed trail is the same trail: every reader gets it
 // back whole (AttemptLog, History), a change of the job opens it again
 // (copyJob), and the snapshot writes it as it writes an open one. Sealing
 // is a matter of this node's memory only; nothing written or replicated
@@ -67,16 +69,8 @@ func (j *Job) numStored() int {
 	case j.trail == nil:
 		return 0
 	case j.trail.packed != "":
-		n, shift := 0, 0
-		for i := 0; i < len(j.trail.packed); i++ { // the leading uvarint
-			c := j.trail.packed[i]
-			n |= int(c&0x7f) << shift
-			if c < 0x80 {
-				break
-			}
-			shift += 7
-		}
-		return n
+		n, _ := binary.Uvarint(unsafe.Slice(unsafe.StringData(j.trail.packed), len(j.trail.packed)))
+		return int(n)
 	}
 	return len(j.trail.history)
 }
