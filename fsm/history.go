@@ -19,7 +19,9 @@ func (j *Job) virtualCreated() int {
 // NumEvents is the number of events in j's history.
 func (j *Job) NumEvents() int { return j.numStored() + j.virtualCreated() }
 
-// EventAt returns event i of j's history, the oldest being 0.
+// EventAt returns event i of j's history, the oldest being 0. On a
+// sealed trail each call opens it: to walk a finished job's events, take
+// History once.
 func (j *Job) EventAt(i int) Event {
 	v := j.virtualCreated()
 	if i < v {
