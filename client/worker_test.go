@@ -174,6 +174,7 @@ func TestWorkerClaimsForItsFreeSlots(t *testing.T) {
 	)
 	done := make(chan string, total)
 	release := make(chan struct{})
+	held0 := make(chan struct{}) // closed once j0's handler holds its slot
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /internal/worker/claim", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
@@ -231,7 +232,10 @@ func TestWorkerClaimsForItsFreeSlots(t *testing.T) {
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 			}
 			if claim.JobID == "j0" {
+				close(held0)
 				<-release // the first job holds its slot until all the others have run
+			} else {
+				<-held0 // so every other job runs beside it, whichever handler starts first
 			}
 			return json.RawMessage(`{}`), nil
 		}})
