@@ -103,7 +103,7 @@ bench-compare: ## compare the node of BASE (default main) with the working tree'
 bench-peer: ## Spine next to NATS JetStream (natsbench, in PEERBENCH or NATSBENCH): ROUNDS (3) rounds of NATS default, `spine-bench --local 3` and NATS sync always, JOBS (20000) each, first system rotated; per system the rounds, Spine's ratios to each NATS mode (min–max); CONNECT=leader puts the clients on the leader on both sides
 	ROUNDS='$(ROUNDS)' JOBS='$(JOBS)' CONNECT='$(CONNECT)' PEERBENCH='$(PEERBENCH)' NATSBENCH='$(NATSBENCH)' OUT='$(OUT)' scripts/bench-peer.sh
 
-bench-scale: build ## grow a local 3-node cluster's queue to N jobs (300000; SIZES=1k,30k overrides), time every route and read the memory at each size and after IDLE (30s) at rest, then backup, restore and failover times at the largest (about 1.5 min on 2 vCPUs; N=30000 under 1 min)
+bench-scale: build ## grow a local 3-node cluster's queue to N jobs (300000; SIZES=1k,30k overrides), time every route and read the memory at each size and after IDLE (30s) at rest, then backup, restore and failover times at the largest, then every job finished and the memory per finished job after IDLE (about 3 min on 2 vCPUs; N=30000 under 1 min)
 	$(GO) build -o $(dir $(BIN))spine-bench ./cmd/spine-bench
 	$(dir $(BIN))spine-bench scale --binary $(BIN) $(if $(SIZES),--sizes $(SIZES),--n $(N)) --idle $(IDLE)
 

@@ -30,6 +30,7 @@ type scaleConfig struct {
 	payload   int
 	streams   int
 	recovery  bool
+	finish    bool
 	idle      time.Duration
 	timeout   time.Duration
 	reqTime   time.Duration
@@ -86,6 +87,7 @@ type scaleResult struct {
 	Sizes        []scaleSize   `json:"sizes"`
 	Idle         *idleFigs     `json:"idle,omitempty"`
 	Recovery     *recoveryFigs `json:"recovery,omitempty"`
+	Finished     *finishedFigs `json:"finished,omitempty"`
 	TotalSeconds float64       `json:"total_s"`
 }
 
@@ -103,7 +105,7 @@ type idleFigs struct {
 // table, then one JSON line.
 func ScaleMain(args []string, stdout, stderr io.Writer) int {
 	cfg := scaleConfig{samples: 50, routeTime: 20 * time.Second, producers: 64, payload: 256, streams: 20,
-		recovery: true, timeout: 30 * time.Minute, reqTime: 30 * time.Second, out: stdout}
+		recovery: true, finish: true, timeout: 30 * time.Minute, reqTime: 30 * time.Second, out: stdout}
 	var (
 		n, nodes                  int
 		sizes                     string
@@ -122,6 +124,7 @@ func ScaleMain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.streams, "streams", cfg.streams, "streams the jobs are spread over (developer-queue streams of one session)")
 	fs.DurationVar(&cfg.idle, "idle", 0, "at the largest size, send nothing for this long, then read each node's RSS again (what a node holds once its collector has given back the garbage; 0: skip)")
 	fs.BoolVar(&cfg.recovery, "recovery", cfg.recovery, "at the largest size, time snapshot save and restore, a follower's restart, a leader kill and a full restart")
+	fs.BoolVar(&cfg.finish, "finish", cfg.finish, "at the end, claim and complete every queued job, wait --idle, and read each node's memory per finished job")
 	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "upper bound for the whole run")
 	fs.DurationVar(&cfg.reqTime, "request-timeout", cfg.reqTime, "timeout of one request")
 	fs.IntVar(&nodes, "nodes", 3, "nodes of the local cluster")
@@ -131,7 +134,7 @@ func ScaleMain(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&localEnv, "local-env", "K=V added to the nodes' environment; repeatable or CSV (SPINE_PPROF=1 is set unless given)")
 	fs.BoolVar(&keep, "keep", false, "keep the temp dir (data dirs and node logs)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: spine-bench scale [flags]\n\nStarts a local cluster on 127.0.0.1, grows its queue through the sizes and, at each,\ntimes every route and reads each node's memory; at the largest, times snapshot save and\nrestore, a follower's restart, a leader kill and a full restart. Prints a table, then one\nJSON line (docs/performance.md, \"The scale benchmark\").\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: spine-bench scale [flags]\n\nStarts a local cluster on 127.0.0.1, grows its queue through the sizes and, at each,\ntimes every route and reads each node's memory; at the largest, times snapshot save and\nrestore, a follower's restart, a leader kill and a full restart; then finishes every job and\nreads the memory per finished job. Prints a table, then one JSON line (docs/performance.md, \"The scale benchmark\").\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -268,13 +271,19 @@ func (s *scaleRun) run(ctx context.Context, res *scaleResult) error {
 		s.printf("[%s queued] after %s idle: RSS %s MiB, RSS per queued job %s bytes\n", thousands(have), s.cfg.idle,
 			joinFloats(m.rss, 1), joinFloats(res.Idle.RSSBytesPerJob, 0))
 	}
-	if !s.cfg.recovery {
-		return nil
+	if s.cfg.recovery && have > 0 {
+		rec, err := s.recovery(ctx, have)
+		res.Recovery = rec
+		if err != nil {
+			return fmt.Errorf("recovery at %d: %w", have, err)
+		}
 	}
-	rec, err := s.recovery(ctx, have)
-	res.Recovery = rec
-	if err != nil {
-		return fmt.Errorf("recovery at %d: %w", have, err)
+	if s.cfg.finish && have > 0 {
+		f, err := s.finish(ctx, base)
+		res.Finished = f
+		if err != nil {
+			return fmt.Errorf("finishing the jobs: %w", err)
+		}
 	}
 	return nil
 }

@@ -280,17 +280,21 @@ func (s *scaleRun) fill(ctx context.Context, have, size int, sz *scaleSize) erro
 	return err
 }
 
-// queued is jobs.queued of the leader's GET /v1/state.
+// queued is jobs.queued of node's GET /v1/state.
 func (s *scaleRun) queued(ctx context.Context, node int) (int, error) {
+	jobs, err := s.jobCounts(ctx, node)
+	return jobs["queued"], err
+}
+
+// jobCounts is the jobs of node's GET /v1/state: how many in each status.
+func (s *scaleRun) jobCounts(ctx context.Context, node int) (map[string]int, error) {
 	var st struct {
-		Jobs struct {
-			Queued int `json:"queued"`
-		} `json:"jobs"`
+		Jobs map[string]int `json:"jobs"`
 	}
 	if err := s.reqJSON(ctx, node, http.MethodGet, "/v1/state", scaleHead, nil, http.StatusOK, &st); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return st.Jobs.Queued, nil
+	return st.Jobs, nil
 }
 
 // memFigs is every node's memory, in MiB, node order.

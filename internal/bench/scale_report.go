@@ -196,6 +196,7 @@ func printScale(w io.Writer, res *scaleResult) {
 		fmt.Fprintf(w, "  RSS bytes per queued job  %s\n", joinFloats(id.RSSBytesPerJob, 0))
 	}
 
+	defer printFinished(w, res.Finished)
 	r := res.Recovery
 	if r == nil {
 		return
@@ -226,4 +227,18 @@ func printScale(w io.Writer, res *scaleResult) {
 	if r.QueuedAfter > 0 {
 		fmt.Fprintf(w, "queued after recovery: %s\n", thousands(r.QueuedAfter))
 	}
+}
+
+// printFinished is the report's last section: the memory per finished job.
+func printFinished(w io.Writer, f *finishedFigs) {
+	if f == nil || f.Jobs == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nevery job finished (%s done, drained at %.0f jobs/s), at rest (%s without a request):\n",
+		thousands(f.Jobs), f.DrainJobsPer, time.Duration(f.IdleSeconds*float64(time.Second)))
+	fmt.Fprintf(w, "  RSS MiB                            %s\n", joinFloats(f.RSSMiB, 0))
+	fmt.Fprintf(w, "  live heap MiB                      %s\n", joinFloats(f.LiveHeapMiB, 0))
+	fmt.Fprintf(w, "  heap in use MiB                    %s\n", joinFloats(f.HeapInuseMiB, 0))
+	fmt.Fprintf(w, "  RSS bytes per finished job         %s\n", joinFloats(f.RSSBytesPerJob, 0))
+	fmt.Fprintf(w, "  live heap bytes per finished job   %s\n", joinFloats(f.LiveHeapBytesPerJob, 0))
 }

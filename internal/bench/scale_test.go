@@ -129,14 +129,17 @@ func TestPrintScale(t *testing.T) {
 			Routes: []scaleRoute{{Route: "claim (worker)", N: 50, P50: 1.5, P99: 3, Errors: 1}}},
 	}, Recovery: &recoveryFigs{Queued: 30000, SaveSeconds: 0.4, SnapshotBytes: 15_200_000, LeaderKillSeconds: 1.1,
 		Leader: "n1", NewLeader: "n3", RestoreSeconds: 1.4, RestoreError: "503 no_leader", QueuedAfter: 30002},
-		Idle: &idleFigs{Seconds: 30, RSSMiB: []float64{60, 40, 41}, RSSBytesPerJob: []float64{980, 912, 915}}}
+		Idle: &idleFigs{Seconds: 30, RSSMiB: []float64{60, 40, 41}, RSSBytesPerJob: []float64{980, 912, 915}},
+		Finished: &finishedFigs{Jobs: 30002, DrainJobsPer: 5000, IdleSeconds: 30, RSSMiB: []float64{70, 50, 51},
+			LiveHeapMiB: []float64{40, 33, 34}, RSSBytesPerJob: []float64{1200, 1100, 1101}, LiveHeapBytesPerJob: []float64{840, 830, 831}}}
 	var b bytes.Buffer
 	printScale(&b, res)
 	out := b.String()
 	for _, want := range []string{"queued jobs", "30,000", "claim (worker)", "1.00 / 2.00", "1.50 / 3.00 (1 err)",
 		"50 errors", "RSS MiB", "200/120/120", "live heap MiB (after GC)", "15.2 MB", "new leader n3",
 		"FAILED (below)", "the restore failed: 503 no_leader", "queued after recovery: 30,002",
-		"at 30,000 queued jobs, at rest (30s without a request", "60/40/41", "980/912/915"} {
+		"at 30,000 queued jobs, at rest (30s without a request", "60/40/41", "980/912/915",
+		"every job finished (30,002 done", "live heap bytes per finished job   840/830/831", "1200/1100/1101"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -189,6 +192,9 @@ func TestScaleEndToEnd(t *testing.T) {
 				t.Errorf("size %d: %+v", sz.Queued, r)
 			}
 		}
+	}
+	if f := res.Finished; f == nil || f.Jobs < 400 || len(f.RSSMiB) != 3 || len(f.LiveHeapBytesPerJob) != 3 {
+		t.Errorf("finished: %+v", f)
 	}
 	rec := res.Recovery
 	if rec.SaveSeconds <= 0 || rec.SnapshotBytes <= 0 || rec.TransferBytes <= 0 || rec.LeaderKillSeconds <= 0 ||
