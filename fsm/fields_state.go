@@ -50,24 +50,35 @@ func (j *Job) fields(f *fields) {
 	f.str(36, &x.Stdout)
 	f.str(37, &x.Stderr)
 	objs(f, 38, &x.Comments)
-	// The trail: read into a decoder's scratch arrays when it has them
-	// (taggedJob); kept by the caller, who folds the created event.
+	// The trail: written from a sealed one as it is (trail_open.go); read
+	// into a decoder's scratch arrays when it has them (taggedJob) and
+	// kept by the caller, who folds the created event. The history is
+	// written whole, its created event first (history.go); a reader keeps
+	// it as the creator again (setHistory).
 	var tr trail
-	if f.w {
+	created := func() {
+		if j.creator != (Ident{}) {
+			ev := j.createdEvent()
+			at, last := f.open(40)
+			ev.fields(f)
+			f.close(at, last)
+		}
+	}
+	switch {
+	case f.w && j.trail != nil && j.trail.packed != "":
+		writeSealed(f, j.trail.packed, j.CreatedAt, 39, 40, created)
+	case f.w:
 		tr.attempts, tr.history = j.trailParts()
-	} else if j.trail != nil {
-		tr.attempts, tr.history = j.trail.attempts[:0], j.trail.history[:0]
+		objs(f, 39, &tr.attempts)
+		created()
+		objs(f, 40, &tr.history)
+	default:
+		if j.trail != nil {
+			tr.attempts, tr.history = j.trail.attempts[:0], j.trail.history[:0]
+		}
+		objs(f, 39, &tr.attempts)
+		objs(f, 40, &tr.history)
 	}
-	objs(f, 39, &tr.attempts)
-	if f.w && j.creator != (Ident{}) {
-		// The whole history, its created event first (history.go); a
-		// reader keeps it as the creator again (setHistory).
-		ev := j.createdEvent()
-		at, last := f.open(40)
-		ev.fields(f)
-		f.close(at, last)
-	}
-	objs(f, 40, &tr.history)
 	f.i64(41, &j.CreatedAt)
 	f.i64(42, &j.UpdatedAt)
 	f.i64(43, &j.StartedAt)

@@ -3,7 +3,6 @@ package fsm
 import (
 	"encoding/binary"
 	"encoding/hex"
-	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -285,67 +284,6 @@ func packTrail(attempts []Attempt, events []Event, base int64) string {
 	return string(e.b)
 }
 
-// unpackTrail opens a sealed trail. It cannot fail on what packTrail
-// wrote; anything else is a bug, and panics. Its strings but UUIDs are
-// substrings of packed (which is never changed), so a trail opens in a
-// few allocations: its two slices and its UUIDs' text.
-func unpackTrail(packed string, base int64) ([]Attempt, []Event) {
-	ub := unpackBufs.Get().(*unpackBuf)
-	defer unpackBufs.Put(ub)
-	d := dec{b: unsafe.Slice(unsafe.StringData(packed), len(packed))}
-	nev, nat := d.count(1), d.count(1)
-	n := d.count(1)
-	ub.p = packer{tab: slices.Grow(ub.p.tab[:0], n)[:n], base: base}
-	for i := range ub.p.tab {
-		switch d.byte1() {
-		case packUUID:
-			ub.p.tab[i] = uuidText(d.raw(16))
-		case packName:
-			if s, ok := sealName(d.uvarint()); ok {
-				ub.p.tab[i] = s
-			} else {
-				d.fail("no such name")
-			}
-		case packLiteral:
-			k := d.uvarint()
-			at := len(packed) - len(d.b)
-			if d.raw(k); d.err == nil {
-				ub.p.tab[i] = packed[at : at+int(k)]
-			}
-		default:
-			d.fail("bad string kind")
-		}
-	}
-	var attempts []Attempt
-	var events []Event
-	if nat > 0 {
-		attempts = make([]Attempt, 0, nat)
-	}
-	if nev > 0 {
-		events = make([]Event, 0, nev)
-	}
-	f := &ub.f
-	*f = fields{d: d, pk: &ub.p}
-	f.next()
-	objs(f, 1, &attempts)
-	objs(f, 2, &events)
-	f.finish()
-	err := f.d.err
-	*f = fields{}
-	clear(ub.p.tab) // hold no strings in the pool
-	if err != nil {
-		panic("fsm: a sealed trail does not read back: " + err.Error())
-	}
-	return attempts, events
-}
-
-var unpackBufs = sync.Pool{New: func() any { return &unpackBuf{} }}
-
-type unpackBuf struct {
-	p packer
-	f fields
-}
-
 // uuidBytes returns s's 16 bytes when s is a UUID in canonical lowercase
 // text (8-4-4-4-12 hex digits), the form that uuidText gives back.
 func uuidBytes(s string) (u [16]byte, ok bool) {
@@ -370,24 +308,6 @@ func uuidBytes(s string) (u [16]byte, ok bool) {
 		return u, false
 	}
 	return u, true
-}
-
-// uuidText is the canonical text of a UUID's 16 bytes.
-func uuidText(b []byte) string {
-	if len(b) != 16 {
-		return ""
-	}
-	var t [36]byte
-	hex.Encode(t[0:8], b[0:4])
-	t[8] = '-'
-	hex.Encode(t[9:13], b[4:6])
-	t[13] = '-'
-	hex.Encode(t[14:18], b[6:8])
-	t[18] = '-'
-	hex.Encode(t[19:23], b[8:10])
-	t[23] = '-'
-	hex.Encode(t[24:36], b[10:16])
-	return string(t[:])
 }
 
 // workedOn reports whether a claim of role took j: it names the role as an

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -150,6 +151,15 @@ func TestTrailPackRoundTrip(t *testing.T) {
 		j := &Job{CreatedAt: base, State: StateDone, trail: &trail{packed: packed}}
 		if j.numStored() != len(events) {
 			t.Fatalf("round %d: %d events stored, numStored says %d", round, len(events), j.numStored())
+		}
+		// A snapshot's record of the job is the same sealed as open: the
+		// sealed trail is written without opening it (writeSealed).
+		open := &Job{CreatedAt: base, State: StateDone, trail: &trail{attempts: attempts, history: events}}
+		if rng.IntN(2) == 0 {
+			j.creator, open.creator = IdentOf("left_claw/w1@ci"), IdentOf("left_claw/w1@ci")
+		}
+		if got, want := writeFields(nil, j), writeFields(nil, open); !bytes.Equal(got, want) {
+			t.Fatalf("round %d: the record of a sealed job differs from the open one's:\n%x\n%x", round, got, want)
 		}
 		for _, a := range attempts {
 			if a.Owner != "" && !j.workedOn(a.Owner) {
