@@ -15,6 +15,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/spine-queue/spine/internal/durable"
 )
 
 // Gossip encryption. With a key, memberlist encrypts and authenticates
@@ -132,23 +134,7 @@ func (kr *keyring) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := kr.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, kr.path)
+	return durable.WriteFile(kr.path, b)
 }
 
 // Keyring lists this node's gossip keys by fingerprint, the primary first;

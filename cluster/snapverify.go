@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/spine-queue/spine/internal/durable"
 )
 
 // Snapshot checks.
@@ -308,31 +310,12 @@ func (s *checkedSink) Cancel() error {
 	return s.SnapshotSink.Cancel()
 }
 
-// writeSynced writes v as JSON to path and syncs the file and its directory.
+// writeSynced writes v as JSON to path, durably (a crash leaves the file
+// whole or absent).
 func writeSynced(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.WriteFile(path, append(b, '\n'))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/spine-queue/spine/internal/devconfig"
+	"github.com/spine-queue/spine/internal/durable"
 )
 
 // setupCommand is spine setup: seed 004's Q&A (§16.1) writing spine.yml.
@@ -115,7 +116,7 @@ func setupCommand(env *cliEnv) *cobra.Command {
 			fmt.Fprintf(env.stderr, "spine: %v\n", err)
 			return exitCodeError(exitUsage)
 		}
-		if err := writeFileAtomic(path, data); err != nil {
+		if err := durable.WriteFile(path, data); err != nil {
 			fmt.Fprintf(env.stderr, "spine: %v\n", err)
 			return exitCodeError(exitError)
 		}
@@ -198,23 +199,4 @@ func dashList(s []string) string {
 		return "none"
 	}
 	return strings.Join(s, ", ")
-}
-
-// writeFileAtomic writes data to path through a temporary file and a
-// rename, so a reader never sees half a file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".spine-*.yml")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
