@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/spine-queue/spine/client"
 	"github.com/spine-queue/spine/fsm"
 	"github.com/spine-queue/spine/httpapi"
+	"github.com/spine-queue/spine/internal/durable"
 	"github.com/spine-queue/spine/internal/snapfile"
 )
 
@@ -97,35 +99,38 @@ func snapshotSave(env *cliEnv, c *command, fs *pflag.FlagSet) func(pos []string)
 	return func(pos []string) int {
 		path := pos[0]
 		return c.do(func(ctx context.Context, cl *client.Client) (any, error) {
-			// Download next to the target, check it whole, then rename: FILE
-			// is never a partial or unchecked backup. The check is the
-			// archive's checksums (the state read as well with --inspect).
+			// Download next to the target, checked as it arrives and made
+			// durable, then rename: FILE is never a partial or unchecked
+			// backup. The check is the archive's checksums (the state read
+			// as well with --inspect).
 			tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-*")
 			if err != nil {
 				return nil, err
 			}
 			defer os.Remove(tmp.Name())
-			if _, err := cl.SnapshotSave(ctx, tmp); err != nil {
-				tmp.Close()
-				return nil, err
+			sv := snapfile.NewSaver(tmp)
+			_, err = cl.SnapshotSave(ctx, sv)
+			meta, size, err := sv.Close(err)
+			if cerr := tmp.Close(); err == nil {
+				err = cerr
 			}
-			if err := tmp.Sync(); err != nil {
-				tmp.Close()
-				return nil, err
-			}
-			if err := tmp.Close(); err != nil {
-				return nil, err
-			}
-			check := checkFile
-			if *inspect {
-				check = inspectFile
-			}
-			rep, err := check(tmp.Name())
-			if err != nil {
+			if errors.Is(err, snapfile.ErrCorrupt) {
 				return nil, fmt.Errorf("the snapshot received does not check: %w", err)
+			}
+			if err != nil {
+				return nil, err
+			}
+			rep := reportOf(tmp.Name(), size, meta)
+			if *inspect {
+				if rep, err = inspectFile(tmp.Name()); err != nil {
+					return nil, fmt.Errorf("the snapshot received does not check: %w", err)
+				}
 			}
 			if err := os.Rename(tmp.Name(), path); err != nil {
 				return nil, err
+			}
+			if err := durable.SyncDir(filepath.Dir(path)); err != nil {
+				return nil, fmt.Errorf("%s: saved, but its directory did not sync: %w", path, err)
 			}
 			rep.File = path
 			return rep, nil
