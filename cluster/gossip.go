@@ -401,5 +401,5 @@ func (n *Node) writePeers() error {
 	if err != nil {
 		return err
 	}
-	return durable.WriteFile(n.peersPath(), b)
+	return durable.WriteFile(n.peersPath(), b, 0o600)
 }

@@ -134,7 +134,7 @@ func (kr *keyring) save() error {
 	if err != nil {
 		return err
 	}
-	return durable.WriteFile(kr.path, b)
+	return durable.WriteFile(kr.path, b, 0o600)
 }
 
 // Keyring lists this node's gossip keys by fingerprint, the primary first;

@@ -317,5 +317,5 @@ func writeSynced(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return durable.WriteFile(path, append(b, '\n'))
+	return durable.WriteFile(path, append(b, '\n'), 0o600)
 }

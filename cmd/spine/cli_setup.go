@@ -116,7 +116,7 @@ func setupCommand(env *cliEnv) *cobra.Command {
 			fmt.Fprintf(env.stderr, "spine: %v\n", err)
 			return exitCodeError(exitUsage)
 		}
-		if err := durable.WriteFile(path, data); err != nil {
+		if err := durable.WriteFile(path, data, 0o600); err != nil {
 			fmt.Fprintf(env.stderr, "spine: %v\n", err)
 			return exitCodeError(exitError)
 		}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/spine-queue/spine/internal/durable"
 )
 
 // A watcher (scripts/spine-watcher.sh, embedded as spine.WatcherScript)
@@ -257,11 +259,7 @@ func pruneWatchers(data string) error {
 	for _, w := range keep {
 		fmt.Fprintf(&b, "%d %s\n", w.PID, w.Stream)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return durable.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // runsFile is the per-user record of the data dirs spine run used, one
@@ -308,11 +306,7 @@ func writeRuns(path string, runs []runDir) error {
 	for _, r := range runs {
 		fmt.Fprintf(&b, "%s\t%s\n", r.cwd, r.data)
 	}
-	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return durable.WriteFile(path, []byte(b.String()), 0o600)
 }
 
 // rememberRunDir records that spine run, in the current directory, used

@@ -8,16 +8,21 @@ import (
 	"path/filepath"
 )
 
-// WriteFile replaces path with data (mode 0600), so that a crash at any
-// point leaves the old file or the new one, never a part: through a
-// temporary file in the same directory, fsync'ed, renamed over path, and
-// the directory fsync'ed.
-func WriteFile(path string, data []byte) error {
+// WriteFile replaces path with data, of mode perm, so that a crash at any
+// point leaves the old file or the new one, never a part, and concurrent
+// writers the whole of one of theirs: through a temporary file of its own
+// in the same directory, fsync'ed, renamed over path, and the directory
+// fsync'ed.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // nothing to remove after the rename
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
