@@ -2,9 +2,9 @@ package fsm
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -193,10 +193,14 @@ const (
 // trail holds the string itself. Like the interner's bound, this keeps a
 // stream of distinct values (worker ids of a thousand short-lived
 // workers) from growing the table without end.
+//
+// Lookups take no lock (a restore's decoders pack trails on every core
+// at once): ids and tab are replaced whole, under mu, by an add, which
+// the bound makes rare.
 var sealNames struct {
-	mu  sync.RWMutex
-	ids map[string]uint64
-	tab []string
+	mu  sync.Mutex
+	ids atomic.Pointer[map[string]uint64]
+	tab atomic.Pointer[[]string]
 }
 
 const (
@@ -207,38 +211,49 @@ const (
 // sealNameRef returns s's index among the sealNames, adding it if there
 // is room.
 func sealNameRef(s string) (uint64, bool) {
-	sealNames.mu.RLock()
-	id, ok := sealNames.ids[s]
-	sealNames.mu.RUnlock()
-	if ok || len(s) > sealNameMaxLen {
-		return id, ok
+	if ids := sealNames.ids.Load(); ids != nil {
+		if id, ok := (*ids)[s]; ok {
+			return id, true
+		}
+	}
+	if len(s) > sealNameMaxLen {
+		return 0, false
 	}
 	sealNames.mu.Lock()
 	defer sealNames.mu.Unlock()
-	if id, ok := sealNames.ids[s]; ok {
-		return id, true
+	var ids map[string]uint64
+	var tab []string
+	if p := sealNames.ids.Load(); p != nil {
+		if id, ok := (*p)[s]; ok {
+			return id, true
+		}
+		ids, tab = *p, *sealNames.tab.Load()
 	}
-	if len(sealNames.tab) >= sealNamesMax {
+	if len(tab) >= sealNamesMax {
 		return 0, false
 	}
-	if sealNames.ids == nil {
-		sealNames.ids = make(map[string]uint64)
-	}
 	s = strings.Clone(s) // not a part of some larger string it would pin
-	id = uint64(len(sealNames.tab))
-	sealNames.tab = append(sealNames.tab, s)
-	sealNames.ids[s] = id
+	id := uint64(len(tab))
+	// A reader holds the table it loaded, of its length: the append
+	// writes past it.
+	tab = append(tab, s)
+	next := make(map[string]uint64, len(ids)+1)
+	for k, v := range ids {
+		next[k] = v
+	}
+	next[s] = id
+	sealNames.tab.Store(&tab) // before the id that points into it
+	sealNames.ids.Store(&next)
 	return id, true
 }
 
 // sealName returns the sealName of index id ("", false when there is none).
 func sealName(id uint64) (string, bool) {
-	sealNames.mu.RLock()
-	defer sealNames.mu.RUnlock()
-	if id >= uint64(len(sealNames.tab)) {
+	tab := sealNames.tab.Load()
+	if tab == nil || id >= uint64(len(*tab)) {
 		return "", false
 	}
-	return sealNames.tab[id], true
+	return (*tab)[id], true
 }
 
 var packBufs = sync.Pool{New: func() any { return &packBuf{} }}
@@ -290,25 +305,33 @@ func uuidBytes(s string) (u [16]byte, ok bool) {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return u, false
 	}
-	var h [32]byte
-	k := 0
-	for i := 0; i < 36; i++ {
-		c := s[i]
-		switch {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			continue
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
-			h[k] = c
-			k++
-		default:
+	for i, at := range uuidDigitsAt {
+		hi, lo := lowerHex[s[at]], lowerHex[s[at+1]]
+		if hi|lo == 0xff {
 			return u, false
 		}
-	}
-	if _, err := hex.Decode(u[:], h[:]); err != nil {
-		return u, false
+		u[i] = hi<<4 | lo
 	}
 	return u, true
 }
+
+// uuidDigitsAt are where a UUID's text has each byte's two digits.
+var uuidDigitsAt = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// lowerHex is the value of each lowercase hex digit, 0xff for any other
+// byte.
+var lowerHex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for c := byte('0'); c <= '9'; c++ {
+		t[c] = c - '0'
+	}
+	for c := byte('a'); c <= 'f'; c++ {
+		t[c] = c - 'a' + 10
+	}
+	return t
+}()
 
 // workedOn reports whether a claim of role took j: it names the role as an
 // attempt's owner. A sealed trail is opened only when its table holds the

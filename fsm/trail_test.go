@@ -2,10 +2,12 @@ package fsm
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -192,5 +194,44 @@ func TestSealedTrailIsSmaller(t *testing.T) {
 	}
 	if a, e := unpackTrail(p, base); !reflect.DeepEqual(a, []Attempt{at}) || !reflect.DeepEqual(e, evs) {
 		t.Fatalf("read back as %+v / %+v", a, e)
+	}
+}
+
+// Trails are packed on every core at once (a restore's decoders), so the
+// sealNames take adds and lookups concurrently: every name gets one index,
+// the same for every caller, which reads back as the name.
+func TestSealNamesConcurrent(t *testing.T) {
+	const workers, names = 8, 200
+	ids := make([][]uint64, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range names {
+				k := (i*7 + w*13) % names // each worker in its own order
+				id, ok := sealNameRef(fmt.Sprintf("concurrent-name-%03d", k))
+				if !ok {
+					t.Errorf("no room for name %d", k)
+					return
+				}
+				if ids[w] == nil {
+					ids[w] = make([]uint64, names)
+				}
+				ids[w][k] = id
+			}
+		}()
+	}
+	wg.Wait()
+	for k := range names {
+		want := fmt.Sprintf("concurrent-name-%03d", k)
+		for w := range workers {
+			if ids[w][k] != ids[0][k] {
+				t.Fatalf("name %d: index %d for one caller, %d for another", k, ids[w][k], ids[0][k])
+			}
+		}
+		if got, ok := sealName(ids[0][k]); !ok || got != want {
+			t.Fatalf("index %d reads back as %q (%v), want %q", ids[0][k], got, ok, want)
+		}
 	}
 }
