@@ -288,35 +288,46 @@ type decodeScratch struct {
 	job Job
 	tr  trail
 	ev  []Event
+	at  []Attempt
 }
 
 // taggedJob decodes a job record of version snapTagged or later, as
 // readTagged does, but through the decoder's scratch job: the job it
 // returns is then allocated at its size, its created event kept as its
 // creator when it can be (a queued job is then one allocation, as create
-// makes it), and the rest of its history sized exactly, as addEvent keeps
-// it.
+// makes it), and the rest of its history and its attempts sized exactly,
+// as addEvent keeps them. A finished job's trail is sealed straight from
+// the scratch arrays.
 func (d *dec) taggedJob() *Job {
 	s := d.scratch
 	j := &s.job
-	s.tr = trail{history: s.ev[:0]}
+	s.tr = trail{history: s.ev[:0], attempts: s.at[:0]}
 	*j = Job{trail: &s.tr}
 	if err := readFields(d.b, j, d.in, &s.f); err != nil {
 		d.fail(err.Error())
 	}
 	d.b = nil
-	h := s.tr.history
+	h, at := s.tr.history, s.tr.attempts
 	if cap(h) > cap(s.ev) {
 		s.ev = h[:0]
 	}
+	if cap(at) > cap(s.at) {
+		s.at = at[:0]
+	}
+	s.tr = trail{}
 	out := new(Job)
 	*out = *j
-	out.setTrail(s.tr.attempts, nil)
-	s.tr = trail{}
+	out.setTrail(at, nil)
 	out.setHistory(h)
+	if out.State.Terminal() {
+		out.sealIfFinished() // packs the scratch arrays' contents
+		return out
+	}
+	if len(at) > 0 {
+		out.trail.attempts = append(make([]Attempt, 0, len(at)), at...)
+	}
 	if evs := out.events(); len(evs) > 0 {
 		out.setEvents(append(make([]Event, 0, len(evs)), evs...))
 	}
-	out.sealIfFinished()
 	return out
 }
