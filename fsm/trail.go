@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"encoding/binary"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -247,6 +248,26 @@ func sealNameRef(s string) (uint64, bool) {
 	return id, true
 }
 
+// sharedAttemptText reports whether s is a claim event's text that
+// attemptText shares ("attempt 2 of 3", both numbers at most
+// maxSharedAttemptText): one of at most 400, which every finished job
+// repeats, so a sealed trail holds it as a sealName too.
+func sharedAttemptText(s string) bool {
+	rest, ok := strings.CutPrefix(s, "attempt ")
+	if !ok || len(rest) > len("20 of 20") {
+		return false
+	}
+	n, m, ok := strings.Cut(rest, " of ")
+	return ok && smallCount(n) && smallCount(m)
+}
+
+// smallCount reports whether s is a number from 1 to maxSharedAttemptText
+// as strconv writes it.
+func smallCount(s string) bool {
+	v, err := strconv.Atoi(s)
+	return err == nil && v >= 1 && v <= maxSharedAttemptText && strconv.Itoa(v) == s
+}
+
 // sealName returns the sealName of index id ("", false when there is none).
 func sealName(id uint64) (string, bool) {
 	tab := sealNames.tab.Load()
@@ -283,7 +304,7 @@ func packTrail(attempts []Attempt, events []Event, base int64) string {
 			e.b = append(e.b, u[:]...)
 			continue
 		}
-		if pb.p.name[i] {
+		if pb.p.name[i] || sharedAttemptText(s) {
 			if id, ok := sealNameRef(s); ok {
 				e.byte1(packName)
 				e.uvarint(id)

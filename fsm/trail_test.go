@@ -175,10 +175,11 @@ func TestTrailPackRoundTrip(t *testing.T) {
 }
 
 // TestSealedTrailIsSmaller: one attempt and its two events, as a claim
-// and a complete of a worker with a long id leave them, take at most 144
+// and a complete of a worker with a long id leave them, take at most 128
 // bytes sealed (a malloc size class), against 384 open (the attempt, 128;
 // two events, 160; the attempt's id and token, 48 each; the worker's id
-// and actor are shared by every job it ran, sealed or open).
+// and actor and the claim's "attempt 1 of 3" are shared by every job, sealed
+// or open).
 func TestSealedTrailIsSmaller(t *testing.T) {
 	base := int64(1_700_000_000e9)
 	const worker = "bench-20261201-022308-46575dad-w15"
@@ -189,8 +190,8 @@ func TestSealedTrailIsSmaller(t *testing.T) {
 		{Seq: 3, At: base + 9e8, Type: EventCompleted, Actor: "left_claw/" + worker, From: StateRunning.Code(), To: StateDone.Code(), AttemptID: at.ID, WorkerID: worker},
 	}
 	p := packTrail([]Attempt{at}, evs, base)
-	if len(p) > 144 {
-		t.Fatalf("sealed in %d bytes, want at most 144: %q", len(p), p)
+	if len(p) > 128 {
+		t.Fatalf("sealed in %d bytes, want at most 128: %q", len(p), p)
 	}
 	if a, e := unpackTrail(p, base); !reflect.DeepEqual(a, []Attempt{at}) || !reflect.DeepEqual(e, evs) {
 		t.Fatalf("read back as %+v / %+v", a, e)
@@ -232,6 +233,28 @@ func TestSealNamesConcurrent(t *testing.T) {
 		}
 		if got, ok := sealName(ids[0][k]); !ok || got != want {
 			t.Fatalf("index %d reads back as %q (%v), want %q", ids[0][k], got, ok, want)
+		}
+	}
+}
+
+// A claim's text is a sealName exactly when attemptText shares it, so the
+// names table cannot be filled by other texts.
+func TestSharedAttemptText(t *testing.T) {
+	for s, want := range map[string]bool{
+		"attempt 1 of 3": true, "attempt 20 of 20": true, "attempt 2 of 1": true,
+		"attempt 0 of 3": false, "attempt 21 of 3": false, "attempt 3 of 21": false, "attempt 01 of 3": false,
+		"attempt 1 of 3 ": false, "attempt 1 of": false, "Attempt 1 of 3": false, "attempt +1 of 3": false, "": false,
+	} {
+		if got := sharedAttemptText(s); got != want {
+			t.Errorf("sharedAttemptText(%q) = %v, want %v", s, got, want)
+		}
+	}
+	var a applier
+	a.in = newInterner()
+	for _, j := range []*Job{{Attempts: 1, MaxAttempts: 3}, {Attempts: 20, MaxAttempts: 20}, {Attempts: 21, MaxAttempts: 30}} {
+		shared := j.Attempts <= maxSharedAttemptText && j.MaxAttempts <= maxSharedAttemptText
+		if s := a.attemptText(j); sharedAttemptText(s) != shared {
+			t.Errorf("%q: sharedAttemptText says %v, but attemptText shares it: %v", s, sharedAttemptText(s), shared)
 		}
 	}
 }
