@@ -102,22 +102,24 @@ func (r *sealedReader) uuidText(b []byte) string {
 
 // attempt reads the next attempt into r.a; false after the last.
 func (r *sealedReader) attempt() bool {
-	if !r.f.at(1, kindBytes) {
-		return false
-	}
 	r.a = Attempt{}
-	r.f.readObj(&r.a)
-	return r.f.d.err == nil
+	return r.next(1, &r.a)
 }
 
 // event reads the next event into r.e (after the attempts); false after
 // the last.
 func (r *sealedReader) event() bool {
-	if !r.f.at(2, kindBytes) {
+	r.e = Event{}
+	return r.next(2, &r.e)
+}
+
+// next reads the next object of field n (which o must be empty for) into
+// o; false after the last.
+func (r *sealedReader) next(n int, o fielder) bool {
+	if !r.f.at(n, kindBytes) {
 		return false
 	}
-	r.e = Event{}
-	r.f.readObj(&r.e)
+	r.f.readObj(o)
 	return r.f.d.err == nil
 }
 

@@ -232,52 +232,66 @@ func (s *scaleRun) fill(ctx context.Context, have, size int, sz *scaleSize) erro
 	}
 	sz.Leader = s.lc.c.Nodes[l].ID
 	total := int64(size - have)
-	var next, ok, errN atomic.Int64
-	var first errBox
-	fctx, stop := context.WithCancel(ctx)
-	defer stop()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for g := 0; g < s.cfg.producers; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 0, s.cfg.payload+128)
-			for k := int64(0); k <= total; k++ {
-				i := next.Add(1) - 1
-				if i >= total || fctx.Err() != nil {
-					return
-				}
-				id := s.nextID.Add(1)
-				buf = createBody(buf, s.streamName(int(id)), time.Now().UnixNano(), id, s.cfg.payload)
-				if _, err := s.a.create(fctx, l, buf); err != nil {
-					if fctx.Err() != nil {
-						return
-					}
-					first.set(err)
-					if errN.Add(1) > 100 {
-						stop()
-					}
-					continue
-				}
-				ok.Add(1)
+	var next, ok atomic.Int64
+	el, errN, first := s.together(ctx, func(ctx context.Context, g int, fail func(error)) {
+		buf := make([]byte, 0, s.cfg.payload+128)
+		for k := int64(0); k <= total; k++ {
+			i := next.Add(1) - 1
+			if i >= total || ctx.Err() != nil {
+				return
 			}
-		}()
-	}
-	wg.Wait()
-	el := time.Since(start)
-	sz.FillSeconds, sz.FillJobsPerS, sz.FillErrors = round3(el.Seconds()), perSec(ok.Load(), el), errN.Load()
+			id := s.nextID.Add(1)
+			buf = createBody(buf, s.streamName(int(id)), time.Now().UnixNano(), id, s.cfg.payload)
+			if _, err := s.a.create(ctx, l, buf); err != nil {
+				fail(err)
+				continue
+			}
+			ok.Add(1)
+		}
+	})
+	sz.FillSeconds, sz.FillJobsPerS, sz.FillErrors = round3(el.Seconds()), perSec(ok.Load(), el), errN
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if errN.Load() > 0 {
-		return fmt.Errorf("%d creates failed; first: %v", errN.Load(), first.err)
+	if errN > 0 {
+		return fmt.Errorf("%d creates failed; first: %v", errN, first)
 	}
 	d, err := s.inSync(ctx, 2*time.Minute)
 	sz.CatchUpSeconds = round3(d.Seconds())
 	s.printf("[%s queued] grew by %d jobs in %.1fs (%.0f jobs/s, %d producers to the leader %s); every node applied them %.2fs later\n",
 		thousands(size), ok.Load(), el.Seconds(), sz.FillJobsPerS, s.cfg.producers, sz.Leader, d.Seconds())
 	return err
+}
+
+// together runs work on cfg.producers goroutines (g their number, 0 to
+// producers-1) and waits for them all. A work calls fail for each request
+// that failed: after 100 failures its ctx is cancelled, stopping every
+// one. It returns how long they ran, the failures and the first.
+func (s *scaleRun) together(ctx context.Context, work func(ctx context.Context, g int, fail func(error))) (time.Duration, int64, error) {
+	var errN atomic.Int64
+	var first errBox
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	fail := func(err error) {
+		if wctx.Err() != nil {
+			return
+		}
+		first.set(err)
+		if errN.Add(1) > 100 {
+			stop()
+		}
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := 0; g < s.cfg.producers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work(wctx, g, fail)
+		}()
+	}
+	wg.Wait()
+	return time.Since(start), errN.Load(), first.err
 }
 
 // queued is jobs.queued of node's GET /v1/state.

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -34,55 +33,36 @@ func (s *scaleRun) finish(ctx context.Context, base memFigs) (*finishedFigs, err
 		return nil, err
 	}
 	f := &finishedFigs{}
-	var done, errN atomic.Int64
-	var first errBox
-	dctx, stop := context.WithCancel(ctx)
-	defer stop()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for g := 0; g < s.cfg.producers; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wid := fmt.Sprintf("spine-bench-scale-%02d", g)
-			fail := func(err error) {
-				if dctx.Err() == nil {
-					first.set(err)
-					if errN.Add(1) > 100 {
-						stop()
-					}
-				}
+	var done atomic.Int64
+	el, errN, first := s.together(ctx, func(ctx context.Context, g int, fail func(error)) {
+		wid := fmt.Sprintf("spine-bench-scale-%02d", g)
+		// Every stream in turn, from the g-th, each until a claim finds it
+		// empty.
+		for k := 0; k < s.cfg.streams && ctx.Err() == nil; {
+			stream := s.streamName(g + k)
+			c, err := s.a.claim(ctx, l, wid, stream, 0)
+			if err != nil {
+				fail(err)
+				continue
 			}
-			// Every stream in turn, from the g-th, each until a claim finds
-			// it empty.
-			for k := 0; k < s.cfg.streams && dctx.Err() == nil; {
-				stream := s.streamName(g + k)
-				c, err := s.a.claim(dctx, l, wid, stream, 0)
-				if err != nil {
+			for c != nil && c.Claimed && ctx.Err() == nil {
+				if _, c, err = s.a.complete(ctx, l, wid, c, stream, true); err != nil {
 					fail(err)
-					continue
+					break
 				}
-				for c != nil && c.Claimed && dctx.Err() == nil {
-					if _, c, err = s.a.complete(dctx, l, wid, c, stream, true); err != nil {
-						fail(err)
-						break
-					}
-					done.Add(1)
-				}
-				if err == nil && (c == nil || !c.Claimed) {
-					k++
-				}
+				done.Add(1)
 			}
-		}()
-	}
-	wg.Wait()
-	el := time.Since(start)
+			if err == nil && (c == nil || !c.Claimed) {
+				k++
+			}
+		}
+	})
 	f.DrainSeconds, f.DrainJobsPer = round3(el.Seconds()), perSec(done.Load(), el)
 	if err := ctx.Err(); err != nil {
 		return f, err
 	}
-	if errN.Load() > 0 {
-		return f, fmt.Errorf("%d claims or completes failed; first: %v", errN.Load(), first.err)
+	if errN > 0 {
+		return f, fmt.Errorf("%d claims or completes failed; first: %v", errN, first)
 	}
 	jobs, err := s.jobCounts(ctx, l)
 	if err != nil {
