@@ -18,7 +18,7 @@ import (
 // and what it holds beyond its payload and result is mostly its trail: an
 // attempt's four strings (two of them UUIDs), each event's four, and the
 // slices around them, about 380 bytes for one attempt, in four objects the
-// collector marks. Sealed, the trail is one string of about 130 bytes
+// collector marks. Sealed, the trail is one string of about 120 bytes
 // without pointers: each distinct string once (a UUID as its 16 bytes, a
 // role, worker id or actor as its index among the sealNames), the fields
 // in the tagged encoding of the snapshot's records (fields.go) with

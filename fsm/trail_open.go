@@ -38,7 +38,6 @@ type sealedReader struct {
 	p        packer
 	f        fields
 	nev, nat int
-	packed   string
 	// scratch (when set): a UUID's text is made in uuids and lives until
 	// the next trail this reader opens; the caller keeps no string.
 	scratch bool
@@ -53,7 +52,7 @@ var sealedReaders = sync.Pool{New: func() any { return &sealedReader{} }}
 // first attempt.
 func openSealed(packed string, base int64, scratch bool) *sealedReader {
 	r := sealedReaders.Get().(*sealedReader)
-	r.packed, r.scratch, r.uuids = packed, scratch, r.uuids[:0]
+	r.scratch, r.uuids = scratch, r.uuids[:0]
 	d := dec{b: unsafe.Slice(unsafe.StringData(packed), len(packed))}
 	r.nev, r.nat = d.count(1), d.count(1)
 	n := d.count(1)
@@ -135,7 +134,7 @@ func (r *sealedReader) done() {
 // close returns r to the pool, holding no strings.
 func (r *sealedReader) close() {
 	clear(r.p.tab)
-	r.f, r.a, r.e, r.packed = fields{}, Attempt{}, Event{}, ""
+	r.f, r.a, r.e = fields{}, Attempt{}, Event{}
 	sealedReaders.Put(r)
 }
 
