@@ -65,8 +65,8 @@ func (j *Job) fields(f *fields) {
 		}
 	}
 	switch {
-	case f.w && j.trail != nil && j.trail.packed != "":
-		writeSealed(f, j.trail.packed, j.CreatedAt, 39, 40, created)
+	case f.w && j.sealed != nil:
+		writeSealed(f, j.packed(), j.CreatedAt, 39, 40, created)
 	case f.w:
 		tr.attempts, tr.history = j.trailParts()
 		objs(f, 39, &tr.attempts)

@@ -74,7 +74,7 @@ func (j *Job) setHistory(evs []Event) {
 // setEvents makes evs the events after j's creator; j must be the
 // caller's own.
 func (j *Job) setEvents(evs []Event) {
-	if j.trail == nil && len(evs) == 0 {
+	if !j.hasTrail() && len(evs) == 0 {
 		return
 	}
 	j.openTrail().history = evs

@@ -153,5 +153,5 @@ func TestLeaderLoopsTakeNoView(t *testing.T) {
 // exactHistory reports whether j's open history has no spare capacity (a
 // sealed one has none).
 func exactHistory(j *Job) bool {
-	return j.trail == nil || j.trail.packed != "" || cap(j.trail.history) == len(j.trail.history)
+	return j.trail == nil || cap(j.trail.history) == len(j.trail.history)
 }

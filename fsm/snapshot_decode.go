@@ -9,6 +9,7 @@ import (
 	"github.com/spine-queue/spine/internal/gcpace"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 )
 
@@ -317,12 +318,21 @@ func (d *dec) taggedJob() *Job {
 	s.tr = trail{}
 	out := new(Job)
 	*out = *j
-	out.setTrail(at, nil)
-	out.setHistory(h)
 	if out.State.Terminal() {
-		out.sealIfFinished() // packs the scratch arrays' contents
+		// Sealed straight from the scratch arrays, through the scratch
+		// trail: the job keeps only the packed form.
+		s.tr = trail{attempts: at}
+		out.trail = &s.tr
+		out.setHistory(h)
+		out.sealIfFinished()
+		if out.trail == &s.tr { // too long to seal: kept open, in arrays of its own
+			out.trail = &trail{attempts: slices.Clone(at), history: slices.Clone(s.tr.history)}
+		}
+		s.tr = trail{}
 		return out
 	}
+	out.setTrail(at, nil)
+	out.setHistory(h)
 	if len(at) > 0 {
 		out.trail.attempts = append(make([]Attempt, 0, len(at)), at...)
 	}

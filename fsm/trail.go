@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"encoding/binary"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,11 +32,21 @@ import (
 type trail struct {
 	attempts []Attempt
 	history  []Event // after a created event kept as the job's creator
-	// packed is the sealed trail ("" while open, and then only): the
-	// numbers of events and attempts, the string table, and the tagged
-	// fields.
-	packed string
 }
+
+// packed is j's sealed trail ("" while the trail is open or absent): the
+// numbers of events and attempts, the string table, and the tagged
+// fields.
+func (j *Job) packed() string {
+	if j.sealed == nil {
+		return ""
+	}
+	return unsafe.String(j.sealed, int(j.sealedLen))
+}
+
+// hasTrail reports whether j has attempts or events after its creator,
+// open or sealed.
+func (j *Job) hasTrail() bool { return j.trail != nil || j.sealed != nil }
 
 // AttemptLog returns j's attempts, oldest first, one per claim. It may
 // share its array with the stored job: the caller must not change it.
@@ -55,10 +66,10 @@ func (j *Job) events() []Event {
 // trail once.
 func (j *Job) trailParts() ([]Attempt, []Event) {
 	switch {
+	case j.sealed != nil:
+		return unpackTrail(j.packed(), j.CreatedAt)
 	case j.trail == nil:
 		return nil, nil
-	case j.trail.packed != "":
-		return unpackTrail(j.trail.packed, j.CreatedAt)
 	}
 	return j.trail.attempts, j.trail.history
 }
@@ -66,11 +77,11 @@ func (j *Job) trailParts() ([]Attempt, []Event) {
 // numStored is len(j.events()), without unpacking a sealed trail.
 func (j *Job) numStored() int {
 	switch {
+	case j.sealed != nil:
+		n, _ := binary.Uvarint(unsafe.Slice(j.sealed, j.sealedLen))
+		return int(n)
 	case j.trail == nil:
 		return 0
-	case j.trail.packed != "":
-		n, _ := binary.Uvarint(unsafe.Slice(unsafe.StringData(j.trail.packed), len(j.trail.packed)))
-		return int(n)
 	}
 	return len(j.trail.history)
 }
@@ -78,6 +89,10 @@ func (j *Job) numStored() int {
 // openTrail returns j's trail for a change. j must be a job of the caller's
 // own: a new one, or a copy (copyJob gives a copy an open trail of its own).
 func (j *Job) openTrail() *trail {
+	if j.sealed != nil {
+		at, h := j.trailParts()
+		j.trail, j.sealed, j.sealedLen = &trail{attempts: at, history: h}, nil, 0
+	}
 	if j.trail == nil {
 		j.trail = &trail{}
 	}
@@ -87,6 +102,7 @@ func (j *Job) openTrail() *trail {
 // setTrail gives j (a job being decoded or made) these attempts and
 // events, without a trail when both are empty.
 func (j *Job) setTrail(attempts []Attempt, events []Event) {
+	j.sealed, j.sealedLen = nil, 0
 	if len(attempts) == 0 && len(events) == 0 {
 		j.trail = nil
 		return
@@ -100,16 +116,17 @@ func (j *Job) addAttempt(a Attempt) {
 	t.attempts = append(t.attempts, a)
 }
 
-// copyTrail returns t for a copy of its job: open, with attempts of its
+// copyTrail returns j's trail for a copy of j: open, with attempts of its
 // own (a change of the copy may change one in place) and history capped
 // (an addition copies it; addEvent).
-func copyTrail(t *trail, createdAt int64) *trail {
+func (j *Job) copyTrail() *trail {
+	if j.sealed != nil {
+		at, h := j.trailParts()
+		return &trail{attempts: at, history: h}
+	}
+	t := j.trail
 	if t == nil {
 		return nil
-	}
-	if t.packed != "" {
-		at, h := unpackTrail(t.packed, createdAt)
-		return &trail{attempts: at, history: h}
 	}
 	return &trail{attempts: append([]Attempt(nil), t.attempts...), history: t.history[:len(t.history):len(t.history)]}
 }
@@ -119,16 +136,19 @@ func copyTrail(t *trail, createdAt int64) *trail {
 // one a restore decoded.
 func (j *Job) sealIfFinished() {
 	t := j.trail
-	if t == nil || t.packed != "" || !j.State.Terminal() {
+	if t == nil || !j.State.Terminal() {
 		return
 	}
+	j.trail = nil
 	if len(t.attempts) == 0 && len(t.history) == 0 {
-		j.trail = nil
 		return
 	}
-	// The trail is j's own (copyJob, or a decode), so it is sealed in
-	// place.
-	*t = trail{packed: packTrail(t.attempts, t.history, j.CreatedAt)}
+	packed := packTrail(t.attempts, t.history, j.CreatedAt)
+	if uint64(len(packed)) > math.MaxUint32 {
+		j.trail = t // beyond sealedLen: kept open
+		return
+	}
+	j.sealed, j.sealedLen = unsafe.StringData(packed), uint32(len(packed))
 }
 
 // The packed form. Within it, a string field is a varint reference (its
@@ -358,10 +378,10 @@ var lowerHex = func() (t [256]byte) {
 // attempt's owner. A sealed trail is opened only when its table holds the
 // role at all.
 func (j *Job) workedOn(role string) bool {
-	if j.trail == nil {
+	if !j.hasTrail() {
 		return false
 	}
-	if j.trail.packed != "" && !packedHolds(j.trail.packed, role) {
+	if j.sealed != nil && !packedHolds(j.packed(), role) {
 		return false // a string not in the table is in no field
 	}
 	for _, a := range j.AttemptLog() {

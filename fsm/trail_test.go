@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // TestFinishedJobTrailSealed: a job that finishes keeps its attempts and
@@ -25,14 +26,14 @@ func TestFinishedJobTrailSealed(t *testing.T) {
 	c := h.claim(j.ID, Actor{Role: "left_claw", WorkerID: "w1", Token: "ci"})
 	mustOK(t, c)
 	running := c.Job
-	if running.trail == nil || running.trail.packed != "" {
+	if running.trail == nil || running.sealed != nil {
 		t.Fatalf("a running job's trail is not open: %+v", running.trail)
 	}
 	ref := LeaseRef{JobID: j.ID, AttemptID: c.Job.Lease.AttemptID, Token: c.Job.Lease.Token}
 	r := h.apply(CmdFail, &FailCommand{Now: h.now + 5, Ref: ref, Actor: left, Error: JobError{Code: "E1", Message: "no", Stack: "at x"}})
 	mustOK(t, r)
 	failed := r.Job
-	if failed.State != StateFailed || failed.trail == nil || failed.trail.packed == "" {
+	if failed.State != StateFailed || failed.trail != nil || failed.sealed == nil {
 		t.Fatalf("a failed job's trail is not sealed: state %s, %+v", failed.State, failed.trail)
 	}
 	wantAttempts := []Attempt{{ID: ref.AttemptID, Owner: "left_claw", WorkerID: "w1", Token: ref.Token, StartedAt: h.now,
@@ -55,7 +56,7 @@ func TestFinishedJobTrailSealed(t *testing.T) {
 	before := failed.History()
 	rd := h.apply(CmdRedrive, &RedriveCommand{Now: h.now + 9, JobID: j.ID, Actor: head})
 	mustOK(t, rd)
-	if rd.Job.State != StateQueued || rd.Job.trail.packed != "" || rd.Job.NumEvents() != 4 || len(rd.Job.AttemptLog()) != 1 {
+	if rd.Job.State != StateQueued || rd.Job.sealed != nil || rd.Job.NumEvents() != 4 || len(rd.Job.AttemptLog()) != 1 {
 		t.Fatalf("redriven: %s, %d events, trail %+v", rd.Job.State, rd.Job.NumEvents(), rd.Job.trail)
 	}
 	if !reflect.DeepEqual(failed.History(), before) || failed.NumEvents() != 3 {
@@ -66,7 +67,7 @@ func TestFinishedJobTrailSealed(t *testing.T) {
 	done := h.apply(CmdComplete, &CompleteCommand{Now: h.now + 20, Ref: LeaseRef{JobID: j.ID, AttemptID: c2.Job.Lease.AttemptID,
 		Token: c2.Job.Lease.Token}, Result: []byte(`1`), Actor: left})
 	mustOK(t, done)
-	if done.Job.trail.packed == "" || len(done.Job.AttemptLog()) != 2 || done.Job.NumEvents() != 6 {
+	if done.Job.sealed == nil || len(done.Job.AttemptLog()) != 2 || done.Job.NumEvents() != 6 {
 		t.Fatalf("done after a redrive: trail %+v, %d attempts, %d events", done.Job.trail, len(done.Job.AttemptLog()), done.Job.NumEvents())
 	}
 
@@ -80,7 +81,7 @@ func TestFinishedJobTrailSealed(t *testing.T) {
 	// Restored, the job is sealed again and reads the same.
 	f2 := restoredCopy(t, h.f)
 	back, _ := f2.Read().Job(j.ID)
-	if back.trail == nil || back.trail.packed == "" {
+	if back.trail != nil || back.sealed == nil {
 		t.Fatalf("a restored finished job's trail is not sealed: %+v", back.trail)
 	}
 	if !reflect.DeepEqual(back.AttemptLog(), done.Job.AttemptLog()) || !sameHistory(back, done.Job) {
@@ -150,7 +151,7 @@ func TestTrailPackRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(gotA, attempts) || !reflect.DeepEqual(gotE, events) {
 			t.Fatalf("round %d: %+v / %+v read back as %+v / %+v", round, attempts, events, gotA, gotE)
 		}
-		j := &Job{CreatedAt: base, State: StateDone, trail: &trail{packed: packed}}
+		j := &Job{CreatedAt: base, State: StateDone, sealed: unsafe.StringData(packed), sealedLen: uint32(len(packed))}
 		if j.numStored() != len(events) {
 			t.Fatalf("round %d: %d events stored, numStored says %d", round, len(events), j.numStored())
 		}

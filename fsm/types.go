@@ -67,6 +67,7 @@ type Job struct {
 	// the job is claimable again (retryDelay). Most jobs have them: the
 	// cluster's default backoff is set on every job created without one.
 	BackoffBase, BackoffMax int32
+	sealedLen               uint32 // the length of sealed (below)
 	// NotBefore, while not 0, is when a queued job becomes claimable (a
 	// scheduled job, or one waiting out a retry backoff): until the
 	// leader's promote command reaches it, it is in no queue lane.
@@ -86,8 +87,14 @@ type Job struct {
 	// fields already hold but for its actor, so it is kept as that actor
 	// alone (History gives it back). A queued job made by a plain create
 	// has no trail and is one allocation; a finished job's trail is
-	// sealed into one string (trail.go).
+	// sealed into one string (trail.go), held by sealed and sealedLen
+	// instead of trail.
 	trail *trail
+	// sealed points at the bytes of a finished job's sealed trail,
+	// sealedLen long (nil while the trail is open or absent). Held here
+	// rather than in a trail it would be alone in, a sealed trail is one
+	// object without pointers; sealedLen fills what was padding.
+	sealed *byte
 
 	CreatedAt  int64 // unix nanoseconds, stamped by the leader
 	UpdatedAt  int64
@@ -396,7 +403,7 @@ func copyJob(j *Job) *Job {
 		x.Comments = x.Comments[:len(x.Comments):len(x.Comments)]
 		c.extra = &x
 	}
-	c.trail = copyTrail(j.trail, j.CreatedAt)
+	c.trail, c.sealed, c.sealedLen = j.copyTrail(), nil, 0
 	return &c
 }
 

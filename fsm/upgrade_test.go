@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
@@ -198,15 +199,16 @@ func identValue(v reflect.Value) string {
 // trailValues are the attempts and the history after a folded created
 // event of the job v, whether its trail is open or sealed.
 func trailValues(v reflect.Value) (attempts, history reflect.Value) {
+	if s := v.FieldByName("sealed"); !s.IsNil() {
+		p := unsafe.String((*byte)(s.UnsafePointer()), int(v.FieldByName("sealedLen").Uint()))
+		a, h := unpackTrail(p, v.FieldByName("CreatedAt").Int())
+		return reflect.ValueOf(a), reflect.ValueOf(h)
+	}
 	t := v.FieldByName("trail")
 	if t.IsNil() {
 		return reflect.ValueOf([]Attempt(nil)), reflect.ValueOf([]Event(nil))
 	}
 	t = t.Elem()
-	if p := t.FieldByName("packed").String(); p != "" {
-		a, h := unpackTrail(p, v.FieldByName("CreatedAt").Int())
-		return reflect.ValueOf(a), reflect.ValueOf(h)
-	}
 	return t.FieldByName("attempts"), t.FieldByName("history")
 }
 
@@ -507,7 +509,7 @@ func TestJobFieldOrderIsWhole(t *testing.T) {
 		for i := 0; i < typ.NumField(); i++ {
 			switch n := typ.Field(i).Name; n {
 			case "extra":
-			case "trail", "creator": // printed whole as AttemptLog and History
+			case "trail", "sealed", "sealedLen", "creator": // printed whole as AttemptLog and History
 				want["AttemptLog"], want["History"] = true, true
 			default:
 				want[n] = true
