@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -128,6 +129,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	fs.StringVar(&logLevel, "local-log-level", "info", "SPINE_LOG_LEVEL of --local nodes (testcluster's own default is debug)")
 	fs.Var(&localEnv, "local-env", "K=V added to the --local nodes' environment; repeatable or CSV (e.g. SPINE_PPROF=1, LEASE_SECONDS=60)")
 	fs.BoolVar(&keep, "keep", false, "keep the --local temp dir (data dirs and node logs)")
+	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile (the clients, not the nodes) to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: spine-bench [flags]\n       spine-bench scale [flags]     (spine-bench scale --help)\n       spine-bench compare [flags]   (spine-bench compare --help)\n       spine-bench peer FILE...      (spine-bench peer --help)\n\nBenchmarks a Spine cluster (phases: A create, B lifecycle claim→heartbeat→complete, C mixed),\nmirroring shared/peerbench. Prints readable lines, then one JSON line.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -179,6 +181,22 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 		return ExitUsage
 	}
 	cfg.Out = stdout
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "spine-bench: --cpuprofile: %v\n", err)
+			return ExitUsage
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(stderr, "spine-bench: --cpuprofile: %v\n", err)
+			}
+		}()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
