@@ -44,11 +44,12 @@ const DefaultStream = "default"
 // Job is one unit of work. Objects read from the store are shared and must
 // never be modified; apply code copies before changing.
 //
-// A job is 248 bytes, in the 256-byte malloc size class (TestEventSizes
+// A job is 256 bytes, the top of its malloc size class (TestEventSizes
 // pins it): its counts and backoff are 32 bits, its target and creator
-// Idents, its attempts and history one pointer (trail.go), and what most
-// jobs leave unset lives in JobExtra. A field every job needs is worth the
-// next class (288); any other belongs in JobExtra.
+// Idents, its attempts and history one pointer to an open trail or one to
+// a sealed one (trail.go), and what most jobs leave unset lives in
+// JobExtra. A field every job needs is worth the next class (288); any
+// other belongs in JobExtra.
 type Job struct {
 	ID     string
 	Stream string
