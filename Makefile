@@ -28,9 +28,11 @@ PROFILE  ?=
 # make bench-peer: rounds of three runs (NATS default, Spine, NATS sync always;
 # JOBS jobs each), natsbench's source dir (empty: ../shared/peerbench) or a
 # prebuilt natsbench, where the runs are kept (empty: bin/bench-peer-<UTC time>),
-# where the clients connect on both sides (rr: over the three nodes; leader)
+# where the clients connect on both sides (rr: over the three nodes; leader),
+# a tmpfs dir for a control run of Spine with no disk per round (empty: none)
 ROUNDS    ?= 3
 CONNECT   ?= rr
+TMPFS     ?=
 PEERBENCH ?=
 NATSBENCH ?=
 OUT       ?=
@@ -100,8 +102,8 @@ bench: build ## start a local 3-node cluster, run `spine-bench` against it, stop
 bench-compare: ## compare the node of BASE (default main) with the working tree's: PAIRS (3) alternating pairs of `spine-bench --local 3 --jobs JOBS` (20000), per metric the runs, means and new/base (BASE_BIN=, NEW_BIN= prebuilt binaries; PROFILE=1 the leaders' CPU and heap profiles)
 	BASE='$(BASE)' PAIRS='$(PAIRS)' JOBS='$(JOBS)' BASE_BIN='$(BASE_BIN)' NEW_BIN='$(NEW_BIN)' PROFILE='$(PROFILE)' scripts/bench-compare.sh
 
-bench-peer: ## Spine next to NATS JetStream (natsbench, in PEERBENCH or NATSBENCH): ROUNDS (3) rounds of NATS default, `spine-bench --local 3` and NATS sync always, JOBS (20000) each, first system rotated; per system the rounds, Spine's ratios to each NATS mode (min–max); CONNECT=leader puts the clients on the leader on both sides
-	ROUNDS='$(ROUNDS)' JOBS='$(JOBS)' CONNECT='$(CONNECT)' PEERBENCH='$(PEERBENCH)' NATSBENCH='$(NATSBENCH)' OUT='$(OUT)' scripts/bench-peer.sh
+bench-peer: ## Spine next to NATS JetStream (natsbench, in PEERBENCH or NATSBENCH): ROUNDS (3) rounds of NATS default, `spine-bench --local 3` and NATS sync always, JOBS (20000) each, first system rotated; per system the rounds, Spine's ratios to each NATS mode (min–max); CONNECT=leader puts the clients on the leader on both sides; TMPFS=/dev/shm adds a control run of Spine with its data on tmpfs
+	ROUNDS='$(ROUNDS)' JOBS='$(JOBS)' CONNECT='$(CONNECT)' PEERBENCH='$(PEERBENCH)' NATSBENCH='$(NATSBENCH)' OUT='$(OUT)' TMPFS='$(TMPFS)' scripts/bench-peer.sh
 
 bench-scale: build ## grow a local 3-node cluster's queue to N jobs (300000; SIZES=1k,30k overrides), time every route and read the memory at each size and after IDLE (30s) at rest, then backup, restore and failover times at the largest, then every job finished and the memory per finished job after IDLE (about 3 min on 2 vCPUs; N=30000 under 1 min)
 	$(GO) build -o $(dir $(BIN))spine-bench ./cmd/spine-bench

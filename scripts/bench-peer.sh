@@ -21,7 +21,7 @@
 #   PEERBENCH  natsbench's source directory (default ../shared/peerbench from the
 #              repository root; not needed with NATSBENCH)
 #   NATSBENCH  a prebuilt natsbench binary, instead of building PEERBENCH's into bin/natsbench
-#   ROUNDS     rounds of three runs (default 3)
+#   ROUNDS     rounds of three runs, four with TMPFS (default 3)
 #   JOBS       -jobs / --jobs of every run (default 20000)
 #   CONNECT    where the clients connect, on both sides (default rr): rr spreads them over
 #              the three nodes (natsbench's default; Spine's followers forward writes to the
@@ -29,6 +29,10 @@
 #              leader (Spine's; NATS's stream leader for producers, consumer leader for workers)
 #   OUT        where each run's output (ROUND-SYSTEM.txt) and the summary (peer.txt) are
 #              kept (default bin/bench-peer-<UTC time>)
+#   TMPFS      a tmpfs directory (e.g. /dev/shm): each round also runs Spine with its nodes'
+#              data there (spine-bench --workdir), a control in which no durable write
+#              reaches a disk, to tell what the disk costs Spine from everything else; its
+#              ratios to NATS are printed apart (default: not run)
 # A run that fails or is not clean (errors, redeliveries, jobs left) is
 # reported when it ends and left out of the ratios; the script goes on with
 # the other runs and exits 1 after the summary.
@@ -55,6 +59,11 @@ case "$ROUNDS" in ''|*[!0-9]*|0) echo "bench-peer: ROUNDS must be a positive num
 case "$JOBS" in ''|*[!0-9]*|0) echo "bench-peer: JOBS must be a positive number" >&2; exit 2 ;; esac
 CONNECT=${CONNECT:-rr}
 case "$CONNECT" in rr|leader) ;; *) echo "bench-peer: CONNECT must be rr or leader" >&2; exit 2 ;; esac
+TMPFS=${TMPFS:-}
+if [ -n "$TMPFS" ] && [ "$(stat -f -c %T "$TMPFS" 2>/dev/null)" != tmpfs ]; then
+  echo "bench-peer: TMPFS=$TMPFS is not a tmpfs directory" >&2
+  exit 2
+fi
 if [ -z "${NATSBENCH:-}" ] && [ ! -f "$PEERBENCH/go.mod" ]; then
   echo "bench-peer: no peer benchmark at PEERBENCH=$PEERBENCH (natsbench's source, kept outside" >&2
   echo "this repository): set PEERBENCH to its directory, or NATSBENCH to a built natsbench" >&2
@@ -78,17 +87,20 @@ else
 fi
 
 systems=(nats-default spine nats-always)
+[ -n "$TMPFS" ] && systems+=(spine-tmpfs)
+n=${#systems[@]}
 files=()  # the runs that printed a JSON line, for the summary
 failed=() # ROUND-SYSTEM (what went wrong)
-total=$((3 * ROUNDS))
+total=$((n * ROUNDS))
 k=0
 for round in $(seq 1 "$ROUNDS"); do
-  for j in 0 1 2; do
-    sys=${systems[$(((round - 1 + j) % 3))]}
+  for j in $(seq 0 $((n - 1))); do
+    sys=${systems[$(((round - 1 + j) % n))]}
     case $sys in
       nats-default) cmd=("$nats" -jobs "$JOBS" -connect "$CONNECT") ;;
       spine) cmd=(bin/spine-bench --local 3 --jobs "$JOBS" --binary bin/spine --connect "$CONNECT") ;;
       nats-always) cmd=("$nats" -jobs "$JOBS" -sync always -connect "$CONNECT") ;;
+      spine-tmpfs) cmd=(bin/spine-bench --local 3 --jobs "$JOBS" --binary bin/spine --connect "$CONNECT" --workdir "$TMPFS") ;;
     esac
     k=$((k + 1))
     log="$OUT/$round-$sys.txt"

@@ -83,14 +83,18 @@ type Result struct {
 	Phase     string `json:"phase"`
 	Nodes     int    `json:"nodes"`
 	Local     bool   `json:"local"`
-	Jobs      int    `json:"jobs"`
-	MixedJobs int    `json:"mixed_jobs"`
-	Producers int    `json:"producers"`
-	Workers   int    `json:"workers"`
-	Payload   int    `json:"payload_bytes"`
-	Connect   string `json:"connect"`
-	Transport string `json:"transport"`
-	Heartbeat string `json:"heartbeat_mode"`
+	// DataOnTmpfs: the --local nodes kept their data in memory (tmpfs, a
+	// --workdir such as /dev/shm), so no write reached a disk: a control
+	// that shows what the disk costs, never a way to run Spine.
+	DataOnTmpfs bool   `json:"data_on_tmpfs,omitempty"`
+	Jobs        int    `json:"jobs"`
+	MixedJobs   int    `json:"mixed_jobs"`
+	Producers   int    `json:"producers"`
+	Workers     int    `json:"workers"`
+	Payload     int    `json:"payload_bytes"`
+	Connect     string `json:"connect"`
+	Transport   string `json:"transport"`
+	Heartbeat   string `json:"heartbeat_mode"`
 	// CompleteNext: the workers' completes asked for the next job.
 	CompleteNext bool   `json:"complete_next"`
 	ClaimWaitMs  int64  `json:"claim_max_wait_ms"`

@@ -184,7 +184,9 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
-			err = pprof.StartCPUProfile(f)
+			if err = pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+			}
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "spine-bench: --cpuprofile: %v\n", err)
@@ -268,6 +270,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	}
 	if lc != nil {
 		res.Local = true
+		res.DataOnTmpfs = onTmpfs(lc.dir)
 		if e := lc.exited(); e != nil && err == nil {
 			err = e
 			res.OK, res.Clean, res.Error = false, false, e.Error()

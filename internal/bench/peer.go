@@ -13,12 +13,16 @@ import (
 	"strings"
 )
 
-// The three kinds of run `spine-bench peer` puts side by side, told apart
-// by their JSON line: Spine's own benchmark, and the NATS JetStream peer
+// The kinds of run `spine-bench peer` puts side by side, told apart by
+// their JSON line: Spine's own benchmark, and the NATS JetStream peer
 // (shared/peerbench's natsbench) with its default sync and with
-// `-sync always`.
+// `-sync always`; and, as a control, Spine with its nodes' data on tmpfs
+// (data_on_tmpfs), whose fsyncs reach no disk: what Spine does when a
+// durable write costs nothing, to tell the disk's share of a gap from the
+// rest.
 const (
 	peerSpine       = "spine"
+	peerSpineTmpfs  = "spine-tmpfs"
 	peerNATSDefault = "nats-default"
 	peerNATSAlways  = "nats-always"
 )
@@ -27,6 +31,7 @@ var peerKinds = []struct{ kind, label string }{
 	{peerSpine, "Spine (spine-bench --local 3)"},
 	{peerNATSDefault, "NATS JetStream R3, default sync (natsbench)"},
 	{peerNATSAlways, "NATS JetStream R3, sync always (natsbench -sync always)"},
+	{peerSpineTmpfs, "Spine with its data on tmpfs, a control: no write reaches a disk (spine-bench --local 3 --workdir /dev/shm)"},
 }
 
 // peerRatioMetrics are the figures of which Spine's ratio to each NATS mode
@@ -42,7 +47,7 @@ var peerRatioMetrics = []compareMetric{
 type peerRun struct {
 	file  string
 	round string // the file name's prefix up to the first '-'
-	kind  string // peerSpine, peerNATSDefault or peerNATSAlways
+	kind  string // peerSpine, peerSpineTmpfs, peerNATSDefault or peerNATSAlways
 	clean bool
 	m     map[string]any
 }
@@ -64,6 +69,9 @@ type peerResult struct {
 	UncleanRuns   []string              `json:"unclean_runs"`
 	VsNATSDefault map[string]*peerRatio `json:"spine_vs_nats_default"`
 	VsNATSAlways  map[string]*peerRatio `json:"spine_vs_nats_always"`
+	// The control's ratios, when tmpfs runs were given.
+	TmpfsVsNATSDefault map[string]*peerRatio `json:"spine_tmpfs_vs_nats_default,omitempty"`
+	TmpfsVsNATSAlways  map[string]*peerRatio `json:"spine_tmpfs_vs_nats_always,omitempty"`
 }
 
 // PeerMain is `spine-bench peer FILE...`: each FILE is the output of one run
@@ -145,6 +153,9 @@ func peerKind(m map[string]any) (string, error) {
 	sys, _ := m["system"].(string)
 	switch sys {
 	case "spine-raft-r3", "spine": // "spine": a run that panicked before it knew its node count
+		if tmpfs, _ := m["data_on_tmpfs"].(bool); tmpfs {
+			return peerSpineTmpfs, nil
+		}
 		return peerSpine, nil
 	case "nats-jetstream-r3":
 		switch sync, _ := m["sync"].(string); sync {
@@ -169,8 +180,9 @@ func roundOrder(a, b string) int {
 	return cmp.Compare(a, b)
 }
 
-// peerCompare takes, for each NATS mode and metric, Spine's ratio in every
-// round where both runs are clean and report the metric.
+// peerCompare takes, for each NATS mode and metric, Spine's ratio (and
+// the tmpfs control's) in every round where both runs are clean and report
+// the metric.
 func peerCompare(runs []peerRun) *peerResult {
 	res := &peerResult{Runs: map[string]int{}, UncleanRuns: []string{},
 		VsNATSDefault: map[string]*peerRatio{}, VsNATSAlways: map[string]*peerRatio{}}
@@ -187,14 +199,23 @@ func peerCompare(runs []peerRun) *peerResult {
 		}
 	}
 	slices.SortFunc(res.Rounds, roundOrder)
+	if res.Runs[peerSpineTmpfs] > 0 {
+		res.TmpfsVsNATSDefault, res.TmpfsVsNATSAlways = map[string]*peerRatio{}, map[string]*peerRatio{}
+	}
 	for _, vs := range []struct {
-		kind string
-		out  map[string]*peerRatio
-	}{{peerNATSDefault, res.VsNATSDefault}, {peerNATSAlways, res.VsNATSAlways}} {
+		spine, kind string
+		out         map[string]*peerRatio
+	}{
+		{peerSpine, peerNATSDefault, res.VsNATSDefault}, {peerSpine, peerNATSAlways, res.VsNATSAlways},
+		{peerSpineTmpfs, peerNATSDefault, res.TmpfsVsNATSDefault}, {peerSpineTmpfs, peerNATSAlways, res.TmpfsVsNATSAlways},
+	} {
+		if vs.out == nil {
+			continue
+		}
 		for _, m := range peerRatioMetrics {
 			var ratio *peerRatio
 			for _, round := range res.Rounds {
-				s, okS := byRound[round][peerSpine]
+				s, okS := byRound[round][vs.spine]
 				n, okN := byRound[round][vs.kind]
 				if !okS || !okN || !s.clean || !n.clean {
 					continue
@@ -274,6 +295,15 @@ func printPeer(w io.Writer, runs []peerRun, res *peerResult) {
 		rows = append(rows, []string{m.label, fmtRatio(res.VsNATSDefault[m.key]), fmtRatio(res.VsNATSAlways[m.key])})
 	}
 	renderTable(w, rows)
+	if res.TmpfsVsNATSDefault != nil {
+		fmt.Fprintln(w, "\nThe control, Spine with its data on tmpfs (no durable write reaches a disk), over NATS in the same round:")
+		fmt.Fprintln(w)
+		rows := [][]string{{"metric", "vs NATS default", "vs NATS sync always"}}
+		for _, m := range peerRatioMetrics {
+			rows = append(rows, []string{m.label, fmtRatio(res.TmpfsVsNATSDefault[m.key]), fmtRatio(res.TmpfsVsNATSAlways[m.key])})
+		}
+		renderTable(w, rows)
+	}
 	if len(res.UncleanRuns) > 0 {
 		fmt.Fprintf(w, "\nWARNING: not clean (errors, lost jobs or redeliveries, or the run failed): %s\n",
 			strings.Join(res.UncleanRuns, " "))

@@ -106,6 +106,46 @@ func TestPeerRatios(t *testing.T) {
 	}
 }
 
+// TestPeerTmpfsControl: a Spine run whose data was on tmpfs is the
+// control, paired with NATS on its own; Spine's ratios are unchanged by it.
+func TestPeerTmpfsControl(t *testing.T) {
+	tmpfs := strings.Replace(spineRun1, `"ok":true`, `"ok":true,"data_on_tmpfs":true,"create_jobs_per_s":12000`, 1)
+	tmpfs = strings.Replace(tmpfs, `,"create_jobs_per_s":6000`, "", 1)
+	paths := peerFiles(t,
+		[2]string{"1-spine.txt", spineRun1}, [2]string{"1-nats-default.txt", natsDef1},
+		[2]string{"1-nats-always.txt", natsAlw1}, [2]string{"1-spine-tmpfs.txt", tmpfs})
+	code, res, out, errOut := runPeer(t, paths)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	if res.Runs[peerSpine] != 1 || res.Runs[peerSpineTmpfs] != 1 {
+		t.Fatalf("runs %v", res.Runs)
+	}
+	for name, c := range map[string]struct {
+		r    *peerRatio
+		want float64
+	}{
+		"spine vs default":    {res.VsNATSDefault["create_jobs_per_s"], 0.5},
+		"tmpfs vs default":    {res.TmpfsVsNATSDefault["create_jobs_per_s"], 1},
+		"tmpfs vs always":     {res.TmpfsVsNATSAlways["create_jobs_per_s"], 4},
+		"tmpfs CPU vs always": {res.TmpfsVsNATSAlways["lifecycle_server_cpu_ms_per_job"], 0.5},
+	} {
+		if c.r == nil || c.r.Min != c.want || c.r.Max != c.want {
+			t.Errorf("%s: %+v, want %v", name, c.r, c.want)
+		}
+	}
+	for _, s := range []string{"Spine with its data on tmpfs, a control", "The control, Spine with its data on tmpfs"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+	// Without a tmpfs run, the JSON line has no control.
+	_, res, _, _ = runPeer(t, paths[:3])
+	if res.TmpfsVsNATSDefault != nil || res.TmpfsVsNATSAlways != nil {
+		t.Errorf("a control without tmpfs runs: %+v", res)
+	}
+}
+
 func TestPeerUncleanRunLeftOut(t *testing.T) {
 	unclean := strings.Replace(natsDef2, `"clean":true`, `"clean":false`, 1)
 	paths := peerFiles(t,
@@ -129,9 +169,10 @@ func TestPeerUncleanRunLeftOut(t *testing.T) {
 func TestPeerKind(t *testing.T) {
 	for js, want := range map[string]string{
 		spineRun1: peerSpine, natsDef1: peerNATSDefault, natsAlw1: peerNATSAlways,
-		`{"system":"nats-jetstream-r3","sync":"1s"}`: "",
-		`{"system":"spine-scale"}`:                   "",
-		`{"create_jobs_per_s":1}`:                    "",
+		`{"system":"spine-raft-r3","data_on_tmpfs":true}`: peerSpineTmpfs,
+		`{"system":"nats-jetstream-r3","sync":"1s"}`:      "",
+		`{"system":"spine-scale"}`:                        "",
+		`{"create_jobs_per_s":1}`:                         "",
 	} {
 		got, err := peerKind(jsonRun(t, js))
 		if got != want || (err == nil) != (want != "") {
