@@ -290,25 +290,26 @@ func printPeer(w io.Writer, runs []peerRun, res *peerResult) {
 	fmt.Fprintln(w, "\nSpine / NATS, each round's Spine run over the same round's NATS run, min–max over the rounds")
 	fmt.Fprintln(w, "(above 1: Spine's figure is the larger; for CPU, below 1 Spine spends less; runs not clean are left out):")
 	fmt.Fprintln(w)
-	rows := [][]string{{"metric", "vs NATS default", "vs NATS sync always"}}
-	for _, m := range peerRatioMetrics {
-		rows = append(rows, []string{m.label, fmtRatio(res.VsNATSDefault[m.key]), fmtRatio(res.VsNATSAlways[m.key])})
-	}
-	renderTable(w, rows)
+	renderRatios(w, res.VsNATSDefault, res.VsNATSAlways)
 	if res.TmpfsVsNATSDefault != nil {
 		fmt.Fprintln(w, "\nThe control, Spine with its data on tmpfs (no durable write reaches a disk), over NATS in the same round:")
 		fmt.Fprintln(w)
-		rows := [][]string{{"metric", "vs NATS default", "vs NATS sync always"}}
-		for _, m := range peerRatioMetrics {
-			rows = append(rows, []string{m.label, fmtRatio(res.TmpfsVsNATSDefault[m.key]), fmtRatio(res.TmpfsVsNATSAlways[m.key])})
-		}
-		renderTable(w, rows)
+		renderRatios(w, res.TmpfsVsNATSDefault, res.TmpfsVsNATSAlways)
 	}
 	if len(res.UncleanRuns) > 0 {
 		fmt.Fprintf(w, "\nWARNING: not clean (errors, lost jobs or redeliveries, or the run failed): %s\n",
 			strings.Join(res.UncleanRuns, " "))
 	}
 	fmt.Fprintln(w)
+}
+
+// renderRatios prints a metric per row, its ratio to each NATS mode.
+func renderRatios(w io.Writer, vsDefault, vsAlways map[string]*peerRatio) {
+	rows := [][]string{{"metric", "vs NATS default", "vs NATS sync always"}}
+	for _, m := range peerRatioMetrics {
+		rows = append(rows, []string{m.label, fmtRatio(vsDefault[m.key]), fmtRatio(vsAlways[m.key])})
+	}
+	renderTable(w, rows)
 }
 
 // fmtRatio is "lo–hi× (each round's)", "r×" for a single round, or "-"
