@@ -31,7 +31,7 @@ var peerKinds = []struct{ kind, label string }{
 	{peerSpine, "Spine (spine-bench --local 3)"},
 	{peerNATSDefault, "NATS JetStream R3, default sync (natsbench)"},
 	{peerNATSAlways, "NATS JetStream R3, sync always (natsbench -sync always)"},
-	{peerSpineTmpfs, "Spine with its data on tmpfs, a control: no write reaches a disk (spine-bench --local 3 --workdir /dev/shm)"},
+	{peerSpineTmpfs, "Spine with its data on tmpfs, a control: no write reaches a disk (spine-bench --local 3 --workdir on a tmpfs)"},
 }
 
 // peerRatioMetrics are the figures of which Spine's ratio to each NATS mode
