@@ -92,7 +92,8 @@ func isClaw(role string) bool { return role == RoleLeftClaw || role == RoleRight
 // an environment token's role (the bootstrap), else a named token's, from
 // this node's applied state (queue.Service.TokenCaller: a revoked token is
 // refused as soon as this node applied the revoke, an expired one by this
-// node's clock).
+// node's clock), or, for one this follower has not applied yet, the
+// leader's (namedCaller).
 func (s *Server) authenticate(r *http.Request) (queue.Caller, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
@@ -102,15 +103,15 @@ func (s *Server) authenticate(r *http.Request) (queue.Caller, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
 		return queue.Caller{}, errorf(http.StatusUnauthorized, api.CodeUnauthorized, "Authorization header must be 'Bearer <token>'")
 	}
-	return s.callerOf(strings.TrimSpace(tok))
+	return s.callerOf(r, strings.TrimSpace(tok))
 }
 
 // callerOf is the caller a bearer token makes.
-func (s *Server) callerOf(tok string) (queue.Caller, error) {
+func (s *Server) callerOf(r *http.Request, tok string) (queue.Caller, error) {
 	if role := s.cfg.Tokens.Role(tok); role != "" {
 		return queue.RoleCaller(role), nil
 	}
-	c, err := s.queue.TokenCaller(tok)
+	c, err := s.namedCaller(r, tok)
 	if err != nil {
 		return queue.Caller{}, errorf(http.StatusUnauthorized, api.CodeUnauthorized, "%s", strings.TrimPrefix(err.Error(), queue.ErrTokenRefused.Error()+": "))
 	}

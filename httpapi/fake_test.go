@@ -195,14 +195,20 @@ func (c *fakeCluster) StillRecent() bool {
 	return !c.leaseLost && (c.leader || c.inContact)
 }
 
-// WaitForApplied: the fake applies every command it acknowledges at once,
-// so only an index it never reached has to be waited for, in vain.
+// WaitForApplied: the fake applies every command it acknowledges at once;
+// an index it has not reached is waited for until a test applies it (a
+// follower's catching up) or ctx ends.
 func (c *fakeCluster) WaitForApplied(ctx context.Context, index uint64) error {
-	if index <= c.fsm.AppliedIndex() {
-		return nil
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for index > c.fsm.AppliedIndex() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
 	}
-	<-ctx.Done()
-	return ctx.Err()
+	return nil
 }
 
 func (c *fakeCluster) AppliedIndex() uint64 { return c.fsm.AppliedIndex() }

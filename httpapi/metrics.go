@@ -32,6 +32,9 @@ type metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.HistogramVec
 	forwarded prometheus.Counter
+	// tokenLookups counts a follower's lookups of named tokens it had not
+	// applied (tokenlookup.go), by outcome.
+	tokenLookups *prometheus.CounterVec
 }
 
 func newMetrics(s *Server, reg *prometheus.Registry) (*metrics, error) {
@@ -50,8 +53,15 @@ func newMetrics(s *Server, reg *prometheus.Registry) (*metrics, error) {
 			Name: "spine_http_forwarded_total",
 			Help: "Requests this node forwarded to the leader (each attempt).",
 		}),
+		tokenLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spine_http_token_lookups_total",
+			Help: "Secrets this follower did not know and asked the leader about, by outcome: accepted (it caught up with the leader and knew the token), refused, or busy (too many lookups at once: refused without asking).",
+		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.forwarded, &stateCollector{s: s}} {
+	for _, o := range []string{"accepted", "refused", "busy"} {
+		m.tokenLookups.WithLabelValues(o)
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.forwarded, m.tokenLookups, &stateCollector{s: s}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

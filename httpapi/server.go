@@ -120,6 +120,9 @@ type Server struct {
 	muxSrv   *wire.Server // clients' mux connections
 	mcp      *mcpEndpoint // /mcp
 	metrics  *metrics
+	// tokenLookups are the lookups of named tokens this follower has not
+	// applied yet (tokenlookup.go).
+	tokenLookups *tokenLookups
 	// draining ends when Shutdown begins: long polls answer at once.
 	draining     context.Context
 	stopDraining context.CancelFunc
@@ -143,7 +146,7 @@ func New(cfg Config, c Cluster, q *queue.Service) (*Server, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	s := &Server{cfg: cfg, cluster: c, queue: q, logger: cfg.Logger.Named("http"), fwd: newForwardClient(cfg.NodeTLS),
-		relayKey: relayKey(cfg.Tokens)}
+		relayKey: relayKey(cfg.Tokens), tokenLookups: newTokenLookups()}
 	s.relay = &wire.Pool{Path: wire.RelayPath, Protocol: wire.RelayProtocol, Single: true, TLS: cfg.NodeTLS}
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
 	if err := s.uiTemplates(); err != nil {

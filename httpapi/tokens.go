@@ -17,7 +17,7 @@ func (s *Server) tokenRoutes() {
 	s.route("GET", "/v1/tokens", kindRead, allowHead|allowGlobal, s.handleTokenList)
 	s.route("GET", "/v1/tokens/{name}", kindRead, allowHead|allowGlobal, s.handleTokenGet)
 	s.route("DELETE", "/v1/tokens/{name}", kindWrite, allowHead|allowGlobal, s.handleTokenRevoke)
-	s.route("GET", "/v1/whoami", kindLocal, allowAll, s.handleWhoAmI)
+	s.route("GET", whoAmIPath, kindLocal, allowAll, s.handleWhoAmI)
 }
 
 func viewToken(tk *fsm.Token, now int64) api.Token {
@@ -96,7 +96,13 @@ func (s *Server) handleTokenRevoke(w http.ResponseWriter, r *http.Request, c *ca
 	return nil
 }
 
+// whoAmIPath is who a caller's token makes it; its answer's X-Spine-Index
+// is the state that accepted the token (a follower's lookup of a token it
+// has not applied yet waits for it: tokenlookup.go).
+const whoAmIPath = "/v1/whoami"
+
 func (s *Server) handleWhoAmI(w http.ResponseWriter, r *http.Request, c *call) error {
+	s.setIndex(w, s.cluster.AppliedIndex())
 	writeJSON(w, http.StatusOK, whoAmI(c.caller))
 	return nil
 }

@@ -229,7 +229,7 @@ func (s *Server) handleUILogin(w http.ResponseWriter, r *http.Request) {
 	name := ""
 	if role == "" {
 		// A named token (its key is its secret's digest too).
-		if c, err := s.queue.TokenCaller(strings.TrimSpace(r.FormValue("token"))); err == nil {
+		if c, err := s.namedCaller(r, strings.TrimSpace(r.FormValue("token"))); err == nil {
 			role, name = c.Role, c.Token
 		}
 	}

@@ -157,18 +157,32 @@ func (s *Service) Token(name string) (*fsm.Token, error) {
 // revoked or expired.
 var ErrTokenRefused = errors.New("token refused")
 
+// ErrTokenUnknown is a secret no named token in this node's applied state
+// has (it is ErrTokenRefused too).
+var ErrTokenUnknown = fmt.Errorf("%w: invalid token", ErrTokenRefused)
+
 // TokenCaller is the caller a secret authenticates as, from this node's
 // applied state: ErrTokenRefused for a secret no named token has, and
 // for an expired one (by this node's clock).
 func (s *Service) TokenCaller(secret string) (Caller, error) {
 	tk := s.state.Peek().TokenByHash(TokenHash(secret))
 	if tk == nil {
-		return Caller{}, fmt.Errorf("%w: invalid token", ErrTokenRefused)
+		return Caller{}, ErrTokenUnknown
 	}
 	if tk.ExpiresAt != 0 && s.now() >= tk.ExpiresAt {
 		return Caller{}, fmt.Errorf("%w: token %s expired", ErrTokenRefused, tk.Name)
 	}
 	return CallerOf(tk), nil
+}
+
+// TokenCallerAfter is TokenCaller once this node has applied index (a
+// follower catching up with a leader that accepted the secret); a wait
+// that does not get there refuses the secret as unknown.
+func (s *Service) TokenCallerAfter(ctx context.Context, secret string, index uint64) (Caller, error) {
+	if err := s.cluster.WaitForApplied(ctx, index); err != nil {
+		return Caller{}, ErrTokenUnknown
+	}
+	return s.TokenCaller(secret)
 }
 
 // CallerOf is the caller a named token makes.

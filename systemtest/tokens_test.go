@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spine-queue/spine/api"
+	"github.com/spine-queue/spine/internal/testcluster"
 )
 
 // A named token on three processes: created through a follower (the
@@ -163,4 +167,59 @@ func TestNamedTokenRevokedThenLeaderKilled(t *testing.T) {
 		_, err := c.WaitLeader(time.Second)
 		return err
 	})
+}
+
+// A token works on a follower that had not applied its create when the
+// create was answered (it was paused, as a slow or cut-off node is, while
+// the leader and the other follower committed it behind other entries):
+// the follower asks the leader, catches up, and accepts it at once, on a
+// plain request and on a claim.
+func TestNamedTokenOnLaggingFollower(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	leader, followers := apiRoles(t, c)
+	lag := followers[1]
+	// The level named tokens need (its first leader raises it).
+	apiEventually(t, 30*time.Second, "the cluster at the level of named tokens", func() error {
+		r, err := apiRequest("POST", leader.URL+"/v1/tokens", apiHead, map[string]any{"name": "first", "role": "operator"})
+		if err != nil {
+			return err
+		}
+		if r.Status != http.StatusCreated {
+			return fmt.Errorf("%s", r)
+		}
+		return nil
+	})
+
+	if err := c.Pause(lag); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Resume(lag) })
+	// Entries the paused follower has to catch up with, then the token.
+	jobs := apiCreateJobs(t, []*testcluster.Node{leader}, "lagging", 200)
+	var created struct {
+		Secret string `json:"secret"`
+	}
+	apiDecode(t, apiWant(t, apiDo(t, "POST", leader.URL+"/v1/tokens", apiHead, map[string]any{"name": "late", "role": "left_claw",
+		"workerId": "late-1", "streams": []string{"lagging"}}), http.StatusCreated), &created)
+	if err := c.Resume(lag); err != nil {
+		t.Fatal(err)
+	}
+
+	var who api.WhoAmI
+	apiDecode(t, apiWant(t, apiDo(t, "GET", lag.URL+"/v1/whoami", created.Secret, nil), http.StatusOK), &who)
+	if who.Token != "late" || who.WorkerID != "late-1" {
+		t.Fatalf("whoami on the lagging follower: %+v", who)
+	}
+	var claim api.WorkerClaim
+	apiDecode(t, apiWant(t, apiDo(t, "POST", lag.URL+"/internal/worker/claim", created.Secret,
+		map[string]any{"streams": []string{"lagging"}}), http.StatusOK), &claim)
+	if !claim.Claimed || !slices.Contains(jobs, claim.JobID) {
+		t.Fatalf("claim on the lagging follower: %+v", claim)
+	}
+	r := apiDo(t, "GET", lag.URL+"/metrics", apiHead, nil)
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if strings.HasPrefix(line, "spine_http_token_lookups_total") {
+			t.Log(line) // whether the follower had caught up on its own first
+		}
+	}
 }
