@@ -100,6 +100,33 @@ func (s *Service) mayAct(ctx context.Context, op string, ref fsm.LeaseRef, actor
 	return nil
 }
 
+// namedAttempt returns ref with the attempt its lease token names when it
+// names none: a lease token is drawn at random for one attempt, so it
+// names that attempt as surely as its id. A complete or fail sent again
+// with the token alone, after an answer was lost, is so recognised as a
+// repeat of the first (fsm repeated) and answered as the first was, not
+// refused as a transition out of the state the first one made.
+func (s *Service) namedAttempt(ref fsm.LeaseRef) fsm.LeaseRef {
+	if ref.AttemptID != "" || ref.Token == "" {
+		return ref
+	}
+	j, err := s.state.Peek().Job(ref.JobID)
+	switch {
+	case err != nil:
+	case j.Lease != nil && j.Lease.Token == ref.Token:
+		ref.AttemptID = j.Lease.AttemptID
+	default:
+		at := j.AttemptLog()
+		for i := len(at) - 1; i >= 0; i-- {
+			if at[i].Token == ref.Token {
+				ref.AttemptID = at[i].ID
+				break
+			}
+		}
+	}
+	return ref
+}
+
 // confirm makes this node's state linearizable for a refusal: the leader
 // confirms its leadership with a quorum and applies everything committed
 // before the call (a job created, or a lease granted, by an entry committed

@@ -60,6 +60,7 @@ func (s *Service) CompleteNext(ctx context.Context, in CompleteInput, next Claim
 // completeCommand checks a complete (the caller may end the attempt, the
 // result keeps the job's contract) and returns its command.
 func (s *Service) completeCommand(ctx context.Context, in CompleteInput) (*fsm.CompleteCommand, uint64, error) {
+	in.Ref = s.namedAttempt(in.Ref)
 	if err := s.mayAct(ctx, "complete", in.Ref, in.Actor); err != nil {
 		return nil, 0, err
 	}

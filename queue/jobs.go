@@ -378,6 +378,7 @@ func (s *Service) Fail(ctx context.Context, in FailInput) (*fsm.Result, uint64, 
 	if len(e.Message)+len(e.Stack)+len(e.Code) > MaxTextBytes {
 		return nil, 0, invalid("error is larger than %d bytes", MaxTextBytes)
 	}
+	in.Ref = s.namedAttempt(in.Ref)
 	if err := s.mayAct(ctx, "fail", in.Ref, in.Actor); err != nil {
 		return nil, 0, err
 	}

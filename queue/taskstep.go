@@ -38,6 +38,9 @@ func (s *Service) TaskStep(ctx context.Context, in TaskStepInput) (*fsm.Result, 
 	if len(e.Message)+len(e.Stack)+len(e.Code) > MaxTextBytes || len(in.Reason) > MaxTextBytes {
 		return nil, 0, invalid("error and reason must each stay under %d bytes", MaxTextBytes)
 	}
+	if in.Op == fsm.TaskComplete || in.Op == fsm.TaskFail {
+		in.Ref = s.namedAttempt(in.Ref)
+	}
 	if err := s.mayAct(ctx, in.Op.String(), in.Ref, in.Actor); err != nil {
 		return nil, 0, err
 	}

@@ -145,11 +145,10 @@ func (c *linChecker) load(ops []*Op, nums map[string]int) (skipped int) {
 		}
 		j := job(op.JobID)
 		a := args(op)
-		_, withAttempt := a["+attempt"]
 		_, worker := a["worker"]
 		_, consistent := a["consistent"]
 		in := &linOp{op: op, job: j, kind: op.Kind, attempt: op.Attempt, call: c.ns(op.Start),
-			withAttempt: withAttempt, worker: worker || op.Kind == OpWorkerClaim,
+			worker:     worker || op.Kind == OpWorkerClaim,
 			consistent: op.Kind == OpHeartbeat && consistent, requeue: a["requeue"] == "true"}
 		if op.Kind == OpCreate {
 			if n, err := strconv.Atoi(a["max"]); err == nil && n > 0 && j.max == 0 {

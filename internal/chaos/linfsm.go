@@ -92,7 +92,7 @@ func (m *jobModel) fsm(s jobState, in *linOp) fsmResult {
 		n.Floor = max(s.Floor, m.leaseFloor(in.call, false))
 		r.ok = true
 	case OpComplete:
-		if v, ok := endedGet(s.Ended, in.attempt); ok && in.withAttempt && v == "c" {
+		if v, ok := endedGet(s.Ended, in.attempt); ok && v == "c" {
 			r.ok, r.dup = true, true
 			return r
 		}
@@ -103,7 +103,7 @@ func (m *jobModel) fsm(s jobState, in *linOp) fsmResult {
 		n.Ended = endedPut(s.Ended, in.attempt, "c")
 		r.ok = true
 	case OpFail:
-		if v, ok := endedGet(s.Ended, in.attempt); ok && in.withAttempt && strings.HasPrefix(v, "f") && len(v) == 3 {
+		if v, ok := endedGet(s.Ended, in.attempt); ok && strings.HasPrefix(v, "f") && len(v) == 3 {
 			r.ok, r.dup, r.requeued, r.dlq = true, true, v[1] == '1', v[2] == '1'
 			return r
 		}

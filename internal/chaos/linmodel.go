@@ -156,11 +156,10 @@ type linOp struct {
 	// attempt is the attempt id of the lease the call used, or the one an
 	// acknowledged claim granted.
 	attempt string
-	// withAttempt: the call sent the attempt id with the token (only then
-	// is a repeated complete or fail recognised); worker: a worker-contract
-	// route; consistent: a heartbeat with ?consistent; requeue: a fail's.
-	withAttempt, worker, consistent, requeue bool
-	call, ret                                int64
+	// worker: a worker-contract route; consistent: a heartbeat with
+	// ?consistent; requeue: a fail's.
+	worker, consistent, requeue bool
+	call, ret                   int64
 }
 
 // linOut is the answer of an operation: the porcupine operation's output.
