@@ -61,7 +61,10 @@ func (s *Server) namedCaller(r *http.Request, secret string) (queue.Caller, erro
 		default:
 			return lookupBusy, nil
 		}
-		return s.leaderIndexFor(ctx, secret), nil
+		// Its callers share it: the first one leaving does not end it.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenLookupWait)
+		defer cancel()
+		return s.leaderIndexFor(lctx, secret), nil
 	})
 	idx, _ := v.(uint64)
 	switch idx {
