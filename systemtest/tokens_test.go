@@ -27,23 +27,8 @@ func TestNamedTokenRevokedThenLeaderKilled(t *testing.T) {
 	leader, followers := apiRoles(t, c)
 	f0, f1 := followers[0], followers[1]
 
-	// The create waits for the cluster to reach the level named tokens
-	// need (its first leader raises it once every node reports it).
-	var created struct {
-		Name, Role, WorkerID string
-		Secret               string `json:"secret"`
-	}
-	apiEventually(t, 30*time.Second, "create a token through a follower", func() error {
-		r, err := apiRequest("POST", f0.URL+"/v1/tokens", apiHead, map[string]any{"name": "agent-1", "role": "left_claw",
-			"workerId": "w1", "streams": []string{"tok"}, "note": "the system test's agent"})
-		if err != nil {
-			return err
-		}
-		if r.Status != http.StatusCreated {
-			return fmt.Errorf("%s", r)
-		}
-		return json.Unmarshal(r.Body, &created)
-	})
+	created := apiCreateToken(t, f0.URL, map[string]any{"name": "agent-1", "role": "left_claw",
+		"workerId": "w1", "streams": []string{"tok"}, "note": "the system test's agent"})
 	secret := created.Secret
 	if secret == "" || created.Name != "agent-1" {
 		t.Fatalf("created %+v", created)
@@ -178,17 +163,7 @@ func TestNamedTokenOnLaggingFollower(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	leader, followers := apiRoles(t, c)
 	lag := followers[1]
-	// The level named tokens need (its first leader raises it).
-	apiEventually(t, 30*time.Second, "the cluster at the level of named tokens", func() error {
-		r, err := apiRequest("POST", leader.URL+"/v1/tokens", apiHead, map[string]any{"name": "first", "role": "operator"})
-		if err != nil {
-			return err
-		}
-		if r.Status != http.StatusCreated {
-			return fmt.Errorf("%s", r)
-		}
-		return nil
-	})
+	apiCreateToken(t, leader.URL, map[string]any{"name": "first", "role": "operator"})
 
 	if err := c.Pause(lag); err != nil {
 		t.Fatal(err)
@@ -196,11 +171,8 @@ func TestNamedTokenOnLaggingFollower(t *testing.T) {
 	t.Cleanup(func() { _ = c.Resume(lag) })
 	// Entries the paused follower has to catch up with, then the token.
 	jobs := apiCreateJobs(t, []*testcluster.Node{leader}, "lagging", 200)
-	var created struct {
-		Secret string `json:"secret"`
-	}
-	apiDecode(t, apiWant(t, apiDo(t, "POST", leader.URL+"/v1/tokens", apiHead, map[string]any{"name": "late", "role": "left_claw",
-		"workerId": "late-1", "streams": []string{"lagging"}}), http.StatusCreated), &created)
+	created := apiCreateToken(t, leader.URL, map[string]any{"name": "late", "role": "left_claw",
+		"workerId": "late-1", "streams": []string{"lagging"}})
 	if err := c.Resume(lag); err != nil {
 		t.Fatal(err)
 	}
@@ -222,4 +194,23 @@ func TestNamedTokenOnLaggingFollower(t *testing.T) {
 			t.Log(line) // whether the follower had caught up on its own first
 		}
 	}
+}
+
+// apiCreateToken creates a named token through url as head. It waits for
+// the cluster to reach the level named tokens need (its first leader
+// raises it once every node reports it).
+func apiCreateToken(t testing.TB, url string, body map[string]any) api.TokenCreated {
+	t.Helper()
+	var created api.TokenCreated
+	apiEventually(t, 30*time.Second, "create a token through "+url, func() error {
+		r, err := apiRequest("POST", url+"/v1/tokens", apiHead, body)
+		if err != nil {
+			return err
+		}
+		if r.Status != http.StatusCreated {
+			return fmt.Errorf("%s", r)
+		}
+		return json.Unmarshal(r.Body, &created)
+	})
+	return created
 }
