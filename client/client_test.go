@@ -510,3 +510,28 @@ func newServer(h http.Handler) *httptest.Server {
 		h.ServeHTTP(w, r)
 	}))
 }
+
+// A complete with the lease token alone is retried after an unknown
+// outcome: the server answers the repeat as the first.
+func TestCompleteWithLeaseTokenAloneRetried(t *testing.T) {
+	var completes atomic.Int32
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if completes.Add(1) == 1 {
+			writeErr(w, 503, "outcome_unknown", "lost leadership")
+			return
+		}
+		writeJSON(w, 200, jobJSON("j1", JobStatusDone))
+	}))
+	t.Cleanup(srv.Close)
+	job, err := newTestClient(t, []string{srv.URL}).JobComplete(context.Background(), "j1", &JobCompleteParams{LeaseToken: "tok"})
+	if err != nil || job.Status != JobStatusDone || completes.Load() != 2 {
+		t.Fatalf("JobComplete: %v, completes=%d", err, completes.Load())
+	}
+	// A release is not answered as a repeat: without the attempt id it is
+	// not retried.
+	completes.Store(0)
+	_, err = newTestClient(t, []string{srv.URL}).JobRelease(context.Background(), "j1", &JobReleaseParams{LeaseToken: "tok"})
+	if !errors.Is(err, ErrOutcomeUnknown) || completes.Load() != 1 {
+		t.Fatalf("JobRelease: %v, calls=%d", err, completes.Load())
+	}
+}

@@ -64,9 +64,9 @@ func (c *Client) ControlTaskGet(ctx context.Context, id string) (*ControlTask, e
 // StepFail, StepRelease) on a task under p's lease. A step the seed's
 // state machine does not allow is an *APIError with code
 // illegal_transition, From and To naming it; nothing changed. Start,
-// heartbeat, and complete or fail naming the attempt, answer a repeat as
-// the first, so they are retried; a release only when it was certainly not
-// applied.
+// heartbeat, and complete or fail under the lease token, answer a repeat
+// as the first, so they are retried; a release only when it was certainly
+// not applied.
 func (c *Client) ControlTaskStep(ctx context.Context, id, step string, p *TaskStepParams) (*api.TaskStepAnswer, error) {
 	req, err := jsonRequest(http.MethodPost, registryPath("tasks", id)+"/"+step, p)
 	if err != nil {
@@ -76,7 +76,7 @@ func (c *Client) ControlTaskStep(ctx context.Context, id, step string, p *TaskSt
 	switch step {
 	case StepStart, StepHeartbeat:
 	case StepComplete, StepFail:
-		if p.LeaseToken == "" || p.AttemptID == "" {
+		if p.LeaseToken == "" {
 			req.mode = retryUnsent
 		}
 	default:

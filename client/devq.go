@@ -245,15 +245,15 @@ func (c *Client) TaskClaim(ctx context.Context, p *TaskClaimParams) (*Task, erro
 }
 
 // TaskComplete completes a task; the result needs a string "summary". With
-// the claim's lease token and attempt id a repeat answers the first answer,
-// so it is retried.
+// the claim's lease token a repeat answers the first answer, so it is
+// retried.
 func (c *Client) TaskComplete(ctx context.Context, id string, p *TaskCompleteParams) (*Task, error) {
-	return c.taskWrite(ctx, id, "complete", p, p.LeaseToken != "" && p.AttemptID != "")
+	return c.taskWrite(ctx, id, "complete", p, p.LeaseToken != "")
 }
 
-// TaskFail fails a task with an error message.
+// TaskFail fails a task with an error message; retried as TaskComplete.
 func (c *Client) TaskFail(ctx context.Context, id string, p *TaskFailParams) (*Task, error) {
-	return c.taskWrite(ctx, id, "fail", p, p.LeaseToken != "" && p.AttemptID != "")
+	return c.taskWrite(ctx, id, "fail", p, p.LeaseToken != "")
 }
 
 // TaskHeartbeat pushes a running task's stale and auto-fail marks back.

@@ -37,12 +37,14 @@
 //   - Reads, heartbeats and cluster join/remove are always retried.
 //   - [Client.JobCreate] always sends an Idempotency-Key (a fresh UUID when
 //     the caller gives none), so a repeated create answers the first job.
-//   - [Client.JobComplete], [Client.JobFail] and [Client.JobRelease] are
-//     retried only when they carry both a lease token and an attempt id,
-//     which makes a repeat of the same attempt idempotent on the server.
-//     If a retry after an unknown outcome is refused with 409 (the first
-//     try did land), the client re-reads the job's attempts and reports
-//     success when the attempt ended the way this call would have ended it.
+//   - [Client.JobComplete] and [Client.JobFail] are retried when they carry
+//     a lease token: the server answers a repeat under the same token as
+//     the first. [Client.JobRelease] is retried only with both a lease token
+//     and an attempt id. If a retry after an unknown outcome is refused with
+//     409 (the first try did land, on a server that does not recognise the
+//     repeat) and the attempt id is known, the client re-reads the job's
+//     attempts and reports success when the attempt ended the way this call
+//     would have ended it.
 //     The worker-contract calls ([Client.WorkerComplete], [Client.WorkerFail])
 //     behave the same way.
 //   - [Client.JobClaim] and [Client.WorkerClaim] are retried only when the

@@ -129,7 +129,7 @@ func (c *Client) JobHeartbeat(ctx context.Context, id string, params *JobLeasePa
 }
 
 // JobComplete completes a running job. It is retried only when params
-// carry both LeaseToken and AttemptID (see the package documentation).
+// carry a LeaseToken (see the package documentation).
 func (c *Client) JobComplete(ctx context.Context, id string, params *JobCompleteParams) (*Job, error) {
 	if params == nil {
 		params = &JobCompleteParams{}
@@ -137,8 +137,8 @@ func (c *Client) JobComplete(ctx context.Context, id string, params *JobComplete
 	return c.attemptEnd(ctx, id, "complete", params, params.LeaseToken, params.AttemptID, OutcomeCompleted)
 }
 
-// JobFail fails a running job. It is retried only when params carry both
-// LeaseToken and AttemptID.
+// JobFail fails a running job. It is retried only when params carry a
+// LeaseToken.
 func (c *Client) JobFail(ctx context.Context, id string, params *JobFailParams) (*Job, error) {
 	if params == nil {
 		params = &JobFailParams{}
@@ -155,17 +155,19 @@ func (c *Client) JobRelease(ctx context.Context, id string, params *JobReleasePa
 	return c.attemptEnd(ctx, id, "release", params, params.LeaseToken, params.AttemptID, OutcomeReleased)
 }
 
-// attemptEnd sends complete/fail/release. With a lease token and attempt id
-// the call is retried; if a retry after an unknown outcome is refused with
-// 409, the attempt's recorded outcome tells whether the first try landed.
+// attemptEnd sends complete/fail/release. A complete or fail with a lease
+// token is retried (the server answers a repeat under the same token as
+// the first), a release only with the attempt id too. If a retry after an
+// unknown outcome is refused with 409 (a server that does not know the
+// repeat), the attempt's recorded outcome tells whether the first try
+// landed, when the attempt id is known.
 func (c *Client) attemptEnd(ctx context.Context, id, verb string, body any, token, attemptID, outcome string) (*Job, error) {
 	req, err := jsonRequest(http.MethodPost, jobPath(id, verb), body)
 	if err != nil {
 		return nil, err
 	}
 	req.write, req.mode = true, retryUnsent
-	fenced := token != "" && attemptID != ""
-	if fenced {
+	if token != "" && (attemptID != "" || outcome != OutcomeReleased) {
 		req.mode = retrySafe
 	}
 	var job Job
@@ -173,7 +175,7 @@ func (c *Client) attemptEnd(ctx context.Context, id, verb string, body any, toke
 	if err == nil {
 		return &job, nil
 	}
-	if fenced && uncertain && errors.Is(err, ErrConflict) {
+	if token != "" && attemptID != "" && uncertain && errors.Is(err, ErrConflict) {
 		if ok, verr := c.attemptEndedAs(ctx, id, attemptID, outcome); verr == nil && ok {
 			return c.JobGet(ctx, id)
 		}
